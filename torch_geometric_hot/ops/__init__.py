@@ -1,0 +1,13 @@
+r"""Pure functions: the sparse engine every layer is built on."""
+from torch_geometric_hot.ops.scatter import (scatter_sum, scatter_max,
+                                             segment_counts, use_backend,
+                                             current_backend)
+from torch_geometric_hot.ops.softmax import (grouped_softmax,
+                                             grouped_softmax_aggregate)
+from torch_geometric_hot.ops.feature_maps import FeatureMap, KERNELS
+
+__all__ = [
+    'scatter_sum', 'scatter_max', 'segment_counts', 'use_backend',
+    'current_backend', 'grouped_softmax', 'grouped_softmax_aggregate',
+    'FeatureMap', 'KERNELS'
+]

@@ -1,0 +1,157 @@
+r"""Positive feature maps :math:`\phi` for kernel (linear) attention.
+
+:math:`\exp(q^\top k / \sqrt{d}) \approx \phi(q)^\top \phi(k)` lets attention
+over a key group be computed from the group's sums
+:math:`S = \sum_k \phi(k) v_k^\top` and :math:`z = \sum_k \phi(k)`.
+
+* ``'favor+'``: positive orthogonal random features (Performer,
+  `Choromanski et al. 2021 <https://arxiv.org/abs/2009.14794>`_),
+  :math:`\phi(x) = \exp(Wx - \|x\|^2/2 - c) / \sqrt{r}` on
+  :math:`x \leftarrow x d^{-1/4}`; unbiased for the softmax kernel.
+* ``'relu'``: ReLU random features, :math:`\phi(x) = (\mathrm{ReLU}(Wx) +
+  \epsilon)/\sqrt{r}` (what the HOT experiments used).
+* ``'elu'``: the deterministic :math:`\mathrm{elu}(x) + 1`
+  (`Katharopoulos et al. 2020 <https://arxiv.org/abs/2006.16236>`_).
+"""
+import math
+from typing import Optional
+
+import torch
+from torch import Tensor
+
+from torch_geometric_hot.ops.scatter import scatter_max
+
+KERNELS = ('favor+', 'relu', 'elu')
+_RELU_EPS = 1e-3
+
+
+def default_num_features(head_dim: int) -> int:
+    r"""Performer's default number of random features,
+    :math:`\lceil d \ln d \rceil` (at least :obj:`d`)."""
+    return max(head_dim, math.ceil(head_dim * math.log(max(head_dim, 2))))
+
+
+def orthogonal_gaussian(num_features: int, dim: int,
+                        generator: Optional[torch.Generator] = None,
+                        dtype: torch.dtype = torch.float) -> Tensor:
+    r"""Random projection :obj:`[num_features, dim]` made of orthogonal
+    Gaussian blocks whose rows are rescaled to Gaussian norms, so each row is
+    marginally :math:`\mathcal{N}(0, I)` (Performer's ORF construction)."""
+    blocks = []
+    for start in range(0, num_features, dim):
+        gaussian = torch.randn(dim, dim, generator=generator, dtype=dtype)
+        q, _ = torch.linalg.qr(gaussian)
+        blocks.append(q.t()[:min(dim, num_features - start)])
+    norms = torch.randn(num_features, dim, generator=generator,
+                        dtype=dtype).norm(dim=1, keepdim=True)
+    return torch.cat(blocks, dim=0) * norms
+
+
+class FeatureMap(torch.nn.Module):
+    r"""A kernel feature map with its own (seedable, redrawable) random
+    projection, applied per head.
+
+    Args:
+        head_dim (int): Dimension :math:`d` of queries and keys.
+        kernel (str, optional): ``'favor+'``, ``'relu'`` or ``'elu'``.
+            (default: ``'favor+'``)
+        num_features (int, optional): Number of random features :math:`r`
+            (default: :math:`\lceil d \ln d \rceil`). Ignored by ``'elu'``.
+        redraw_interval (int, optional): Redraw the projection every this
+            many training forward passes; never in eval mode.
+            (default: :obj:`None`)
+        seed (int, optional): Seed of the projection's generator.
+            (default: :obj:`None`)
+
+    Shapes:
+        - **input:** :obj:`[*, H, d]`
+        - **output:** :obj:`[*, H, r]`
+    """
+    def __init__(self, head_dim: int, kernel: str = 'favor+',
+                 num_features: Optional[int] = None,
+                 redraw_interval: Optional[int] = None,
+                 seed: Optional[int] = None) -> None:
+        super().__init__()
+        if kernel not in KERNELS:
+            raise ValueError(f"'kernel' must be one of {KERNELS}, got "
+                             f"{kernel!r}")
+        if head_dim < 1:
+            raise ValueError(f"'head_dim' must be positive, got {head_dim}")
+        self.head_dim = head_dim
+        self.kernel = kernel
+        if kernel == 'elu':
+            num_features = head_dim
+        self.num_features = num_features or default_num_features(head_dim)
+        if self.num_features < 1:
+            raise ValueError(f"'num_features' must be positive, got "
+                             f"{num_features}")
+        self.redraw_interval = redraw_interval
+        self.seed = seed
+        self._generator = torch.Generator()
+        if seed is not None:
+            self._generator.manual_seed(seed)
+        self.register_buffer('projection',
+                             torch.empty(self.num_features, head_dim))
+        self.register_buffer('calls_since_redraw',
+                             torch.zeros((), dtype=torch.long))
+        self.redraw_projection()
+
+    @torch.no_grad()
+    def redraw_projection(self) -> None:
+        r"""Draws a new random projection (a no-op for ``'elu'``)."""
+        if self.kernel != 'elu':
+            w = orthogonal_gaussian(self.num_features, self.head_dim,
+                                    self._generator)
+            self.projection.copy_(w.to(self.projection.dtype))
+        self.calls_since_redraw.zero_()
+
+    def _maybe_redraw(self) -> None:
+        if not self.training or self.redraw_interval is None:
+            return
+        if int(self.calls_since_redraw) >= self.redraw_interval:
+            self.redraw_projection()
+        self.calls_since_redraw += 1
+
+    def forward(self, x: Tensor, is_query: bool,
+                group: Optional[Tensor] = None,
+                num_groups: Optional[int] = None) -> Tensor:
+        r"""Maps :obj:`x` of shape :obj:`[N, H, d]` to :obj:`[N, H, r]`.
+
+        Args:
+            x (torch.Tensor): Queries or keys.
+            is_query (bool): FAVOR+ stabilises queries per row and keys by a
+                constant shared by every key of a normalisation group.
+            group (torch.Tensor, optional): For keys, the group (e.g. graph)
+                of every row; keys of one group share a stabiliser, which
+                keeps graphs in a batch independent. (default: :obj:`None`,
+                one stabiliser for all keys)
+            num_groups (int, optional): Number of groups.
+        """
+        if x.size(-1) != self.head_dim:
+            raise ValueError(f"'x' must have head dimension {self.head_dim},"
+                             f" got shape {tuple(x.shape)}")
+        if is_query:
+            self._maybe_redraw()
+        if self.kernel == 'elu':
+            return torch.nn.functional.elu(x) + 1.0
+        x = x * self.head_dim**-0.25
+        proj = x @ self.projection.to(x.dtype).t()  # [N, H, r]
+        scale = self.num_features**-0.5
+        if self.kernel == 'relu':
+            return (proj.relu() + _RELU_EPS) * scale
+        proj = proj - 0.5 * (x * x).sum(dim=-1, keepdim=True)
+        if is_query:
+            stab = proj.detach().amax(dim=-1, keepdim=True)
+        elif group is None or proj.size(0) == 0:
+            stab = proj.detach().amax()
+        else:
+            per_row = proj.detach().amax(dim=-1)  # [N, H]
+            size = num_groups if num_groups is not None else (
+                int(group.max()) + 1)
+            stab = scatter_max(per_row, group, size)[group].unsqueeze(-1)
+        return (proj - stab).exp() * scale
+
+    def extra_repr(self) -> str:
+        return (f'head_dim={self.head_dim}, kernel={self.kernel!r}, '
+                f'num_features={self.num_features}, '
+                f'redraw_interval={self.redraw_interval}, seed={self.seed}')

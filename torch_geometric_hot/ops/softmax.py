@@ -1,0 +1,51 @@
+r"""Grouped (segment) softmax, the normaliser of every softmax attention."""
+import torch
+from torch import Tensor
+
+from torch_geometric_hot.ops.scatter import scatter_max, scatter_sum
+
+
+def grouped_softmax(logits: Tensor, group: Tensor, num_groups: int) -> Tensor:
+    r"""Softmax of :obj:`logits` over the rows that share a group.
+
+    .. math::
+        \alpha_e = \frac{\exp(s_e - m_{g(e)})}
+        {\sum_{e' : g(e') = g(e)} \exp(s_{e'} - m_{g(e)})},
+        \qquad m_g = \max_{e : g(e) = g} s_e
+
+    The per-group maximum keeps it stable; groups with no rows simply do
+    not appear in the output, so they can never produce a NaN.
+
+    Args:
+        logits (torch.Tensor): Scores of shape :obj:`[E, *]` (e.g.
+            :obj:`[E, heads]`).
+        group (torch.Tensor): Group of every row, shape :obj:`[E]`.
+        num_groups (int): Number of groups.
+
+    :rtype: :class:`torch.Tensor` of the shape of :obj:`logits`
+    """
+    if logits.size(0) != group.numel():
+        raise ValueError(f"'group' must have one entry per row of 'logits' "
+                         f"({logits.size(0)}), got {group.numel()}")
+    if logits.numel() == 0:
+        return logits.clone()
+    shift = scatter_max(logits, group, num_groups).index_select(0, group)
+    weights = (logits - shift).exp()
+    denominator = scatter_sum(weights, group, num_groups)
+    return weights / denominator.index_select(0, group)
+
+
+def grouped_softmax_aggregate(logits: Tensor, values: Tensor, group: Tensor,
+                              num_groups: int) -> Tensor:
+    r"""Attention output :math:`\sum_e \alpha_e v_e` per group.
+
+    Args:
+        logits (torch.Tensor): Scores of shape :obj:`[E, H]`.
+        values (torch.Tensor): Values of shape :obj:`[E, H, D]`.
+        group (torch.Tensor): Group (query) of every row, shape :obj:`[E]`.
+        num_groups (int): Number of groups; a group with no row gets zeros.
+
+    :rtype: :class:`torch.Tensor` of shape :obj:`[num_groups, H, D]`
+    """
+    alpha = grouped_softmax(logits, group, num_groups)
+    return scatter_sum(alpha.unsqueeze(-1) * values, group, num_groups)

@@ -1,0 +1,2 @@
+r"""transforms."""
+__all__ = []
