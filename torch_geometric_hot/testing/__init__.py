@@ -1,2 +1,12 @@
-r"""testing."""
-__all__ = []
+r"""Public testing helpers: oracles, equivariance and batch-independence
+assertions, and graphs that exercise edge cases."""
+from torch_geometric_hot.testing.equivariance import (
+    permute_nodes, assert_permutation_equivariant, assert_batch_independent)
+from torch_geometric_hot.testing.graphs import (random_graph, complete_graph,
+                                                edge_case_graphs)
+
+__all__ = [
+    'permute_nodes', 'assert_permutation_equivariant',
+    'assert_batch_independent', 'random_graph', 'complete_graph',
+    'edge_case_graphs'
+]
