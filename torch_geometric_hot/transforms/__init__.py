@@ -1,2 +1,13 @@
 r"""transforms."""
-__all__ = []
+from torch_geometric_hot.transforms.add_second_order_view import \
+    AddSecondOrderView
+
+__all__ = ['AddSecondOrderView']
+from torch_geometric_hot.transforms.add_laplacian_node_id import (
+    AddLaplacianNodeId)
+from torch_geometric_hot.transforms.add_orthogonal_node_id import (
+    AddOrthogonalNodeId)
+from torch_geometric_hot.transforms.add_random_node_id import (
+    AddRandomNodeId)
+
+__all__ += ['AddLaplacianNodeId', 'AddOrthogonalNodeId', 'AddRandomNodeId']
