@@ -1,2 +1,6 @@
 r"""datasets."""
-__all__ = []
+from torch_geometric_hot.datasets.nci_tpsa import NCITPSA
+
+__all__ = [
+    'NCITPSA',
+]

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Create (or reuse) the repository's virtual environment in .venv and install
+# the package with the [test,ogb,examples] extras.
+#
+# - torch==2.13.0 is installed first, on its own, so that pip never resolves
+#   a different (e.g. CUDA) build as a dependency of torch_geometric.
+# - A second run is a no-op: the stamp .venv/.installed is newer than
+#   pyproject.toml. Touch pyproject.toml (or delete the stamp) to reinstall.
+# - The optional torch-scatter extension is installed only from a local
+#   wheelhouse (~/.cache/torch_geometric_hot/wheels, or $TGH_WHEELHOUSE);
+#   it is never built here (compiling it takes ~6 minutes).
+set -euo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+venv="$root/.venv"
+stamp="$venv/.installed"
+python="${PYTHON:-python3}"
+wheelhouse="${TGH_WHEELHOUSE:-$HOME/.cache/torch_geometric_hot/wheels}"
+
+if [[ -f "$stamp" && "$stamp" -nt "$root/pyproject.toml" ]]; then
+    echo "bootstrap: reusing $venv (delete $stamp to reinstall)"
+    exit 0
+fi
+
+if [[ ! -x "$venv/bin/python" ]]; then
+    echo "bootstrap: creating $venv with $("$python" --version)"
+    "$python" -m venv "$venv"
+fi
+pip=("$venv/bin/python" -m pip install --quiet)
+
+echo "bootstrap: installing torch==2.13.0 (CPU)"
+"${pip[@]}" "torch==2.13.0"
+echo "bootstrap: installing torch_geometric_hot[test,ogb,examples]"
+"${pip[@]}" -e "$root[test,ogb,examples]"
+
+if [[ -d "$wheelhouse" ]]; then
+    echo "bootstrap: installing torch-scatter from $wheelhouse"
+    "${pip[@]}" --no-index --find-links "$wheelhouse" torch-scatter \
+        || echo "bootstrap: no usable torch-scatter wheel in $wheelhouse" \
+                "(continuing with the pure-torch backend)"
+else
+    echo "bootstrap: optional torch-scatter skipped (no wheelhouse at" \
+         "$wheelhouse); the pure-torch backend is used"
+fi
+
+touch "$stamp"
+echo "bootstrap: done"
