@@ -11,3 +11,12 @@ __all__ = [
     'current_backend', 'grouped_softmax', 'grouped_softmax_aggregate',
     'FeatureMap', 'KERNELS'
 ]
+from torch_geometric_hot.ops.simplicial_attention import (
+    simplicial_attention, simplicial_logits, multilinear_logits,
+    determinant_logits, indexer_distillation_loss)
+from torch_geometric_hot.ops.rope import apply_rotary
+
+__all__ += [
+    'simplicial_attention', 'simplicial_logits', 'multilinear_logits',
+    'determinant_logits', 'indexer_distillation_loss', 'apply_rotary'
+]
