@@ -1,2 +1,10 @@
 r"""data."""
-__all__ = []
+from torch_geometric_hot.data.pair_view import (PairView, build_pair_index,
+                                               check_edge_index)
+from torch_geometric_hot.data.node_view import NodeView
+
+__all__ = ['PairView', 'NodeView', 'build_pair_index', 'check_edge_index']
+from torch_geometric_hot.data.simplex_candidates import (
+    dense_simplices, neighbour_simplices, walk_simplices)
+
+__all__ += ['dense_simplices', 'neighbour_simplices', 'walk_simplices']

@@ -10,3 +10,11 @@ __all__ = [
     'assert_batch_independent', 'random_graph', 'complete_graph',
     'edge_case_graphs'
 ]
+from torch_geometric_hot.testing.dense_basis import (
+    partition_label, dense_basis, output_patterns, dense_equivariant_linear,
+    pair_to_dense)
+
+__all__ += [
+    'partition_label', 'dense_basis', 'output_patterns',
+    'dense_equivariant_linear', 'pair_to_dense'
+]
