@@ -1,2 +1,4 @@
 r"""models."""
-__all__ = []
+from torch_geometric_hot.models.invariant_mlp import InvariantMLP
+
+__all__ = ['InvariantMLP']

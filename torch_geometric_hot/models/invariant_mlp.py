@@ -1,0 +1,73 @@
+from typing import Optional
+
+import torch
+from torch import Tensor
+
+from torch_geometric_hot.data import PairView
+from torch_geometric_hot.nn.equivariant_linear import EquivariantLinear
+
+
+class InvariantMLP(torch.nn.Module):
+    r"""The invariant MLP :math:`\mathrm{MLP}_\pi` of `Higher-Order
+    Transformers <https://arxiv.org/abs/2111.00862>`_ (Table 6):
+    :math:`[L_{2\to 2} - \mathrm{ReLU}]_{\times L} - L_{2\to 0} -
+    \mathrm{Linear}` on the sparse pair view, for graph-level prediction.
+
+    Node features enter on the diagonal entries and edge features on the
+    off-diagonal entries (:meth:`PairView.lift`), each through its own
+    encoder.
+
+    Args:
+        hidden_channels (int): Width of every layer.
+        out_channels (int): Output width.
+        num_layers (int, optional): Number of :math:`L_{2\to 2}` layers.
+            (default: :obj:`4`)
+        node_encoder (torch.nn.Module, optional): Maps :obj:`data.x` to
+            :obj:`[n, hidden_channels]`; without it :obj:`data.x` must
+            already be float of width :obj:`hidden_channels`.
+        edge_encoder (torch.nn.Module, optional): Maps :obj:`data.edge_attr`
+            to :obj:`[m, hidden_channels]`; edges enter as zeros if omitted.
+        normalize (str, optional): ``'sum'`` or ``'mean'`` class
+            normalisation. (default: ``'mean'``)
+        dropout (float, optional): Dropout after every ReLU.
+            (default: :obj:`0.0`)
+    """
+    def __init__(self, hidden_channels: int, out_channels: int,
+                 num_layers: int = 4,
+                 node_encoder: Optional[torch.nn.Module] = None,
+                 edge_encoder: Optional[torch.nn.Module] = None,
+                 normalize: str = 'mean', dropout: float = 0.0) -> None:
+        super().__init__()
+        self.hidden_channels = hidden_channels
+        self.node_encoder = node_encoder
+        self.edge_encoder = edge_encoder
+        self.dropout = torch.nn.Dropout(dropout)
+        self.layers = torch.nn.ModuleList([
+            EquivariantLinear(hidden_channels, hidden_channels, 2, 2,
+                              normalize=normalize) for _ in range(num_layers)
+        ])
+        self.readout = EquivariantLinear(hidden_channels, hidden_channels, 2,
+                                         0, normalize=normalize)
+        self.head = torch.nn.Linear(hidden_channels, out_channels)
+
+    def reset_parameters(self) -> None:
+        for module in [self.node_encoder, self.edge_encoder, self.head,
+                       self.readout, *self.layers]:
+            if module is not None and hasattr(module, 'reset_parameters'):
+                module.reset_parameters()
+
+    def forward(self, data, view: Optional[PairView] = None) -> Tensor:
+        r"""Returns :obj:`[num_graphs, out_channels]`."""
+        view = view if view is not None else PairView.from_data(data)
+        x = self.node_encoder(data.x) if self.node_encoder else data.x
+        edge_attr = getattr(data, 'edge_attr', None)
+        e = self.edge_encoder(edge_attr) if (
+            self.edge_encoder is not None and edge_attr is not None) else None
+        h = view.lift(x, e)
+        for layer in self.layers:
+            h = self.dropout(layer(h, view).relu())
+        return self.head(self.readout(h, view).relu())
+
+    def __repr__(self) -> str:
+        return (f'{self.__class__.__name__}({self.hidden_channels}, '
+                f'num_layers={len(self.layers)})')
