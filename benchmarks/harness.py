@@ -1,0 +1,435 @@
+r"""The shared benchmark harness (DESIGN §9, §9.1). Every script in
+``benchmarks/`` uses it, so that all numbers are measured the same way.
+
+API
+---
+``ba_edge_index(num_edges, m=5, seed=0) -> LongTensor [2, E]``
+    Barabási–Albert graph (each new node links to ``m`` earlier nodes by
+    preferential attachment), undirected with both directions stored, no
+    self-loops or duplicates; ``E`` is about ``num_edges``. Vectorised
+    numpy: 10^7 edges in seconds.
+``bandwidth_floor(num_rows, channels=32, num_groups=None, seed=0) -> step``
+    The reference op of DESIGN §9.0: one gather of ``num_rows`` rows and one
+    ``index_add_`` of them into ``num_groups`` (default ``num_rows``) rows.
+    Its forward+backward time is the "floor" every variant is divided by.
+``time_fwd_bwd(step_fwd, repeats=3, warmup=1) -> (fwd_s, fwd_bwd_s)``
+    Medians. Each repetition calls ``out = step_fwd()`` with autograd
+    enabled (that is ``fwd_s``), then ``out.sum().backward()``; ``fwd_bwd_s``
+    is the time of both. Gradients are not zeroed between repetitions.
+``run_benchmark(name, sizes, variants, argv=None, size_key='n_edges',
+floor=None, quick_sizes=None) -> list[dict]``
+    The command line of every script. ``variants`` maps a variant name to
+    ``build(size) -> (step_fwd, fields)``, where ``fields`` holds the size
+    columns of the record (``n_nodes``, ``n_edges`` or ``n_tokens`` /
+    ``n_tuples``). A ``'floor'`` variant is added (``floor(size)``, default
+    ``bandwidth_floor(size)``), so the floor is measured in the same run at
+    every size. Options: ``--out PATH`` (JSON), ``--plot PATH`` (PNG),
+    ``--quick`` (``quick_sizes``), ``--sizes``, ``--variants``,
+    ``--repeats``, ``--warmup``, ``--threads``, ``--max-seconds`` and
+    ``--max-mem-gb`` (a variant's sweep stops at the first point over
+    either limit, or that fails), ``--thp`` (every point twice: without and
+    with ``THP_MEM_ALLOC_ENABLE=1``).
+``summarize(records, size_key='n_edges') -> list[dict]``
+    Per (variant, thp): the log–log slope of peak memory and of time against
+    ``size_key`` (least squares, all sizes and the top two decades), and
+    the min/max/spread (max/min) of the time-to-floor ratio across sizes.
+``format_table(records, size_key)``, ``format_summary(summary)``, ``plot(records,
+path, size_key)`` print and draw them.
+
+What is measured
+----------------
+Every point runs in a fresh process (the script re-invokes itself with
+``--point JSON``). The child builds the inputs (graph, module, features),
+runs the garbage collector, resets the kernel's peak-RSS mark
+(``/proc/self/clear_refs``), reads the current RSS, then runs
+``time_fwd_bwd``. ``peak_mem_mb`` is the peak RSS after that
+(``resource.getrusage(RUSAGE_SELF).ru_maxrss``, KB on Linux) minus the RSS
+before it: the memory of the forward and backward passes (activations,
+outputs, gradients, allocator growth), not of the inputs or of the Python
+and torch runtime. Where the peak mark cannot be reset the peak includes
+set-up (``peak_reset`` is false in the record).
+"""
+import argparse
+import gc
+import json
+import os
+import platform
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+import torch
+from torch import Tensor
+
+Step = Callable[[], Tensor]
+Builder = Callable[[int], Tuple[Step, Dict]]
+FLOOR = 'floor'
+
+
+# ---------------------------------------------------------------- graphs --
+def ba_edge_index(num_edges: int, m: int = 5, seed: int = 0) -> Tensor:
+    r"""A Barabási–Albert graph with about :obj:`num_edges` directed edges.
+
+    Nodes ``0..m`` form a clique; every later node ``v`` draws ``m`` targets
+    among the earlier nodes with probability proportional to their degree
+    (Batagelj–Brandes: a uniform pick in the list of endpoints of the edges
+    so far, resolved by vectorised pointer jumping). Repeated picks of one
+    target are merged, so a node may get fewer than ``m`` edges.
+
+    Returns:
+        :obj:`LongTensor [2, E]`, both directions, sorted by (row, col).
+    """
+    if m < 1:
+        raise ValueError(f"'m' must be >= 1, got {m}")
+    num_nodes = max(num_edges // (2 * m), m + 1)
+    rng = np.random.default_rng(seed)
+    clique = np.array([(i, j) for j in range(m + 1) for i in range(j)],
+                      dtype=np.int64).reshape(-1, 2)
+    new = np.repeat(np.arange(m + 1, num_nodes, dtype=np.int64), m)
+    # Endpoint list: endpoints[2k] = src of edge k, endpoints[2k+1] = dst.
+    num_all = clique.shape[0] + new.size
+    endpoints = np.empty(2 * num_all, dtype=np.int64)
+    endpoints[0:2 * clique.shape[0]] = clique.reshape(-1)
+    first = 2 * clique.shape[0]
+    endpoints[first::2] = new
+    # The targets (odd slots of the new edges) are filled in below.
+    # Edge of node v may pick any endpoint of the edges before v's block.
+    block_start = 2 * (clique.shape[0] + (new - (m + 1)) * m)
+    pick = (rng.random(new.size) * block_start).astype(np.int64)
+    # An odd pick is the (unknown yet) target of an earlier new edge: jump
+    # to that edge's own pick until every pick lands on a known endpoint.
+    own_pick = np.full(2 * num_all, -1, dtype=np.int64)
+    own_pick[first + 1::2] = pick
+    todo = np.flatnonzero((pick >= first) & (pick % 2 == 1))
+    while todo.size:
+        pick[todo] = own_pick[pick[todo]]
+        todo = todo[(pick[todo] >= first) & (pick[todo] % 2 == 1)]
+    targets = np.sort(endpoints[pick].reshape(-1, m), axis=1)  # [v, m]
+    # Merge repeated targets of one node (the only duplicates there are).
+    keep = np.ones_like(targets, dtype=bool)
+    keep[:, 1:] = targets[:, 1:] != targets[:, :-1]
+    src = np.concatenate([clique[:, 0], new[keep.reshape(-1)]])
+    dst = np.concatenate([clique[:, 1], targets[keep]])
+    keys = np.concatenate([src * num_nodes + dst, dst * num_nodes + src])
+    keys.sort()
+    return torch.from_numpy(np.stack([keys // num_nodes, keys % num_nodes]))
+
+
+# ------------------------------------------------------------- the floor --
+def bandwidth_floor(num_rows: int, channels: int = 32,
+                    num_groups: Optional[int] = None, seed: int = 0) -> Step:
+    r"""The reference op: ``out = zeros(G, C).index_add_(0, dst, x[src])``
+    with :obj:`num_rows` random ``src``/``dst`` indices and a leaf ``x`` of
+    :obj:`[G, C]` (``G = num_groups or num_rows``); backward is one
+    ``index_add_`` for the gather and one gather for the sum."""
+    num_groups = num_groups or num_rows
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.randn(num_groups, channels, generator=gen, requires_grad=True)
+    src = torch.randint(num_groups, (num_rows, ), generator=gen)
+    dst = torch.randint(num_groups, (num_rows, ), generator=gen)
+
+    def step() -> Tensor:
+        return x.new_zeros(num_groups, channels).index_add_(0, dst, x[src])
+
+    return step
+
+
+# ---------------------------------------------------------------- timing --
+def time_fwd_bwd(step_fwd: Step, repeats: int = 3,
+                 warmup: int = 1) -> Tuple[float, float]:
+    r"""Median forward and forward+backward seconds of :obj:`step_fwd`
+    (forward with autograd enabled; backward of ``out.sum()``)."""
+    if repeats < 1:
+        raise ValueError(f"'repeats' must be >= 1, got {repeats}")
+    fwd, fwd_bwd = [], []
+    for i in range(warmup + repeats):
+        start = time.perf_counter()
+        out = step_fwd()
+        mid = time.perf_counter()
+        out.sum().backward()
+        end = time.perf_counter()
+        del out
+        if i >= warmup:
+            fwd.append(mid - start)
+            fwd_bwd.append(end - start)
+    return statistics.median(fwd), statistics.median(fwd_bwd)
+
+
+# ---------------------------------------------------------------- memory --
+def _current_rss_kb() -> int:
+    with open('/proc/self/statm') as f:
+        return int(f.read().split()[1]) * os.sysconf('SC_PAGE_SIZE') // 1024
+
+
+def _reset_peak_rss() -> bool:
+    try:
+        with open('/proc/self/clear_refs', 'w') as f:
+            f.write('5')
+        return True
+    except OSError:
+        return False
+
+
+def measure_point(build: Builder, size: int, repeats: int,
+                  warmup: int) -> Dict:
+    r"""Builds a point and measures it in this process (the child side)."""
+    torch.manual_seed(0)
+    step, fields = build(size)
+    gc.collect()
+    peak_reset = _reset_peak_rss()
+    base_kb = _current_rss_kb()
+    fwd_s, fwd_bwd_s = time_fwd_bwd(step, repeats, warmup)
+    peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return dict(fields, fwd_s=fwd_s, fwd_bwd_s=fwd_bwd_s,
+                peak_mem_mb=max(peak_kb - base_kb, 0) / 1024,
+                base_rss_mb=base_kb / 1024, peak_reset=peak_reset)
+
+
+# ----------------------------------------------------------------- sweep --
+def _parse(argv: Optional[Sequence[str]], name: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=f'Benchmark {name!r}.')
+    parser.add_argument('--out', help='write the JSON records here')
+    parser.add_argument('--plot', help='write a log-log PNG here')
+    parser.add_argument('--quick', action='store_true',
+                        help='reduced sweep (under a minute)')
+    parser.add_argument('--sizes', type=lambda s: [int(float(v))
+                                                   for v in s.split(',')],
+                        help='comma-separated sizes, e.g. 1e3,1e4')
+    parser.add_argument('--variants', type=lambda s: s.split(','),
+                        help='comma-separated variant names (floor is '
+                        'always added)')
+    parser.add_argument('--repeats', type=int, default=3)
+    parser.add_argument('--warmup', type=int, default=1)
+    parser.add_argument('--threads', type=int, default=None)
+    parser.add_argument('--max-seconds', type=float, default=60.0,
+                        help='stop a variant after a point whose child '
+                        'process takes longer')
+    parser.add_argument('--max-mem-gb', type=float, default=12.0,
+                        help='stop a variant after a point whose peak '
+                        'memory exceeds this')
+    parser.add_argument('--thp', action='store_true',
+                        help='run every point without and with '
+                        'THP_MEM_ALLOC_ENABLE=1')
+    parser.add_argument('--point', help=argparse.SUPPRESS)
+    return parser.parse_args(argv)
+
+
+def _run_child(point: Dict, thp: bool, timeout: float) -> Dict:
+    env = dict(os.environ)
+    env.pop('THP_MEM_ALLOC_ENABLE', None)
+    if thp:
+        env['THP_MEM_ALLOC_ENABLE'] = '1'
+    cmd = [sys.executable, os.path.abspath(sys.argv[0]), '--point',
+           json.dumps(point)]
+    start = time.perf_counter()
+    try:
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True,
+                              timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return dict(status='timeout', wall_s=time.perf_counter() - start)
+    wall_s = time.perf_counter() - start
+    lines = [line for line in proc.stdout.splitlines()
+             if line.startswith('{')]
+    if proc.returncode != 0 or not lines:
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
+        return dict(status=f'failed (exit {proc.returncode})',
+                    error=' | '.join(tail), wall_s=wall_s)
+    return dict(json.loads(lines[-1]), status='ok', wall_s=wall_s)
+
+
+def run_benchmark(name: str, sizes: Sequence[int],
+                  variants: Dict[str, Builder],
+                  argv: Optional[Sequence[str]] = None,
+                  size_key: str = 'n_edges', floor: Optional[Builder] = None,
+                  quick_sizes: Optional[Sequence[int]] = None) -> List[Dict]:
+    r"""Runs the sweep (see the module docstring) and returns the records.
+
+    In the child (``--point``), measures one point, prints its JSON record
+    and exits.
+    """
+    args = _parse(argv, name)
+    builders = dict(variants)
+    builders[FLOOR] = floor or (lambda size: (bandwidth_floor(size),
+                                              {size_key: size}))
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    if args.point:
+        point = json.loads(args.point)
+        record = measure_point(builders[point['variant']], point['size'],
+                               point['repeats'], point['warmup'])
+        print(json.dumps(record))
+        sys.exit(0)
+
+    sizes = args.sizes or (quick_sizes if args.quick and quick_sizes else
+                           sizes)
+    names = [v for v in builders if v != FLOOR]
+    if args.variants:
+        unknown = set(args.variants) - set(builders)
+        if unknown:
+            raise SystemExit(f'unknown variants {sorted(unknown)}; '
+                             f'choose from {sorted(builders)}')
+        names = [v for v in names if v in args.variants]
+    common = dict(benchmark=name, device='cpu',
+                  torch=torch.__version__.split('+')[0],
+                  threads=args.threads or torch.get_num_threads(),
+                  machine=platform.machine())
+    records = []
+    for variant in [FLOOR] + names:
+        for thp in ([False, True] if args.thp else [False]):
+            for size in sorted(sizes):
+                point = dict(variant=variant, size=int(size),
+                             repeats=args.repeats, warmup=args.warmup)
+                record = dict(common, variant=variant, size=int(size),
+                              thp=thp)
+                record.update(_run_child(point, thp,
+                                         timeout=10 * args.max_seconds))
+                records.append(record)
+                print(format_table([record], size_key,
+                                   header=len(records) == 1), flush=True)
+                if (record['status'] != 'ok'
+                        or record['wall_s'] > args.max_seconds
+                        or record['peak_mem_mb'] > 1024 * args.max_mem_gb):
+                    print(f'  -> stopping {variant} (thp={thp}) after '
+                          f'{size}: {record["status"]}, limits '
+                          f'{args.max_seconds}s / {args.max_mem_gb} GB')
+                    break
+    summary = summarize(records, size_key)
+    print()
+    print(format_summary(summary))
+    if args.out:
+        _write_json(args.out, records)
+        _write_json(os.path.splitext(args.out)[0] + '_summary.json', summary)
+        print(f'wrote {args.out}')
+    if args.plot or args.out:
+        path = args.plot or os.path.splitext(args.out)[0] + '.png'
+        plot(records, path, size_key)
+        print(f'wrote {path}')
+    return records
+
+
+def _write_json(path: str, obj) -> None:
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, 'w') as f:
+        json.dump(obj, f, indent=1)
+
+
+# --------------------------------------------------------------- summary --
+def loglog_slope(x: Sequence[float], y: Sequence[float]) -> float:
+    r"""Least-squares slope of ``log y`` against ``log x`` (NaN with fewer
+    than two usable points; non-positive values are dropped)."""
+    pairs = [(a, b) for a, b in zip(x, y) if a > 0 and b > 0]
+    if len({a for a, _ in pairs}) < 2:
+        return float('nan')
+    lx, ly = np.log([a for a, _ in pairs]), np.log([b for _, b in pairs])
+    return float(np.polyfit(lx, ly, 1)[0])
+
+
+def _ok(records: List[Dict]) -> List[Dict]:
+    return [r for r in records if r.get('status', 'ok') == 'ok']
+
+
+def summarize(records: List[Dict], size_key: str = 'n_edges') -> List[Dict]:
+    r"""Per (variant, thp): memory and time log–log slopes against
+    :obj:`size_key` over all sizes and over the top two decades (sizes
+    ``>= max/100``), and the time-to-floor ratio (``fwd_bwd_s`` divided by
+    the floor's at the same requested ``size``) min/max/spread."""
+    ok = _ok(records)
+    floor = {(r['size'], r.get('thp', False)): r['fwd_bwd_s'] for r in ok
+             if r['variant'] == FLOOR}
+    groups: Dict[Tuple[str, bool], List[Dict]] = {}
+    for r in ok:
+        groups.setdefault((r['variant'], r.get('thp', False)), []).append(r)
+    summary = []
+    for (variant, thp), rows in groups.items():
+        rows = sorted(rows, key=lambda r: r[size_key])
+        top = [r for r in rows if r[size_key] >= rows[-1][size_key] / 100]
+        ratios = [r['fwd_bwd_s'] / floor[(r['size'], thp)] for r in rows
+                  if (r['size'], thp) in floor]
+        entry = dict(variant=variant, thp=thp, points=len(rows),
+                     size_min=rows[0][size_key], size_max=rows[-1][size_key])
+        for key, subset in (('', rows), ('_top', top)):
+            xs = [r[size_key] for r in subset]
+            entry['mem_slope' + key] = loglog_slope(
+                xs, [r['peak_mem_mb'] for r in subset])
+            entry['time_slope' + key] = loglog_slope(
+                xs, [r['fwd_bwd_s'] for r in subset])
+        if ratios:
+            entry.update(ratio_min=min(ratios), ratio_max=max(ratios),
+                         ratio_spread=max(ratios) / min(ratios))
+        summary.append(entry)
+    return summary
+
+
+def _fmt(value) -> str:
+    if isinstance(value, float):
+        if value != value:  # NaN
+            return 'nan'
+        return f'{value:.4g}'
+    return str(value)
+
+
+def format_table(records: List[Dict], size_key: str = 'n_edges',
+                 header: bool = True) -> str:
+    r"""A fixed-width table of records (one line each)."""
+    cols = ['variant', 'thp', 'size', 'n_nodes', size_key, 'fwd_s',
+            'fwd_bwd_s', 'peak_mem_mb', 'status']
+    cols = list(dict.fromkeys(cols))
+    widths = [max(len(c), 12) for c in cols]
+    widths[0] = 24
+    lines = []
+    if header:
+        lines.append(' '.join(c.rjust(w) for c, w in zip(cols, widths)))
+    for r in records:
+        lines.append(' '.join(
+            _fmt(r.get(c, '-')).rjust(w) for c, w in zip(cols, widths)))
+    return '\n'.join(lines)
+
+
+def format_summary(summary: List[Dict]) -> str:
+    r"""The summary as a table (slopes and time-to-floor ratios)."""
+    cols = ['variant', 'thp', 'points', 'mem_slope', 'mem_slope_top',
+            'time_slope', 'time_slope_top', 'ratio_min', 'ratio_max',
+            'ratio_spread']
+    lines = [' '.join(c.rjust(24 if i == 0 else 14)
+                      for i, c in enumerate(cols))]
+    for s in summary:
+        lines.append(' '.join(
+            _fmt(s.get(c, '-')).rjust(24 if i == 0 else 14)
+            for i, c in enumerate(cols)))
+    return '\n'.join(lines)
+
+
+def plot(records: List[Dict], path: str, size_key: str = 'n_edges') -> None:
+    r"""Log–log plot of ``fwd_bwd_s`` and ``peak_mem_mb`` per variant."""
+    import matplotlib
+    matplotlib.use('Agg')
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+    groups: Dict[str, List[Dict]] = {}
+    for r in _ok(records):
+        label = r['variant'] + (' +THP' if r.get('thp') else '')
+        groups.setdefault(label, []).append(r)
+    for label, rows in groups.items():
+        rows = sorted(rows, key=lambda r: r[size_key])
+        xs = [r[size_key] for r in rows]
+        style = '--' if label.startswith(FLOOR) else '-'
+        axes[0].loglog(xs, [r['fwd_bwd_s'] for r in rows], style + 'o',
+                       label=label)
+        axes[1].loglog(xs, [max(r['peak_mem_mb'], 1e-2) for r in rows],
+                       style + 'o', label=label)
+    bench = records[0]['benchmark'] if records else ''
+    for ax, ylabel in zip(axes, ['forward+backward [s]', 'peak memory [MB]']):
+        ax.set_xlabel(size_key)
+        ax.set_ylabel(ylabel)
+        ax.grid(True, which='both', alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.suptitle(bench)
+    fig.tight_layout()
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)

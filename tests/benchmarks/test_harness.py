@@ -1,0 +1,141 @@
+import json
+import math
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
+sys.path.insert(0, os.path.join(ROOT, 'benchmarks'))
+
+import harness  # noqa: E402
+
+
+@pytest.mark.parametrize('num_edges', [50, 2_000, 100_000])
+def test_ba_edge_index_is_a_simple_undirected_graph(num_edges):
+    edge_index = harness.ba_edge_index(num_edges, m=5, seed=3)
+    row, col = edge_index
+    num_nodes = int(edge_index.max()) + 1
+    assert edge_index.dtype == torch.long
+    assert abs(edge_index.size(1) - num_edges) <= 0.1 * num_edges + 30
+    assert not (row == col).any()
+    keys = row * num_nodes + col
+    assert bool((keys.diff() > 0).all())  # sorted, no duplicates
+    reverse = torch.sort(col * num_nodes + row).values
+    assert torch.equal(reverse, keys)  # both directions stored
+    deg = torch.bincount(row, minlength=num_nodes)
+    assert int(deg.min()) >= 1
+
+
+def test_ba_edge_index_is_preferential_and_seeded():
+    edge_index = harness.ba_edge_index(200_000, m=5, seed=0)
+    deg = torch.bincount(edge_index[0])
+    # A uniform attachment would give a max degree of a few dozen; a
+    # scale-free graph on 20k nodes has hubs of several hundred.
+    assert int(deg.max()) > 200
+    assert int(deg[:6].min()) > int(deg[-100:].max())
+    assert torch.equal(edge_index, harness.ba_edge_index(200_000, seed=0))
+    assert not torch.equal(edge_index, harness.ba_edge_index(200_000, seed=1))
+
+
+def test_loglog_slope():
+    xs = [1e3, 1e4, 1e5, 1e6]
+    assert harness.loglog_slope(xs, [3 * x**1.5 for x in xs]) == (
+        pytest.approx(1.5))
+    assert harness.loglog_slope(xs, [7.0] * 4) == pytest.approx(0.0,
+                                                              abs=1e-12)
+    assert math.isnan(harness.loglog_slope([10], [1.0]))
+    assert math.isnan(harness.loglog_slope([10, 20], [0.0, 0.0]))
+
+
+def test_summarize_ratios_and_slopes():
+    records = []
+    for size in (1_000, 10_000, 100_000):
+        records.append(dict(variant='floor', size=size, n_edges=size,
+                            fwd_bwd_s=1e-6 * size, peak_mem_mb=1e-3 * size))
+        records.append(dict(variant='layer', size=size, n_edges=size,
+                            fwd_bwd_s=(4 if size == 1_000 else 2) * 1e-6 *
+                            size, peak_mem_mb=1e-5 * size**1.2))
+    records.append(dict(variant='layer', size=10**6, n_edges=10**6,
+                        status='timeout'))
+    summary = {s['variant']: s for s in harness.summarize(records)}
+    assert summary['floor']['ratio_spread'] == pytest.approx(1.0)
+    assert summary['floor']['mem_slope'] == pytest.approx(1.0)
+    layer = summary['layer']
+    assert layer['points'] == 3
+    assert layer['mem_slope'] == pytest.approx(1.2)
+    assert (layer['ratio_min'], layer['ratio_max']) == (pytest.approx(2),
+                                                        pytest.approx(4))
+    assert layer['ratio_spread'] == pytest.approx(2.0)
+    text = harness.format_summary(list(summary.values()))
+    assert 'layer' in text and 'ratio_spread' in text
+
+
+def test_time_fwd_bwd_runs_warmup_and_repeats():
+    x = torch.randn(10, requires_grad=True)
+    calls = []
+
+    def step():
+        calls.append(1)
+        return (x * 2).sum()
+
+    fwd, fwd_bwd = harness.time_fwd_bwd(step, repeats=3, warmup=2)
+    assert len(calls) == 5
+    assert 0 < fwd <= fwd_bwd
+    assert torch.equal(x.grad, torch.full((10, ), 10.0))
+    with pytest.raises(ValueError, match='repeats'):
+        harness.time_fwd_bwd(step, repeats=0)
+
+
+def test_bandwidth_floor_is_gather_then_index_add():
+    step = harness.bandwidth_floor(1_000, channels=4, num_groups=50, seed=1)
+    out = step()
+    assert out.shape == (50, 4)
+    out.sum().backward()
+    (x, ) = [c.cell_contents for c in step.__closure__
+             if isinstance(c.cell_contents, torch.Tensor)
+             and c.cell_contents.requires_grad]
+    # d(sum)/dx[g] = how often row g is gathered.
+    gathered = x.grad[:, 0]
+    assert float(gathered.sum()) == 1_000
+    assert torch.allclose(out.sum(0), x.detach()[
+        torch.repeat_interleave(torch.arange(50),
+                                gathered.long())].sum(0), atol=1e-3)
+
+
+SCRIPT = '''
+import sys
+sys.path.insert(0, {bench!r})
+import torch
+import harness
+
+def build(size):
+    x = torch.randn(size, 8, requires_grad=True)
+    return (lambda: (x * 2).relu()), dict(n_nodes=size, n_edges=size)
+
+harness.run_benchmark('toy', [1000, 4000], {{'double': build}},
+                      quick_sizes=[1000])
+'''
+
+
+def test_run_benchmark_end_to_end(tmp_path):
+    script = tmp_path / 'toy.py'
+    script.write_text(SCRIPT.format(bench=os.path.join(ROOT, 'benchmarks')))
+    out = tmp_path / 'toy.json'
+    proc = subprocess.run([sys.executable, str(script), '--quick', '--out',
+                           str(out), '--repeats', '1'], capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    records = json.loads(out.read_text())
+    assert [r['variant'] for r in records] == ['floor', 'double']
+    for r in records:
+        for key in ('benchmark', 'variant', 'n_edges', 'fwd_s', 'fwd_bwd_s',
+                    'peak_mem_mb', 'device', 'torch', 'threads'):
+            assert key in r
+        assert r['status'] == 'ok' and r['n_edges'] == 1000
+        assert r['peak_mem_mb'] >= 0
+    assert 'ratio_spread' in proc.stdout
+    assert (tmp_path / 'toy.png').exists()
+    assert (tmp_path / 'toy_summary.json').exists()
