@@ -1,0 +1,118 @@
+import pytest
+import torch
+
+import torch_geometric_hot.ops.token_attention as token_attention
+from torch_geometric_hot.ops.feature_maps import FeatureMap
+from torch_geometric_hot.ops.token_attention import (
+    dense_softmax_attention_reference, grouped_linear_attention,
+    per_graph_softmax_attention, token_positions)
+
+
+def random_tokens(sizes, heads=2, dim=3, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    token_batch = torch.cat([
+        torch.full((s, ), g, dtype=torch.long) for g, s in enumerate(sizes)
+    ])
+    # Interleave the graphs: the flat order must not matter.
+    token_batch = token_batch[torch.randperm(token_batch.numel(),
+                                             generator=gen)]
+    qkv = [
+        torch.randn(token_batch.numel(), heads, dim, generator=gen,
+                    dtype=torch.float64, requires_grad=True)
+        for _ in range(3)
+    ]
+    return qkv, token_batch, len(sizes)
+
+
+def test_token_positions():
+    position, lengths = token_positions(torch.tensor([1, 0, 1, 1, 0]), 3)
+    assert position.tolist() == [0, 0, 1, 2, 1]
+    assert lengths.tolist() == [2, 3, 0]
+
+
+@pytest.mark.parametrize('sizes', [[5], [4, 1, 6, 0, 2], [3, 3]])
+def test_softmax_matches_dense_reference(sizes):
+    (q, k, v), token_batch, num_graphs = random_tokens(sizes)
+    out = per_graph_softmax_attention(q, k, v, token_batch, num_graphs)
+    ref = dense_softmax_attention_reference(q, k, v, token_batch, num_graphs)
+    torch.testing.assert_close(out, ref)
+
+
+def test_softmax_gradcheck():
+    (q, k, v), token_batch, num_graphs = random_tokens([3, 1, 2], heads=1,
+                                                       dim=2)
+    assert torch.autograd.gradcheck(
+        lambda q, k, v: per_graph_softmax_attention(q, k, v, token_batch,
+                                                    num_graphs), (q, k, v))
+
+
+def naive_linear_attention(q_feat, k_feat, v, token_batch, num_graphs):
+    out = torch.zeros_like(v)
+    for g in range(num_graphs):
+        idx = (token_batch == g).nonzero().view(-1)
+        for h in range(v.size(1)):
+            weights = q_feat[idx, h] @ k_feat[idx, h].t()  # [L, L]
+            out[idx, h] = (weights @ v[idx, h]) / weights.sum(-1,
+                                                              keepdim=True)
+    return out
+
+
+@pytest.mark.parametrize('chunk', [None, 7])
+@pytest.mark.parametrize('sizes', [[6], [4, 1, 5, 0, 2]])
+def test_linear_attention_matches_naive(sizes, chunk, monkeypatch):
+    if chunk is not None:  # force many chunks
+        monkeypatch.setattr(token_attention, '_CHUNK_ELEMENTS', chunk)
+    (q, k, v), token_batch, num_graphs = random_tokens(sizes)
+    q_feat, k_feat = q.exp(), k.exp()
+    out = grouped_linear_attention(q_feat, k_feat, v, token_batch,
+                                   num_graphs)
+    ref = naive_linear_attention(q_feat, k_feat, v, token_batch, num_graphs)
+    torch.testing.assert_close(out, ref)
+    grads = torch.autograd.grad(out.square().sum(), (q, k, v),
+                                retain_graph=True)
+    ref_grads = torch.autograd.grad(ref.square().sum(), (q, k, v))
+    for a, b in zip(grads, ref_grads):
+        torch.testing.assert_close(a, b)
+
+
+@pytest.mark.parametrize('sizes', [[4], [3, 1, 2]])
+def test_linear_attention_gradcheck(sizes):
+    (q, k, v), token_batch, num_graphs = random_tokens(sizes, heads=1,
+                                                       dim=2)
+    assert torch.autograd.gradcheck(
+        lambda q, k, v: grouped_linear_attention(q.exp(), k.exp(), v,
+                                                 token_batch, num_graphs),
+        (q, k, v))
+
+
+def test_linear_attention_ignores_other_graphs():
+    (q, k, v), token_batch, num_graphs = random_tokens([4, 3])
+    q_feat, k_feat = q.exp(), k.exp()
+    out = grouped_linear_attention(q_feat, k_feat, v, token_batch, 2)
+    v2 = v.detach().clone()
+    v2[token_batch == 1] += 100.0
+    out2 = grouped_linear_attention(q_feat, k_feat, v2, token_batch, 2)
+    mask = token_batch == 0
+    torch.testing.assert_close(out[mask], out2[mask])
+
+
+def test_performer_approaches_softmax():
+    # FAVOR+ is unbiased for exp(q.k / sqrt(d)); with many features the
+    # attention output error shrinks like 1/sqrt(r).
+    (q, k, v), token_batch, num_graphs = random_tokens([12, 7], heads=2,
+                                                       dim=4, seed=3)
+    q, k, v = (t.detach() * 0.5 for t in (q, k, v))
+    exact = dense_softmax_attention_reference(q, k, v, token_batch,
+                                              num_graphs)
+    errors = []
+    for r in (16, 2048):
+        fm = FeatureMap(4, 'favor+', num_features=r, seed=0).double()
+        approx = grouped_linear_attention(
+            fm(q, is_query=True), fm(k, is_query=False, group=token_batch,
+                                     num_groups=num_graphs), v, token_batch,
+            num_graphs)
+        errors.append((approx - exact).abs().max().item())
+    # Seeded draws; the bound leaves ~2x margin over the measured 0.021
+    # (the error at r = 16 is 0.18).
+    assert errors[1] < 0.05
+    assert errors[1] < errors[0] / 3

@@ -1,0 +1,113 @@
+r"""Multi-head self-attention over the tokens of a batch of graphs."""
+from typing import Optional, Tuple
+
+import torch
+from torch import Tensor
+from torch.nn import Linear
+
+from torch_geometric_hot.ops.feature_maps import FeatureMap
+from torch_geometric_hot.ops.token_attention import (
+    grouped_linear_attention, per_graph_softmax_attention)
+
+ATTENTIONS = ('softmax', 'performer')
+
+
+class TokenSelfAttention(torch.nn.Module):
+    r"""Multi-head self-attention in which every token attends to the tokens
+    of its own graph only (the MSA of TokenGT,
+    `Kim et al. 2022 <https://arxiv.org/abs/2207.02505>`_):
+
+    .. math::
+        \mathrm{MSA}(X)_t = W_O \Big\Vert_{h=1}^{H} \sum_{s : g(s) = g(t)}
+        \alpha^h_{ts} W_V^h x_s, \qquad
+        \alpha^h_{ts} \propto \kappa(W_Q^h x_t, W_K^h x_s)
+
+    with :math:`\kappa(q, k) = \exp(q^\top k / \sqrt{d})` (``'softmax'``,
+    exact, through fused
+    :func:`~torch.nn.functional.scaled_dot_product_attention` on per-graph
+    blocks) or its Performer FAVOR+ estimate
+    :math:`\phi(q)^\top \phi(k)` (``'performer'``, linear in the number of
+    tokens, computed on the flat token list with per-graph sums).
+
+    Args:
+        channels (int): Token width :math:`C`.
+        heads (int, optional): Number of heads :math:`H` (must divide
+            :obj:`channels`). (default: :obj:`1`)
+        attention (str, optional): ``'softmax'`` or ``'performer'``.
+            (default: ``'softmax'``)
+        attention_dropout (float, optional): Dropout on the softmax weights
+            (training only; ignored by ``'performer'``). (default: :obj:`0.`)
+        num_features (int, optional): Performer random features :math:`r`
+            (default: :math:`\lceil d \ln d \rceil`).
+        redraw_interval (int, optional): Redraw the Performer projection
+            every this many training forward passes. (default: :obj:`None`)
+        seed (int, optional): Seed of the Performer projection.
+            (default: :obj:`None`)
+
+    Shapes:
+        - **input:** tokens :math:`(T, C)`, token graph index :math:`(T)`
+        - **output:** :math:`(T, C)`
+    """
+    def __init__(self, channels: int, heads: int = 1,
+                 attention: str = 'softmax', attention_dropout: float = 0.0,
+                 num_features: Optional[int] = None,
+                 redraw_interval: Optional[int] = None,
+                 seed: Optional[int] = None) -> None:
+        super().__init__()
+        if attention not in ATTENTIONS:
+            raise ValueError(f"'attention' must be one of {ATTENTIONS}, got "
+                             f"{attention!r}")
+        if heads < 1 or channels % heads != 0:
+            raise ValueError(f"'heads' ({heads}) must be positive and divide "
+                             f"'channels' ({channels})")
+        self.channels = channels
+        self.heads = heads
+        self.attention = attention
+        self.attention_dropout = attention_dropout
+        self.qkv = Linear(channels, 3 * channels)
+        self.out = Linear(channels, channels)
+        self.feature_map = None
+        if attention == 'performer':
+            self.feature_map = FeatureMap(channels // heads, 'favor+',
+                                          num_features, redraw_interval,
+                                          seed)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        r"""Resets all learnable parameters."""
+        self.qkv.reset_parameters()
+        self.out.reset_parameters()
+
+    def redraw_projection(self) -> None:
+        r"""Draws new Performer random features (no-op for softmax)."""
+        if self.feature_map is not None:
+            self.feature_map.redraw_projection()
+
+    def forward(self, x: Tensor, token_batch: Tensor, num_graphs: int,
+                layout: Optional[Tuple[Tensor, Tensor]] = None) -> Tensor:
+        r"""
+        Args:
+            x (torch.Tensor): Tokens, shape :obj:`[T, C]`.
+            token_batch (torch.Tensor): Graph of every token, :obj:`[T]`.
+            num_graphs (int): Number of graphs.
+            layout (tuple, optional): Cached
+                :func:`~torch_geometric_hot.ops.token_attention.token_positions`
+                (softmax only).
+        """
+        q, k, v = self.qkv(x).view(x.size(0), 3, self.heads,
+                                   -1).unbind(dim=1)  # 3 x [T, H, d]
+        if self.feature_map is None:
+            p = self.attention_dropout if self.training else 0.0
+            out = per_graph_softmax_attention(q, k, v, token_batch,
+                                              num_graphs, p, layout)
+        else:
+            q_feat = self.feature_map(q, is_query=True)
+            k_feat = self.feature_map(k, is_query=False, group=token_batch,
+                                      num_groups=num_graphs)
+            out = grouped_linear_attention(q_feat, k_feat, v, token_batch,
+                                           num_graphs)
+        return self.out(out.reshape(x.size(0), self.channels))
+
+    def __repr__(self) -> str:
+        return (f'{self.__class__.__name__}({self.channels}, '
+                f'heads={self.heads}, attention={self.attention!r})')

@@ -1,0 +1,293 @@
+r"""Token embedding of TokenGT: node, edge, hyperedge and graph tokens with
+node and type identifiers."""
+from typing import Optional, Tuple
+
+import torch
+from torch import Tensor
+from torch.nn import Embedding, Linear, ModuleList, Parameter
+
+from torch_geometric_hot.ops.equality_patterns import bell, equality_pattern
+from torch_geometric_hot.ops.node_identifiers import (check_dim,
+                                                      check_edge_index,
+                                                      laplacian_node_ids,
+                                                      orthogonal_node_ids,
+                                                      random_node_ids)
+from torch_geometric_hot.ops.token_attention import token_positions
+
+NODE_IDS = ('orf', 'laplacian', 'random', None)
+
+
+class TokenGTEmbedding(torch.nn.Module):
+    r"""Builds the flat token list of TokenGT
+    (`Kim et al. 2022 <https://arxiv.org/abs/2207.02505>`_, §2):
+
+    .. math::
+        z_v &= w^{in} [X_v, P_v, P_v, E^{node}] \\
+        z_{(u,v)} &= w^{in} [X_{(u,v)}, P_u, P_v, E^{edge}] \\
+        z_{(i_1..i_k)} &= w^{in} [X_{(i_1..i_k)}, P_{i_1}, \dots, P_{i_k},
+        E^{\gamma(i_1..i_k)}]
+
+    and a trainable :math:`[\mathrm{graph}]` token per graph. The
+    concatenation followed by :math:`w^{in}` is computed as a sum of one
+    linear map per slot (node features, edge features, each identifier
+    slot) plus a learned vector per type (the type identifier, of width
+    :math:`d_e = d` as in the paper) and a shared bias. Hyperedge tokens are
+    typed by the equality pattern :math:`\gamma` of their index tuple
+    (:math:`\mathrm{bell}(k)` types), so tuples with repeated nodes are
+    allowed.
+
+    Node identifiers :math:`P` (:obj:`[n, d_p]`) are passed in (e.g. from
+    :class:`~torch_geometric_hot.transforms.AddLaplacianNodeId`) or drawn
+    per graph on the fly: ``'orf'`` and ``'random'`` are redrawn at every
+    training forward pass (from the module's seeded generator) and fixed in
+    eval mode when :obj:`seed` is set; ``'laplacian'`` is computed per graph
+    (slow: prefer the transform). Laplacian identifiers get, in training
+    only, a random sign per (graph, eigenvector) (:obj:`sign_flip`) and
+    eigenvector dropout (:obj:`eigvec_dropout`, whole columns per graph,
+    not rescaled so kept columns stay unit-norm).
+
+    Args:
+        in_channels (int): Node feature width (:obj:`0` for none).
+        channels (int): Token width :math:`d`.
+        edge_dim (int, optional): Edge feature width. (default: :obj:`None`)
+        node_id (str, optional): ``'orf'``, ``'laplacian'``, ``'random'`` or
+            :obj:`None`. (default: ``'orf'``)
+        node_id_dim (int, optional): :math:`d_p`. (default: :obj:`16`)
+        type_id (bool, optional): Add type identifiers.
+            (default: :obj:`True`)
+        graph_token (bool, optional): Prepend a graph token per graph.
+            (default: :obj:`True`)
+        eigvec_dropout (float, optional): (default: :obj:`0.`)
+        sign_flip (bool, optional): (default: :obj:`True`)
+        hyperedge_order (int, optional): Order :math:`k` of hyperedge
+            tokens. (default: :obj:`None`)
+        hyperedge_dim (int, optional): Hyperedge feature width.
+            (default: :obj:`None`)
+        seed (int, optional): Seed of on-the-fly identifiers.
+            (default: :obj:`None`)
+    """
+    def __init__(self, in_channels: int, channels: int,
+                 edge_dim: Optional[int] = None,
+                 node_id: Optional[str] = 'orf', node_id_dim: int = 16,
+                 type_id: bool = True, graph_token: bool = True,
+                 eigvec_dropout: float = 0.0, sign_flip: bool = True,
+                 hyperedge_order: Optional[int] = None,
+                 hyperedge_dim: Optional[int] = None,
+                 seed: Optional[int] = None) -> None:
+        super().__init__()
+        if node_id not in NODE_IDS:
+            raise ValueError(f"'node_id' must be one of {NODE_IDS}, got "
+                             f"{node_id!r}")
+        check_dim(node_id_dim, 'node_id_dim')
+        if not 0.0 <= eigvec_dropout < 1.0:
+            raise ValueError(f"'eigvec_dropout' must be in [0, 1), got "
+                             f"{eigvec_dropout}")
+        if hyperedge_order is not None:
+            check_dim(hyperedge_order, 'hyperedge_order')
+        self.in_channels = in_channels
+        self.channels = channels
+        self.edge_dim = edge_dim
+        self.node_id = node_id
+        self.node_id_dim = node_id_dim
+        self.eigvec_dropout = eigvec_dropout
+        self.sign_flip = sign_flip
+        self.hyperedge_order = hyperedge_order
+        self.hyperedge_dim = hyperedge_dim
+        self.seed = seed
+        self.generator = torch.Generator()
+        if seed is not None:
+            self.generator.manual_seed(seed)
+
+        def lin(width: Optional[int]) -> Optional[Linear]:
+            return Linear(width, channels, bias=False) if width else None
+
+        def slots(count: int) -> Optional[ModuleList]:
+            if node_id is None:
+                return None
+            return ModuleList([lin(node_id_dim) for _ in range(count)])
+
+        self.node_lin = lin(in_channels)
+        self.edge_lin = lin(edge_dim)
+        self.id_lins = slots(2)
+        self.type_emb = Embedding(2, channels) if type_id else None
+        self.hyper_lin = lin(hyperedge_dim) if hyperedge_order else None
+        self.hyper_id_lins = slots(hyperedge_order or 0)
+        self.hyper_type_emb = (Embedding(bell(hyperedge_order), channels)
+                               if type_id and hyperedge_order else None)
+        self.bias = Parameter(torch.empty(channels))
+        self.graph_emb = Parameter(
+            torch.empty(channels)) if graph_token else None
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        r"""Resets all learnable parameters."""
+        for module in self.children():
+            if hasattr(module, 'reset_parameters'):
+                module.reset_parameters()
+            else:
+                for child in module:
+                    child.reset_parameters()
+        torch.nn.init.zeros_(self.bias)
+        if self.graph_emb is not None:
+            torch.nn.init.normal_(self.graph_emb, std=0.02)
+
+    def _draw(self, sizes: Tensor, dtype: torch.dtype) -> Tensor:
+        generator = self.generator
+        if not self.training and self.seed is not None:
+            generator = torch.Generator().manual_seed(self.seed)
+        elif self.seed is None:
+            generator = None
+        draw = orthogonal_node_ids if self.node_id == 'orf' else (
+            random_node_ids)
+        return draw(sizes, self.node_id_dim, generator, dtype)
+
+    def _laplacian(self, edge_index: Tensor, batch: Tensor, local: Tensor,
+                   sizes: Tensor) -> Tensor:
+        out = torch.zeros(batch.numel(), self.node_id_dim,
+                          dtype=torch.float64)
+        edge_graph = batch[edge_index[0]]
+        for g, n in enumerate(sizes.tolist()):
+            nodes = (batch == g).nonzero().view(-1)
+            edges = local[edge_index[:, edge_graph == g]]
+            out[nodes] = laplacian_node_ids(edges, n, self.node_id_dim,
+                                            dtype=torch.float64)
+        return out
+
+    def node_identifiers(self, edge_index: Tensor, batch: Tensor,
+                         num_graphs: int, node_id: Optional[Tensor],
+                         dtype: torch.dtype) -> Optional[Tensor]:
+        r"""The identifiers :math:`P` :obj:`[n, d_p]` used in this forward
+        pass (given, or drawn per graph; Laplacian augmentations applied in
+        training)."""
+        if self.node_id is None:
+            return None
+        n = batch.numel()
+        if node_id is not None:
+            if node_id.shape != (n, self.node_id_dim):
+                raise ValueError(f"'node_id' must have shape [{n}, "
+                                 f"{self.node_id_dim}] (num_nodes, "
+                                 f"node_id_dim), got {tuple(node_id.shape)}")
+            p = node_id.to(dtype)
+        else:
+            local, sizes = token_positions(batch, num_graphs)
+            if self.node_id == 'laplacian':
+                p = self._laplacian(edge_index, batch, local, sizes).to(dtype)
+            else:
+                starts = torch.cumsum(sizes, 0) - sizes
+                p = self._draw(sizes, dtype)[starts[batch] + local]
+        if self.node_id == 'laplacian' and self.training:
+            if self.sign_flip:
+                signs = torch.randint(0, 2, (num_graphs, self.node_id_dim))
+                p = p * (2 * signs - 1).to(dtype)[batch]
+            if self.eigvec_dropout > 0:
+                keep = torch.rand(num_graphs, self.node_id_dim)
+                p = p * (keep >= self.eigvec_dropout).to(dtype)[batch]
+        return p
+
+    def _check(self, x: Tensor, edge_index: Tensor,
+               edge_attr: Optional[Tensor], batch: Tensor,
+               hyperedge_index: Optional[Tensor],
+               hyperedge_attr: Optional[Tensor]) -> None:
+        n = x.size(0)
+        if x.dim() != 2 or x.size(1) != (self.in_channels or 0):
+            raise ValueError(f"'x' must have shape [num_nodes, "
+                             f"{self.in_channels}], got {tuple(x.shape)}")
+        check_edge_index(edge_index, n)
+        if batch.shape != (n, ):
+            raise ValueError(f"'batch' must have shape [{n}], got "
+                             f"{tuple(batch.shape)}")
+        if bool((batch[edge_index[0]] != batch[edge_index[1]]).any()):
+            raise ValueError("'edge_index' connects nodes of different "
+                             "graphs")
+        if self.edge_dim and (edge_attr is None or edge_attr.shape !=
+                              (edge_index.size(1), self.edge_dim)):
+            raise ValueError(f"'edge_attr' must have shape [num_edges, "
+                             f"{self.edge_dim}]")
+        if hyperedge_index is None:
+            return
+        k = self.hyperedge_order
+        if k is None or hyperedge_index.dim() != 2 or (hyperedge_index.size(0)
+                                                       != k):
+            raise ValueError(f"'hyperedge_index' must have shape [{k}, "
+                             f"num_hyperedges] (hyperedge_order={k}), got "
+                             f"{tuple(hyperedge_index.shape)}")
+        if hyperedge_index.numel() and (int(hyperedge_index.min()) < 0 or
+                                        int(hyperedge_index.max()) >= n):
+            raise ValueError(f"'hyperedge_index' must hold node indices in "
+                             f"[0, {n})")
+        if bool((batch[hyperedge_index] != batch[hyperedge_index[:1]]).any()):
+            raise ValueError("'hyperedge_index' mixes nodes of different "
+                             "graphs")
+        if self.hyperedge_dim and (hyperedge_attr is None
+                                   or hyperedge_attr.shape !=
+                                   (hyperedge_index.size(1),
+                                    self.hyperedge_dim)):
+            raise ValueError(f"'hyperedge_attr' must have shape "
+                             f"[num_hyperedges, {self.hyperedge_dim}]")
+
+    def forward(
+        self, x: Tensor, edge_index: Tensor,
+        edge_attr: Optional[Tensor] = None, batch: Optional[Tensor] = None,
+        node_id: Optional[Tensor] = None,
+        hyperedge_index: Optional[Tensor] = None,
+        hyperedge_attr: Optional[Tensor] = None,
+        num_graphs: Optional[int] = None
+    ) -> Tuple[Tensor, Tensor, int, Tuple[int, int, int, int]]:
+        r"""Returns the tokens :obj:`[T, d]`, their graph :obj:`[T]`, the
+        number of graphs :math:`B` and the token counts
+        :obj:`(graph, node, edge, hyperedge)`, in that flat order."""
+        n = x.size(0)
+        if batch is None:
+            batch = torch.zeros(n, dtype=torch.long, device=x.device)
+        self._check(x, edge_index, edge_attr, batch, hyperedge_index,
+                    hyperedge_attr)
+        if num_graphs is None:
+            num_graphs = int(batch.max()) + 1 if n > 0 else 1
+        dtype = self.bias.dtype
+        src, dst = edge_index
+        node = self.bias.expand(n, -1)
+        edge = self.bias.expand(src.numel(), -1)
+        if self.node_lin is not None:
+            node = node + self.node_lin(x)
+        if self.edge_lin is not None:
+            edge = edge + self.edge_lin(edge_attr)
+        p = self.node_identifiers(edge_index, batch, num_graphs, node_id,
+                                  dtype)
+        if p is not None:
+            first, second = self.id_lins[0](p), self.id_lins[1](p)  # [n, d]
+            node = node + first + second
+            edge = edge + first[src] + second[dst]
+        if self.type_emb is not None:
+            node = node + self.type_emb.weight[0]
+            edge = edge + self.type_emb.weight[1]
+        parts = [node, edge]
+        batches = [batch, batch[src]]
+        if hyperedge_index is not None:
+            hyper = self.bias.expand(hyperedge_index.size(1), -1)
+            if self.hyper_lin is not None:
+                hyper = hyper + self.hyper_lin(hyperedge_attr)
+            if p is not None:
+                for lin, slot in zip(self.hyper_id_lins, hyperedge_index):
+                    hyper = hyper + lin(p)[slot]
+            if self.hyper_type_emb is not None:
+                hyper = hyper + self.hyper_type_emb(
+                    equality_pattern(hyperedge_index))
+            parts.append(hyper)
+            batches.append(batch[hyperedge_index[0]])
+        if self.graph_emb is not None:
+            parts.insert(0, self.graph_emb.expand(num_graphs, -1))
+            batches.insert(0, torch.arange(num_graphs, device=x.device))
+        counts = [part.size(0) for part in parts]
+        if self.graph_emb is None:
+            counts.insert(0, 0)
+        counts += [0] * (4 - len(counts))
+        return (torch.cat(parts, dim=0), torch.cat(batches), num_graphs,
+                tuple(counts))
+
+    def __repr__(self) -> str:
+        return (f'{self.__class__.__name__}({self.in_channels}, '
+                f'{self.channels}, edge_dim={self.edge_dim}, '
+                f'node_id={self.node_id!r}, node_id_dim={self.node_id_dim}, '
+                f'type_id={self.type_emb is not None}, '
+                f'graph_token={self.graph_emb is not None}, '
+                f'hyperedge_order={self.hyperedge_order})')
