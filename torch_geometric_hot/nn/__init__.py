@@ -1,8 +1,16 @@
 r"""nn."""
 from torch_geometric_hot.nn.equivariant_linear import EquivariantLinear
 from torch_geometric_hot.nn.categorical_encoder import CategoricalEncoder
+from torch_geometric_hot.nn.hot_conv import (HOTConv, HOTConv1to0, HOTConv1to1,
+                                            HOTConv1to2, HOTConv1toK,
+                                            HOTConv2to0, HOTConv2to1,
+                                            HOTConv2to2)
 
-__all__ = ['EquivariantLinear', 'CategoricalEncoder']
+__all__ = [
+    'EquivariantLinear', 'CategoricalEncoder', 'HOTConv', 'HOTConv1to0',
+    'HOTConv1to1', 'HOTConv1to2', 'HOTConv1toK', 'HOTConv2to0',
+    'HOTConv2to1', 'HOTConv2to2'
+]
 from torch_geometric_hot.nn.simplicial_attention import SimplicialAttention
 from torch_geometric_hot.nn.simplex_indexer import SimplexIndexer
 from torch_geometric_hot.nn.expert_choice_router import ExpertChoiceRouter

@@ -18,3 +18,17 @@ __all__ += [
     'partition_label', 'dense_basis', 'output_patterns',
     'dense_equivariant_linear', 'pair_to_dense'
 ]
+from torch_geometric_hot.testing.dense_attention import dense_class_attention
+
+__all__ += ['dense_class_attention']
+from torch_geometric_hot.testing.orders import (attach_order_inputs,
+                                                distinct_tuples, run_layer,
+                                                rows_per_graph)
+
+__all__ += [
+    'attach_order_inputs', 'distinct_tuples', 'run_layer', 'rows_per_graph'
+]
+from torch_geometric_hot.testing.tokengt_reference import (
+    dense_tokengt_reference)
+
+__all__ += ['dense_tokengt_reference']

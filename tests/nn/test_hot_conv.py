@@ -1,0 +1,189 @@
+import pytest
+import torch
+
+from torch_geometric_hot.data import PairView
+from torch_geometric_hot.nn import (HOTConv, HOTConv1to0, HOTConv1to1,
+                                    HOTConv1to2, HOTConv1toK, HOTConv2to0,
+                                    HOTConv2to1, HOTConv2to2)
+from torch_geometric_hot.testing import (
+    assert_batch_independent, assert_permutation_equivariant,
+    attach_order_inputs, complete_graph, dense_basis, dense_class_attention,
+    edge_case_graphs, output_patterns, pair_to_dense, random_graph,
+    rows_per_graph, run_layer)
+
+ORDERS = [(2, 2), (2, 1), (2, 0), (1, 1), (1, 0), (1, 2), (1, 3)]
+BIAS_LABELS = {0: [''], 1: ['o1'], 2: ['o1o2', 'o1|o2']}
+
+
+def dense_rows(rows, data, order, n):
+    r"""Sparse rows [R, C] -> dense flat [n^order, C]."""
+    if order == 2:
+        return pair_to_dense(rows, data.pair_index, n).view(n * n, -1)
+    if order <= 1:
+        return rows
+    out = rows.new_zeros(n**order, rows.size(-1))
+    flat = sum(idx * n**(order - 1 - a)
+               for a, idx in enumerate(data.hyperedge_index))
+    out[flat] = rows
+    return out
+
+
+def dense_reference(layer, data):
+    r"""The layer recomputed densely: attention of every class over its
+    full dense key group (the brute-force basis indicator)."""
+    n = data.num_nodes
+    k_ord, l_ord = layer.in_order, layer.out_order
+    view = PairView.from_data(data)
+    he = getattr(data, 'hyperedge_index', None)
+    x = data.pair_x if k_ord == 2 else data.x
+    H, D = layer.heads, layer.head_channels
+    keys = dense_rows(layer.lin_key(x, view), data, k_ord, n).view(-1, H, D)
+    values = dense_rows(layer.lin_value(x), data, k_ord,
+                        n).view(-1, len(layer.classes), H, D)
+    if l_ord == 0:
+        queries = layer.query.unsqueeze(0)
+    else:
+        queries = dense_rows(layer.lin_query(x, view, he), data, l_ord,
+                             n).view(-1, H, D)
+    fm = layer.feature_map
+    if fm is None:
+        queries = queries * D**-0.5
+    basis = dense_basis(n, k_ord, l_ord)
+    out = 0
+    for c, cls in enumerate(layer.classes):
+        attn = dense_class_attention(queries, keys, values[:, c],
+                                     basis[cls.partition], fm)
+        out = out + attn.reshape(attn.size(0), H * D) @ layer.lin_out[c]
+    if l_ord <= 2:
+        patterns = output_patterns(n, l_ord)
+        for label, bias in zip(BIAS_LABELS[l_ord], layer.bias):
+            out = out + patterns[label].unsqueeze(-1) * bias
+    else:
+        out = out + layer.bias[0]
+    if layer.lin_light is not None:
+        out = out + dense_rows(layer.lin_light(x, view, he), data, l_ord, n)
+    return out
+
+
+def sparse_dense(layer, data):
+    n = data.num_nodes
+    out = dense_rows(run_layer(layer, data), data, layer.out_order, n)
+    expected = dense_reference(layer, data)
+    if layer.out_order >= 3:
+        mask = dense_rows(torch.ones(data.hyperedge_index.size(1), 1,
+                                     dtype=torch.bool), data,
+                          layer.out_order, n).view(-1)
+        out, expected = out[mask], expected[mask]
+    return out, expected
+
+
+def make(orders, **kwargs):
+    torch.manual_seed(0)
+    return HOTConv(3, 4, *orders, heads=2, head_channels=3, **kwargs).double()
+
+
+@pytest.mark.parametrize('orders', ORDERS)
+def test_softmax_equals_dense_reference(orders):
+    data = attach_order_inputs(complete_graph(4), orders[1],
+                               max_hyperedges=10**6)
+    out, expected = sparse_dense(make(orders), data)
+    torch.testing.assert_close(out, expected, atol=1e-10, rtol=1e-10)
+
+
+@pytest.mark.parametrize('orders', ORDERS)
+@pytest.mark.parametrize('kernel', ['elu', 'favor+', 'relu'])
+def test_exact_kernel_equals_dense_kernel_reference(orders, kernel):
+    data = attach_order_inputs(complete_graph(4), orders[1],
+                               max_hyperedges=10**6)
+    layer = make(orders, attention='kernel', kernel=kernel, seed=0)
+    out, expected = sparse_dense(layer, data)
+    torch.testing.assert_close(out, expected, atol=1e-10, rtol=1e-10)
+
+
+def test_decoupled_kernel_differs_from_exact():
+    data = attach_order_inputs(complete_graph(4), 2)
+    exact = make((2, 2), attention='kernel', kernel='elu')
+    approx = make((2, 2), attention='kernel', kernel='elu',
+                  exact_exclusion=False)
+    approx.load_state_dict(exact.state_dict())
+    assert not torch.allclose(run_layer(exact, data), run_layer(approx, data))
+
+
+def test_favor_approaches_softmax():
+    data = attach_order_inputs(random_graph(6, 10), 2)
+    soft = make((2, 2))
+    errors = []
+    for features in (16, 4096):
+        kern = make((2, 2), attention='kernel', num_features=features,
+                    seed=1)
+        kern.load_state_dict(soft.state_dict(), strict=False)
+        diff = run_layer(kern, data) - run_layer(soft, data)
+        errors.append(float(diff.detach().abs().mean()))
+    # Monte-Carlo error shrinks ~ 1/sqrt(r): 256x features, >= 4x smaller.
+    assert errors[1] < 0.25 * errors[0]
+    assert errors[1] < 0.02
+
+
+@pytest.mark.parametrize('orders', ORDERS)
+@pytest.mark.parametrize('attention', ['softmax', 'kernel'])
+def test_permutation_equivariant_and_batch_independent(orders, attention):
+    layer = make(orders, attention=attention, kernel='favor+', seed=0)
+    data = attach_order_inputs(random_graph(7, 9), orders[1], seed=3)
+    level = 'node' if orders[1] == 1 else 'other'
+    assert_permutation_equivariant(lambda d: run_layer(layer, d), data,
+                                   level)
+    graphs = [attach_order_inputs(g, orders[1], seed=k)
+              for k, g in enumerate(edge_case_graphs(3))
+              if g.num_nodes >= orders[1]]
+    assert_batch_independent(lambda d: run_layer(layer, d), graphs,
+                             rows_per_graph(orders[1]))
+    for g in graphs:
+        assert torch.isfinite(run_layer(layer, g)).all()
+
+
+@pytest.mark.parametrize('attention', ['softmax', 'kernel'])
+def test_gradcheck(attention):
+    data = attach_order_inputs(random_graph(4, 4), 2)
+    view = PairView.from_data(data)
+    layer = make((2, 2), attention=attention, kernel='elu')
+    x = data.pair_x.clone().requires_grad_()
+    assert torch.autograd.gradcheck(lambda x: layer(x, view), (x, ))
+
+
+def test_attention_weights_sum_to_one_per_query():
+    data = attach_order_inputs(random_graph(6, 8), 2)
+    layer = make((2, 2))
+    _, weights = run_layer(layer, data, return_attention_weights=True)
+    assert set(weights) == {f'{c.part}/{c.name}' for c in layer.classes}
+    index, alpha = weights['off/8']
+    sums = torch.zeros(int(index[0].max()) + 1, 2,
+                       dtype=alpha.dtype).index_add_(0, index[0], alpha)
+    torch.testing.assert_close(sums[index[0].unique()],
+                               torch.ones_like(sums[index[0].unique()]))
+
+
+def test_wrappers_classes_repr_and_errors():
+    assert HOTConv2to2(4, 4).in_order == 2
+    assert (HOTConv2to1(4, 4).out_order, HOTConv2to0(4, 4).out_order) == (1,
+                                                                          0)
+    assert HOTConv1to2(4, 4).out_order == 2
+    assert (HOTConv1to1(4, 4).in_order, HOTConv1to0(4, 4).out_order) == (1,
+                                                                         0)
+    assert HOTConv1toK(4, 4, k=3).out_order == 3
+    local = HOTConv2to2(8, 8, heads=2, classes='local', attention='kernel')
+    assert len(local.classes) == 6
+    assert repr(local) == ("HOTConv2to2(8, 8, order=2->2, heads=2, "
+                           "attention='kernel', kernel='favor+', classes=6)")
+    with pytest.raises(ValueError, match="'attention'"):
+        HOTConv2to2(4, 4, attention='dense')
+    with pytest.raises(ValueError, match="'kernel'"):
+        HOTConv2to2(4, 4, attention='kernel', kernel='exp')
+    with pytest.raises(ValueError, match="'k'"):
+        HOTConv1toK(4, 4, k=2)
+    layer = HOTConv2to2(3, 4, attention='kernel')
+    with pytest.raises(ValueError, match='return_attention_weights'):
+        run_layer(layer.double(), attach_order_inputs(random_graph(4, 4), 2),
+                  return_attention_weights=True)
+    before = layer.feature_map.projection.clone()
+    layer.redraw_projection()
+    assert not torch.equal(before, layer.feature_map.projection)

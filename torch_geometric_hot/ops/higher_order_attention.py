@@ -1,0 +1,240 @@
+r"""Higher-order attention over the aggregating classes of the equivariant
+basis (HOT Eq. 10--12, DESIGN §5).
+
+Every aggregating class :math:`\mu` replaces its fixed sum over a key group
+by attention over the *same* group, distinct-index exclusions included:
+
+* :func:`softmax_class_attention`: exact grouped softmax over the
+  enumerated (query, key) pairs of the group, excluded keys masked;
+  cost :math:`O(\sum_i \deg_i^2)` (local) or :math:`O(\sum_g |P_g|^2)`
+  (global);
+* :func:`kernel_class_attention`: :math:`\phi(q)^\top S / \phi(q)^\top z`
+  from per-node / per-graph summaries, with the excluded keys subtracted by
+  the same signed terms as the linear layer (exact), :math:`O(n + m)`.
+
+Both take the class tables of :mod:`torch_geometric_hot.ops.basis` and the
+output :class:`~torch_geometric_hot.ops.equivariant.Target`.
+"""
+from dataclasses import replace
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import torch
+from torch import Tensor
+
+from torch_geometric_hot.ops.basis import EquivariantClass
+from torch_geometric_hot.ops.equivariant import Target, class_counts, \
+    summary_counts
+from torch_geometric_hot.ops.kernel_attention import gather_contract, \
+    segment_outer_sum
+from torch_geometric_hot.ops.scatter import scatter_sum
+from torch_geometric_hot.ops.softmax import grouped_softmax
+
+_SINGLE_KEY = ('E', 'ET', 'D', 'X')
+
+
+class KeyPool:
+    r"""The input rows an aggregate summary adds up, and their groups.
+
+    Attributes:
+        position (Tensor): Input rows of the keys :obj:`[K]`.
+        group (Tensor): Group of every key :obj:`[K]`.
+        num_groups (int): Number of groups.
+        row (Tensor): First node of every key (the node for order 1).
+        col (Tensor): Second node of every key.
+    """
+    def __init__(self, summary: str, view, in_order: int) -> None:
+        if in_order == 1:
+            if summary != 'XS':
+                raise ValueError(f"no key pool {summary!r} on order 1")
+            self.position = torch.arange(view.num_nodes,
+                                         device=view.batch.device)
+            self.row = self.col = self.position
+            self.group, self.num_groups = view.batch, view.num_graphs
+            return
+        if summary == 'DS':
+            self.position = view.diag_pos
+            self.row = self.col = torch.arange(view.num_nodes,
+                                               device=view.batch.device)
+            self.group, self.num_groups = view.batch, view.num_graphs
+            return
+        self.position, self.row, self.col = (view.off_pos, view.off_row,
+                                             view.off_col)
+        self.group, self.num_groups = {
+            'R': (view.off_row, view.num_nodes),
+            'C': (view.off_col, view.num_nodes),
+            'ES': (view.off_batch, view.num_graphs),
+        }[summary]
+
+
+def key_position(summary: str, selector, target: Target,
+                 view) -> Tuple[Tensor, Optional[Tensor]]:
+    r"""Input row of a single-key term for every query row (and a mask for
+    transposes that do not exist)."""
+    position, mask = target.index(summary, selector)
+    if summary == 'D':
+        position = view.diag_pos.index_select(0, position)
+    return position, mask
+
+
+def group_pairs(query_group: Tensor, key_group: Tensor,
+                num_groups: int) -> Tuple[Tensor, Tensor]:
+    r"""All (query, key) pairs that share a group, in
+    :math:`O(\text{pairs} + K \log K)`.
+
+    Returns:
+        (query [pairs], key [pairs]): indices into the query and key lists.
+    """
+    order = torch.argsort(key_group, stable=True)
+    counts = torch.bincount(key_group, minlength=num_groups)
+    start = counts.cumsum(0) - counts
+    per_query = counts.index_select(0, query_group)
+    query = torch.repeat_interleave(
+        torch.arange(query_group.numel(), device=query_group.device),
+        per_query)
+    first = per_query.cumsum(0) - per_query
+    offset = torch.arange(query.numel(), device=query.device) - \
+        first.index_select(0, query)
+    key = order.index_select(0, start.index_select(0, query_group)
+                             .index_select(0, query) + offset)
+    return query, key
+
+
+def _excluded(cls: EquivariantClass, target: Target, view, pool: KeyPool,
+              query: Tensor, key: Tensor) -> Tensor:
+    excluded = torch.zeros_like(query, dtype=torch.bool)
+    for summary, selector in cls.exclusions:
+        if summary in _SINGLE_KEY:
+            position, mask = key_position(summary, selector, target, view)
+            hit = pool.position.index_select(0, key) == position.index_select(
+                0, query)
+            if mask is not None:
+                hit = hit & mask.index_select(0, query)
+        else:
+            node = target.node(selector).index_select(0, query)
+            ends = pool.row if summary == 'R' else pool.col
+            hit = ends.index_select(0, key) == node
+        excluded |= hit
+    return excluded
+
+
+def softmax_class_attention(
+    cls: EquivariantClass, target: Target, view, in_order: int, q: Tensor,
+    k: Tensor, v: Tensor, dropout: float = 0.0, training: bool = False
+) -> Tuple[Tensor, Tuple[Tensor, Tensor]]:
+    r"""Exact softmax attention of one aggregating class.
+
+    Args:
+        cls (EquivariantClass): The class.
+        target (Target): Output part (the query rows).
+        view: Index bundle.
+        in_order (int): Input order.
+        q (torch.Tensor): Queries :obj:`[rows, H, d]` (already scaled).
+        k (torch.Tensor): Keys :obj:`[inputs, H, d]`.
+        v (torch.Tensor): Values :obj:`[inputs, H, d_v]`.
+        dropout (float): Dropout on the attention weights.
+        training (bool): Whether dropout is active.
+
+    Returns:
+        The output :obj:`[rows, H, d_v]` (zero for an empty key group) and
+        the attention :obj:`(index [2, pairs], alpha [pairs, H])` where
+        :obj:`index` holds (query row, input row).
+    """
+    summary, selector = cls.pool
+    pool = KeyPool(summary, view, in_order)
+    query_group = target.index(summary, selector)[0]
+    query, key = group_pairs(query_group, pool.group, pool.num_groups)
+    keep = ~_excluded(cls, target, view, pool, query, key)
+    query, key = query[keep], pool.position.index_select(0, key[keep])
+    logits = (q.index_select(0, query) * k.index_select(0, key)).sum(-1)
+    alpha = grouped_softmax(logits, query, target.num_rows)
+    weights = torch.nn.functional.dropout(alpha, dropout, training)
+    out = scatter_sum(weights.unsqueeze(-1) * v.index_select(0, key), query,
+                      target.num_rows)
+    return out, (torch.stack([query, key]), alpha)
+
+
+def kernel_class_attention(classes: Sequence[EquivariantClass],
+                           target: Target, view, in_order: int,
+                           phi_q: Tensor, phi_k: Tensor,
+                           values: Sequence[Tensor], exact: bool = True,
+                           eps: float = 1e-6) -> List[Tensor]:
+    r"""Kernel attention of several aggregating classes writing one part.
+
+    .. math::
+        o^\mu_q = \frac{\sum_t \pm \phi(q)^\top S_t}
+        {\max(\sum_t \pm \phi(q)^\top z_t, \epsilon)}
+
+    over the class's signed terms :math:`t` (DESIGN §5.2): aggregate terms
+    read per-node/per-graph summaries :math:`S = \sum \phi(k) v^\top`,
+    :math:`z = \sum \phi(k)` built once per summary; single-key terms
+    (excluded keys) contribute :math:`(\phi(q)^\top \phi(k_x)) v_x`. Rows
+    whose group is empty output 0. With :obj:`exact=False` the exclusions
+    are dropped (HOT Eq. 21's decoupled approximation).
+
+    Args:
+        classes (list): Aggregating classes of one output part.
+        target (Target): The output part.
+        view: Index bundle.
+        in_order (int): Input order.
+        phi_q (torch.Tensor): Mapped queries :obj:`[rows, H, r]`.
+        phi_k (torch.Tensor): Mapped keys :obj:`[inputs, H, r]`.
+        values (list): Per class, values :obj:`[inputs, H, d_v]`.
+        exact (bool): Keep the distinct-index exclusions.
+        eps (float): Floor of the denominator.
+
+    Returns:
+        Per class, :obj:`[rows, H, d_v]`.
+    """
+    if not exact:
+        classes = [replace(cls, terms=cls.terms[:1]) for cls in classes]
+    terms = [cls.terms for cls in classes]
+    d_v = values[0].size(-1)
+    # Which classes read each aggregate summary: one summary build each.
+    users: Dict[str, List[int]] = {}
+    for c, class_terms in enumerate(terms):
+        for _, summary, _ in class_terms:
+            if summary not in _SINGLE_KEY and c not in users.setdefault(
+                    summary, []):
+                users[summary].append(c)
+    readings: Dict[Tuple[str, object], Tensor] = {}
+    for summary, cs in users.items():
+        pool = KeyPool(summary, view, in_order)
+        ones = phi_k.new_ones(pool.position.numel(), phi_k.size(1), 1)
+        v = torch.cat([values[c].index_select(0, pool.position)
+                       for c in cs] + [ones], dim=-1)
+        summ = segment_outer_sum(phi_k.index_select(0, pool.position), v,
+                                 pool.group, pool.num_groups)
+        for selector in {sel for c in cs for _, s, sel in terms[c]
+                         if s == summary}:
+            index = target.index(summary, selector)[0]
+            readings[(summary, selector)] = gather_contract(
+                phi_q, summ, index)
+    slot = {(s, c): k for s, cs in users.items() for k, c in enumerate(cs)}
+
+    counts = summary_counts(view, in_order)
+    outputs = []
+    for c, (cls, class_terms) in enumerate(zip(classes, terms)):
+        num = den = None
+        for sign, summary, selector in class_terms:
+            if summary in _SINGLE_KEY:
+                position, mask = key_position(summary, selector, target,
+                                              view)
+                dot = (phi_q * phi_k.index_select(0, position)).sum(-1)
+                if mask is not None:
+                    dot = dot * mask.unsqueeze(-1).to(dot.dtype)
+                t_num = dot.unsqueeze(-1) * values[c].index_select(
+                    0, position)
+                t_den = dot
+            else:
+                reading = readings[(summary, selector)]
+                k = slot[(summary, c)]
+                t_num = reading[..., k * d_v:(k + 1) * d_v]
+                t_den = reading[..., -1]
+            if num is None:
+                num, den = sign * t_num, sign * t_den
+            else:
+                num, den = num + sign * t_num, den + sign * t_den
+        count = class_counts(cls, target, counts)
+        nonempty = (count > 0).view(-1, 1, 1).to(num.dtype)
+        outputs.append(num / den.clamp(min=eps).unsqueeze(-1) * nonempty)
+    return outputs

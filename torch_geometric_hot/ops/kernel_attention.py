@@ -1,0 +1,142 @@
+r"""The two sparse primitives of kernel (linear) attention, each a custom
+autograd function that works in chunks so that no
+:obj:`[rows, heads, features, channels]` tensor is ever held for the whole
+input:
+
+* :func:`segment_outer_sum`: per-group key--value summaries
+  :math:`S_g = \sum_{e : g(e) = g} \phi(k_e) v_e^\top`;
+* :func:`gather_contract`: every query read against its group's summary,
+  :math:`o_e = \phi(q_e)^\top S_{g(e)}`.
+
+Each is the other's adjoint, so their backward passes call each other.
+Naive references (:func:`segment_outer_sum_reference`,
+:func:`gather_contract_reference`) hold everything at once and exist for
+tests.
+"""
+from typing import Optional
+
+import torch
+from torch import Tensor
+
+#: Elements of the largest temporary a chunk may create.
+CHUNK_ELEMENTS = 1 << 22
+
+
+def _chunk_rows(rows: int, per_row: int) -> int:
+    return max(1, min(rows, CHUNK_ELEMENTS // max(per_row, 1)))
+
+
+def _outer_sum(k: Tensor, v: Tensor, index: Tensor, num_groups: int) -> Tensor:
+    # k [E, H, R], v [E, H, C] -> [G, H, R, C]
+    E, H, R = k.shape
+    C = v.size(-1)
+    out = k.new_zeros(num_groups, H, R, C)
+    step = _chunk_rows(E, H * R * C)
+    for start in range(0, E, step):
+        end = start + step
+        outer = k[start:end].unsqueeze(-1) * v[start:end].unsqueeze(-2)
+        out.index_add_(0, index[start:end], outer)
+    return out
+
+
+def _contract(q: Tensor, summary: Tensor, index: Tensor) -> Tensor:
+    # q [E, H, R], summary [G, H, R, C] -> [E, H, C]
+    E, H, R = q.shape
+    C = summary.size(-1)
+    if summary.size(0) == 1:
+        return torch.einsum('ehr,hrc->ehc', q, summary[0])
+    out = q.new_empty(E, H, C)
+    step = _chunk_rows(E, H * R * C)
+    for start in range(0, E, step):
+        end = start + step
+        block = summary.index_select(0, index[start:end])  # [e, H, R, C]
+        out[start:end] = torch.matmul(q[start:end].unsqueeze(-2),
+                                      block).squeeze(-2)
+    return out
+
+
+class _SegmentOuterSum(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, k, v, index, num_groups):
+        ctx.save_for_backward(k, v, index)
+        return _outer_sum(k, v, index, num_groups)
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad):
+        k, v, index = ctx.saved_tensors
+        grad_k = grad_v = None
+        if ctx.needs_input_grad[0]:
+            grad_k = _contract(v, grad.transpose(-1, -2).contiguous(), index)
+        if ctx.needs_input_grad[1]:
+            grad_v = _contract(k, grad, index)
+        return grad_k, grad_v, None, None
+
+
+class _GatherContract(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, q, summary, index):
+        ctx.save_for_backward(q, summary, index)
+        return _contract(q, summary, index)
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad):
+        q, summary, index = ctx.saved_tensors
+        grad_q = grad_s = None
+        if ctx.needs_input_grad[0]:
+            grad_q = _contract(grad, summary.transpose(-1, -2).contiguous(),
+                               index)
+        if ctx.needs_input_grad[1]:
+            grad_s = _outer_sum(q, grad, index, summary.size(0))
+        return grad_q, grad_s, None
+
+
+def segment_outer_sum(k: Tensor, v: Tensor, index: Tensor,
+                      num_groups: int) -> Tensor:
+    r"""Per-group sums of outer products,
+    :math:`S_g = \sum_{e : g(e) = g} k_e v_e^\top` per head.
+
+    Args:
+        k (torch.Tensor): :obj:`[E, H, R]` (feature-mapped keys).
+        v (torch.Tensor): :obj:`[E, H, C]` (values).
+        index (torch.Tensor): Group of every row :obj:`[E]`.
+        num_groups (int): Number of groups :math:`G`.
+
+    :rtype: :class:`torch.Tensor` :obj:`[G, H, R, C]`
+    """
+    return _SegmentOuterSum.apply(k, v, index, num_groups)
+
+
+def gather_contract(q: Tensor, summary: Tensor, index: Tensor,
+                    mask: Optional[Tensor] = None) -> Tensor:
+    r"""Contracts every row with its group's summary,
+    :math:`o_e = q_e^\top S_{g(e)}` per head.
+
+    Args:
+        q (torch.Tensor): :obj:`[E, H, R]` (feature-mapped queries).
+        summary (torch.Tensor): :obj:`[G, H, R, C]`.
+        index (torch.Tensor): Group of every row :obj:`[E]`.
+        mask (torch.Tensor, optional): Rows whose output is forced to zero
+            where :obj:`False`.
+
+    :rtype: :class:`torch.Tensor` :obj:`[E, H, C]`
+    """
+    out = _GatherContract.apply(q, summary, index)
+    if mask is not None:
+        out = out * mask.view(-1, 1, 1).to(out.dtype)
+    return out
+
+
+def segment_outer_sum_reference(k: Tensor, v: Tensor, index: Tensor,
+                                num_groups: int) -> Tensor:
+    r"""Naive :func:`segment_outer_sum` (holds every outer product)."""
+    outer = k.unsqueeze(-1) * v.unsqueeze(-2)
+    return outer.new_zeros((num_groups, ) + outer.shape[1:]).index_add(
+        0, index, outer)
+
+
+def gather_contract_reference(q: Tensor, summary: Tensor,
+                              index: Tensor) -> Tensor:
+    r"""Naive :func:`gather_contract` (gathers every summary)."""
+    return torch.einsum('ehr,ehrc->ehc', q, summary[index])
