@@ -44,6 +44,6 @@ def test_categorical_features_and_training_step():
         loss = (net(batch) - target).pow(2).mean()
         loss.backward()
         opt.step()
-        losses.append(float(loss))
+        losses.append(loss.item())
     assert losses[-1] < 0.5 * losses[0]
     assert 'InvariantMLP(16, num_layers=2)' == repr(net)

@@ -1,4 +1,10 @@
 r"""models."""
 from torch_geometric_hot.models.invariant_mlp import InvariantMLP
+from torch_geometric_hot.models.hot import (HOTModel, HOTGraphModel,
+                                            HOTNodeModel, HOTSetToGraph,
+                                            HOTHyperedgeModel)
 
-__all__ = ['InvariantMLP']
+__all__ = [
+    'InvariantMLP', 'HOTModel', 'HOTGraphModel', 'HOTNodeModel',
+    'HOTSetToGraph', 'HOTHyperedgeModel'
+]

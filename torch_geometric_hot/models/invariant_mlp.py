@@ -5,6 +5,7 @@ from torch import Tensor
 
 from torch_geometric_hot.data import PairView
 from torch_geometric_hot.nn.equivariant_linear import EquivariantLinear
+from torch_geometric_hot.nn.pair_encoder import PairEncoder
 
 
 class InvariantMLP(torch.nn.Module):
@@ -39,8 +40,7 @@ class InvariantMLP(torch.nn.Module):
                  normalize: str = 'mean', dropout: float = 0.0) -> None:
         super().__init__()
         self.hidden_channels = hidden_channels
-        self.node_encoder = node_encoder
-        self.edge_encoder = edge_encoder
+        self.encoder = PairEncoder(node_encoder, edge_encoder)
         self.dropout = torch.nn.Dropout(dropout)
         self.layers = torch.nn.ModuleList([
             EquivariantLinear(hidden_channels, hidden_channels, 2, 2,
@@ -51,19 +51,13 @@ class InvariantMLP(torch.nn.Module):
         self.head = torch.nn.Linear(hidden_channels, out_channels)
 
     def reset_parameters(self) -> None:
-        for module in [self.node_encoder, self.edge_encoder, self.head,
-                       self.readout, *self.layers]:
-            if module is not None and hasattr(module, 'reset_parameters'):
-                module.reset_parameters()
+        for module in [self.encoder, self.head, self.readout, *self.layers]:
+            module.reset_parameters()
 
     def forward(self, data, view: Optional[PairView] = None) -> Tensor:
         r"""Returns :obj:`[num_graphs, out_channels]`."""
         view = view if view is not None else PairView.from_data(data)
-        x = self.node_encoder(data.x) if self.node_encoder else data.x
-        edge_attr = getattr(data, 'edge_attr', None)
-        e = self.edge_encoder(edge_attr) if (
-            self.edge_encoder is not None and edge_attr is not None) else None
-        h = view.lift(x, e)
+        h = self.encoder(data, view)
         for layer in self.layers:
             h = self.dropout(layer(h, view).relu())
         return self.head(self.readout(h, view).relu())

@@ -2,7 +2,10 @@ r"""transforms."""
 from torch_geometric_hot.transforms.add_second_order_view import \
     AddSecondOrderView
 
-__all__ = ['AddSecondOrderView']
+from torch_geometric_hot.transforms.add_hyperedge_view import \
+    AddHyperedgeView
+
+__all__ = ['AddSecondOrderView', 'AddHyperedgeView']
 from torch_geometric_hot.transforms.add_laplacian_node_id import (
     AddLaplacianNodeId)
 from torch_geometric_hot.transforms.add_orthogonal_node_id import (

@@ -1,0 +1,141 @@
+r"""Ready Higher-Order Transformer models (HOT App. A.2, Table 6): a stack
+of :class:`~torch_geometric_hot.nn.HOTLayer` blocks of one order, a final
+block that changes the order, layer norm and a head."""
+from typing import Optional
+
+import torch
+from torch import Tensor
+from torch.utils.checkpoint import checkpoint
+
+from torch_geometric_hot.data import NodeView, PairView
+from torch_geometric_hot.nn.hot_layer import HOTLayer
+from torch_geometric_hot.nn.pair_encoder import PairEncoder
+
+
+class HOTModel(torch.nn.Module):
+    r"""Base of the HOT models: :math:`[\mathrm{Enc}_{k \to k}]_{\times L} -
+    \mathrm{Enc}_{k \to l} - \mathrm{LN} - \text{head}`.
+
+    Order-2 models read the pair view of the batch (built on the fly when no
+    :class:`~torch_geometric_hot.transforms.AddSecondOrderView` attached
+    it): node features enter on the diagonal, edge features on the edges.
+
+    Args:
+        hidden_channels (int): Width :math:`d`.
+        out_channels (int): Output width.
+        in_order (int): Order of the stack (1 or 2).
+        out_order (int): Order of the output.
+        num_layers (int, optional): Blocks :math:`L` before the last one.
+            (default: :obj:`4`)
+        heads (int, optional): Attention heads. (default: :obj:`4`)
+        node_encoder (torch.nn.Module, optional): :obj:`data.x` →
+            :obj:`[n, d]` (default: :obj:`data.x` is used as is).
+        edge_encoder (torch.nn.Module, optional): :obj:`data.edge_attr` →
+            :obj:`[m, d]` (order 2; edges enter as zeros if omitted).
+        head_layers (int, optional): Hidden layers of the output MLP
+            (0: one linear layer). (default: :obj:`0`)
+        checkpoint (bool, optional): Recompute each block in the backward
+            pass (activation checkpointing) to save memory.
+            (default: :obj:`False`)
+        **kwargs: :class:`HOTLayer` / :class:`HOTConv` arguments
+            (``attention``, ``kernel``, ``classes``, ``dropout``, ...).
+    """
+    def __init__(self, hidden_channels: int, out_channels: int,
+                 in_order: int, out_order: int, num_layers: int = 4,
+                 heads: int = 4,
+                 node_encoder: Optional[torch.nn.Module] = None,
+                 edge_encoder: Optional[torch.nn.Module] = None,
+                 head_layers: int = 0, checkpoint: bool = False,
+                 **kwargs) -> None:
+        super().__init__()
+        self.in_order, self.out_order = in_order, out_order
+        self.hidden_channels = hidden_channels
+        self.encoder = PairEncoder(node_encoder, edge_encoder,
+                                   order=2 if in_order == 2 else 1)
+        self.checkpoint = checkpoint
+        self.layers = torch.nn.ModuleList([
+            HOTLayer(hidden_channels, in_order, in_order, heads, **kwargs)
+            for _ in range(num_layers)
+        ])
+        self.layers.append(
+            HOTLayer(hidden_channels, in_order, out_order, heads, **kwargs))
+        self.norm = torch.nn.LayerNorm(hidden_channels)
+        mlp = []
+        for _ in range(head_layers):
+            mlp += [torch.nn.Linear(hidden_channels, hidden_channels),
+                    torch.nn.ReLU()]
+        self.head = torch.nn.Sequential(
+            *mlp, torch.nn.Linear(hidden_channels, out_channels))
+
+    def reset_parameters(self) -> None:
+        for module in self.modules():
+            if module is not self and hasattr(module, 'reset_parameters'):
+                module.reset_parameters()
+
+    def redraw_projection(self) -> None:
+        r"""Redraws the random features of every kernel-attention block."""
+        for layer in self.layers:
+            layer.redraw_projection()
+
+    def view(self, data):
+        r"""The index bundle the model runs on."""
+        if self.in_order == 2 or self.out_order == 2:
+            return PairView.from_data(data)
+        return NodeView(data.num_nodes, getattr(data, 'batch', None),
+                        getattr(data, 'num_graphs', None))
+
+    def forward(self, data, view=None) -> Tensor:
+        view = view if view is not None else self.view(data)
+        hyperedge_index = getattr(data, 'hyperedge_index', None) \
+            if self.out_order >= 3 else None
+        h = self.encoder(data, view)
+        for layer in self.layers:
+            if self.checkpoint and torch.is_grad_enabled():
+                h = checkpoint(layer, h, view, hyperedge_index,
+                               use_reentrant=False)
+            else:
+                h = layer(h, view, hyperedge_index)
+        return self.head(self.norm(h))
+
+    def __repr__(self) -> str:
+        return (f'{self.__class__.__name__}({self.hidden_channels}, '
+                f'num_layers={len(self.layers)}, order={self.in_order}->'
+                f'{self.out_order}, '
+                f'attention={self.layers[0].attn.attention!r})')
+
+
+class HOTGraphModel(HOTModel):
+    r"""Graph-level prediction: :math:`[\mathrm{Enc}_{2\to 2}]_{\times L} -
+    \mathrm{Enc}_{2\to 0} - \mathrm{LN} - \mathrm{Linear}` (HOT Table 6a/c).
+    Returns :obj:`[num_graphs, out_channels]`."""
+    def __init__(self, hidden_channels: int, out_channels: int, **kwargs):
+        super().__init__(hidden_channels, out_channels, 2, 0, **kwargs)
+
+
+class HOTNodeModel(HOTModel):
+    r"""Node-level prediction: :math:`[\mathrm{Enc}_{2\to 2}]_{\times L} -
+    \mathrm{Enc}_{2\to 1} - \mathrm{LN} - \mathrm{Linear}` (HOT Table 6b).
+    Returns :obj:`[num_nodes, out_channels]`."""
+    def __init__(self, hidden_channels: int, out_channels: int, **kwargs):
+        super().__init__(hidden_channels, out_channels, 2, 1, **kwargs)
+
+
+class HOTSetToGraph(HOTModel):
+    r"""Set-to-graph prediction: :math:`[\mathrm{Enc}_{1\to 1}]_{\times L}
+    - \mathrm{Enc}_{1\to 2} - \mathrm{MLP}` (HOT Table 6d). Scores every
+    entry of the pair view :obj:`[P, out_channels]` (use
+    :obj:`PairView.off_pos` for the edges)."""
+    def __init__(self, hidden_channels: int, out_channels: int, **kwargs):
+        kwargs.setdefault('head_layers', 1)
+        super().__init__(hidden_channels, out_channels, 1, 2, **kwargs)
+
+
+class HOTHyperedgeModel(HOTModel):
+    r"""k-uniform hyperedge scoring: :math:`[\mathrm{Enc}_{1\to 1}]_{\times
+    L} - \mathrm{Enc}_{1\to k} - \mathrm{MLP}` (HOT Table 6e). Scores the
+    columns of :obj:`data.hyperedge_index` :obj:`[h, out_channels]` (see
+    :class:`~torch_geometric_hot.transforms.AddHyperedgeView`)."""
+    def __init__(self, hidden_channels: int, out_channels: int, k: int = 3,
+                 **kwargs):
+        kwargs.setdefault('head_layers', 1)
+        super().__init__(hidden_channels, out_channels, 1, k, **kwargs)
