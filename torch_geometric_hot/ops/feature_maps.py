@@ -40,7 +40,11 @@ def orthogonal_gaussian(num_features: int, dim: int,
     blocks = []
     for start in range(0, num_features, dim):
         gaussian = torch.randn(dim, dim, generator=generator, dtype=dtype)
-        q, _ = torch.linalg.qr(gaussian)
+        q, r = torch.linalg.qr(gaussian)
+        # Fix the signs by diag(R): Householder QR alone leaves every
+        # column of Q with a biased sign (not Haar), which biases FAVOR+.
+        q = q * torch.sign(torch.diagonal(r)).masked_fill(
+            torch.diagonal(r) == 0, 1.0)
         blocks.append(q.t()[:min(dim, num_features - start)])
     norms = torch.randn(num_features, dim, generator=generator,
                         dtype=dtype).norm(dim=1, keepdim=True)
