@@ -21,7 +21,7 @@ forward+backward medians, peak RSS):
 
 Usage::
 
-    python benchmarks/simplicial_scaling.py --quick --out results/simplicial.json
+    python benchmarks/simplicial_scaling.py --quick --out results/s.json
     python benchmarks/simplicial_scaling.py --part compare --out results/s.json
 """
 import argparse
@@ -139,6 +139,7 @@ def main(argv: List[str]) -> None:
                                 rest + out + ['--variants', ','.join(COMPARE)],
                                 size_key='n_tuples')
         _speedup(records)
+
 
 if __name__ == '__main__':
     main(sys.argv[1:])

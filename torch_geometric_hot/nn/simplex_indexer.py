@@ -84,8 +84,9 @@ indexer_distillation_loss`, KL or MSE to the attention); without it the
         if batch is None:
             batch = x.new_zeros(n, dtype=torch.long)
         q, k, w = self.projections(x)
-        scores, mask = indexer_dense_scores(q, k, w, batch)
-        row, col = topk_pairs(scores, mask, self.k)
+        with torch.no_grad():  # the selection has no gradient anyway
+            scores, mask = indexer_dense_scores(q, k, w, batch)
+            row, col = topk_pairs(scores, mask, self.k)
         node = torch.full((mask.numel(), ), -1, dtype=torch.long,
                           device=x.device)
         node[mask.flatten()] = torch.arange(n, device=x.device)

@@ -18,6 +18,7 @@ from torch_geometric_hot.ops.simplicial_attention import (
 
 CANDIDATES = ('dense', 'neighbours', 'walks', 'indexer')
 INDEXER_LOSSES = (None, 'kl', 'mse')
+Pairs = Tuple[Tensor, Tensor]  # indexer pair_index [2, P], pair_score [P]
 
 
 class SimplicialAttention(torch.nn.Module):
@@ -181,8 +182,7 @@ simplicial_attention`). (default: automatic)
         return self.router.combine(x, index, gate, update)
 
     def _tuples(self, x: Tensor, edge_index: Optional[Tensor],
-                batch: Tensor) -> Tuple[Tensor, Optional[Tuple[Tensor,
-                                                                Tensor]]]:
+                batch: Tensor) -> Tuple[Tensor, Optional[Pairs]]:
         n = x.size(0)
         if self.candidates == 'dense':
             return dense_simplices(n, self.order, batch), None

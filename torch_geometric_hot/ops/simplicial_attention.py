@@ -27,6 +27,7 @@ in chunks under activation checkpointing, so only :math:`O(T \cdot H)`
 output.
 """
 import itertools
+import math
 from typing import Iterator, List, Optional, Sequence, Tuple, Union
 
 import torch
@@ -208,7 +209,8 @@ def simplicial_attention(query: Tensor, keys: Sequence[Tensor],
         chunk_size (int, optional): Tuples per chunk. Above one chunk, each
             chunk is recomputed in the backward pass (checkpointing), so
             memory stays :math:`O(T \cdot H)` + one chunk. (default: chunks
-            of about :math:`2^{22}/(H d)` tuples)
+            of about :math:`2^{22}/(H d)` tuples, :math:`N!` times fewer
+            for the determinant)
         return_alpha (bool, optional): Also return the attention weights
             :obj:`[T, H]` (in the column order of :obj:`simplex_index`).
             (default: :obj:`False`)
@@ -221,8 +223,9 @@ def simplicial_attention(query: Tensor, keys: Sequence[Tensor],
         raise ValueError(f"'form' must be one of {FORMS}, got {form!r}")
     n, heads, dim = query.shape
     width = max(dim, values[0].size(-1))
-    if chunk_size is None:
-        chunk_size = max(1, _CHUNK_ELEMENTS // (heads * width))
+    if chunk_size is None:  # the determinant keeps ~N! terms per tuple
+        terms = math.factorial(len(keys)) if form == 'determinant' else 1
+        chunk_size = max(1, _CHUNK_ELEMENTS // (heads * width * terms))
     if chunk_size < 1:
         raise ValueError(f"'chunk_size' must be positive, got {chunk_size}")
     num_tuples = simplex_index.size(1)
@@ -258,7 +261,6 @@ def simplicial_attention(query: Tensor, keys: Sequence[Tensor],
     if perm is not None:  # back to the caller's tuple order
         alpha = alpha.new_empty(alpha.shape).index_copy(0, perm, alpha)
     return out, alpha
-
 
 
 def indexer_pair_scores(query: Tensor, key: Tensor, weight: Tensor,
