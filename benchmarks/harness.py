@@ -15,7 +15,9 @@ API
 ``time_fwd_bwd(step_fwd, repeats=3, warmup=1) -> (fwd_s, fwd_bwd_s)``
     Medians. Each repetition calls ``out = step_fwd()`` with autograd
     enabled (that is ``fwd_s``), then ``out.sum().backward()``; ``fwd_bwd_s``
-    is the time of both. Gradients are not zeroed between repetitions.
+    is the time of both. Gradients are not zeroed between repetitions. An
+    output that does not require grad (an index builder) is not
+    differentiated, so its ``fwd_bwd_s`` is its ``fwd_s``.
 ``run_benchmark(name, sizes, variants, argv=None, size_key='n_edges',
 floor=None, quick_sizes=None) -> list[dict]``
     The command line of every script. ``variants`` maps a variant name to
@@ -142,7 +144,8 @@ def bandwidth_floor(num_rows: int, channels: int = 32,
 def time_fwd_bwd(step_fwd: Step, repeats: int = 3,
                  warmup: int = 1) -> Tuple[float, float]:
     r"""Median forward and forward+backward seconds of :obj:`step_fwd`
-    (forward with autograd enabled; backward of ``out.sum()``)."""
+    (forward with autograd enabled; backward of ``out.sum()`` when
+    :obj:`out` requires grad)."""
     if repeats < 1:
         raise ValueError(f"'repeats' must be >= 1, got {repeats}")
     fwd, fwd_bwd = [], []
@@ -150,7 +153,8 @@ def time_fwd_bwd(step_fwd: Step, repeats: int = 3,
         start = time.perf_counter()
         out = step_fwd()
         mid = time.perf_counter()
-        out.sum().backward()
+        if out.requires_grad:
+            out.sum().backward()
         end = time.perf_counter()
         del out
         if i >= warmup:
@@ -186,7 +190,8 @@ def measure_point(build: Builder, size: int, repeats: int,
     peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return dict(fields, fwd_s=fwd_s, fwd_bwd_s=fwd_bwd_s,
                 peak_mem_mb=max(peak_kb - base_kb, 0) / 1024,
-                base_rss_mb=base_kb / 1024, peak_reset=peak_reset)
+                base_rss_mb=base_kb / 1024, peak_reset=peak_reset,
+                load_avg=os.getloadavg()[0])
 
 
 # ----------------------------------------------------------------- sweep --

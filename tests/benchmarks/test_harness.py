@@ -139,3 +139,8 @@ def test_run_benchmark_end_to_end(tmp_path):
     assert 'ratio_spread' in proc.stdout
     assert (tmp_path / 'toy.png').exists()
     assert (tmp_path / 'toy_summary.json').exists()
+
+
+def test_time_fwd_bwd_without_grad_skips_backward():
+    fwd, fwd_bwd = harness.time_fwd_bwd(lambda: torch.arange(5), repeats=2)
+    assert 0 < fwd <= fwd_bwd
