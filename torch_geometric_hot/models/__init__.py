@@ -8,3 +8,6 @@ __all__ = [
     'InvariantMLP', 'HOTModel', 'HOTGraphModel', 'HOTNodeModel',
     'HOTSetToGraph', 'HOTHyperedgeModel'
 ]
+from torch_geometric_hot.models.tokengt import TokenGT
+
+__all__ += ['TokenGT']

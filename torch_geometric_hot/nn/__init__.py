@@ -18,3 +18,13 @@ from torch_geometric_hot.nn.simplex_indexer import SimplexIndexer
 from torch_geometric_hot.nn.expert_choice_router import ExpertChoiceRouter
 
 __all__ += ['SimplicialAttention', 'SimplexIndexer', 'ExpertChoiceRouter']
+from torch_geometric_hot.nn.token_self_attention import TokenSelfAttention
+from torch_geometric_hot.nn.tokengt_embedding import TokenGTEmbedding
+from torch_geometric_hot.nn.tokengt_layer import TokenGTLayer
+from torch_geometric_hot.nn.tokengt_encoder import (TokenGTEncoder,
+                                                    TokenGTOutput)
+
+__all__ += [
+    'TokenSelfAttention', 'TokenGTEmbedding', 'TokenGTLayer',
+    'TokenGTEncoder', 'TokenGTOutput'
+]

@@ -1,0 +1,96 @@
+r"""Ready TokenGT models for graph-, node- and edge-level prediction."""
+from typing import Optional
+
+import torch
+from torch import Tensor
+
+from torch_geometric_hot.nn.tokengt_encoder import TokenGTEncoder
+
+TASKS = ('graph', 'node', 'edge')
+
+
+class TokenGT(torch.nn.Module):
+    r"""Tokenized Graph Transformer
+    (`Kim et al. 2022 <https://arxiv.org/abs/2207.02505>`_): optional
+    feature encoders, a :class:`~torch_geometric_hot.nn.TokenGTEncoder` and
+    a linear head on the :math:`[\mathrm{graph}]` token (``task='graph'``,
+    regression or classification), on the node tokens (``'node'``, e.g.
+    transductive node classification on one large graph: use
+    ``attention='performer'``, ``node_id='laplacian'`` or ``'random'`` and
+    ``seb=True`` as in TokenGT App. C.3) or on the edge tokens
+    (``'edge'``).
+
+    .. math::
+        \hat y = W_{out}\, \mathrm{TokenGT}(X, E)_{[\mathrm{graph}] |
+        v | (u,v)} + b_{out}
+
+    Args:
+        in_channels (int): Node feature width (after :obj:`node_encoder`,
+            if given, it is :obj:`hidden_channels`).
+        hidden_channels (int): Token width.
+        out_channels (int): Output width (targets or classes).
+        num_layers (int): Number of Transformer blocks.
+        task (str, optional): ``'graph'``, ``'node'`` or ``'edge'``.
+            (default: ``'graph'``)
+        node_encoder (torch.nn.Module, optional): Maps :obj:`x` to
+            :obj:`[n, hidden_channels]` (e.g. categorical atom features).
+        edge_encoder (torch.nn.Module, optional): Maps :obj:`edge_attr` to
+            :obj:`[m, hidden_channels]`.
+        edge_dim (int, optional): Raw edge feature width when there is no
+            :obj:`edge_encoder`. (default: :obj:`None`)
+        **kwargs: Further :class:`TokenGTEncoder` options (:obj:`heads`,
+            :obj:`node_id`, :obj:`node_id_dim`, :obj:`attention`,
+            :obj:`seb`, :obj:`dropout`, ...).
+
+    Shapes:
+        - **input:** as :class:`TokenGTEncoder`
+        - **output:** :math:`(B, \text{out})`, :math:`(n, \text{out})` or
+          :math:`(m, \text{out})`
+    """
+    def __init__(self, in_channels: int, hidden_channels: int,
+                 out_channels: int, num_layers: int, task: str = 'graph',
+                 node_encoder: Optional[torch.nn.Module] = None,
+                 edge_encoder: Optional[torch.nn.Module] = None,
+                 edge_dim: Optional[int] = None, **kwargs) -> None:
+        super().__init__()
+        if task not in TASKS:
+            raise ValueError(f"'task' must be one of {TASKS}, got {task!r}")
+        if task == 'graph' and not kwargs.get('graph_token', True):
+            raise ValueError("task='graph' reads the graph token: "
+                             "'graph_token' must be True")
+        self.task = task
+        self.node_encoder = node_encoder
+        self.edge_encoder = edge_encoder
+        if node_encoder is not None:
+            in_channels = hidden_channels
+        if edge_encoder is not None:
+            edge_dim = hidden_channels
+        self.encoder = TokenGTEncoder(in_channels, hidden_channels,
+                                      num_layers, edge_dim=edge_dim,
+                                      **kwargs)
+        self.head = torch.nn.Linear(hidden_channels, out_channels)
+
+    def reset_parameters(self) -> None:
+        r"""Resets all learnable parameters."""
+        for module in (self.node_encoder, self.edge_encoder, self.encoder,
+                       self.head):
+            if module is not None and hasattr(module, 'reset_parameters'):
+                module.reset_parameters()
+
+    def forward(self, x: Tensor, edge_index: Tensor,
+                edge_attr: Optional[Tensor] = None,
+                batch: Optional[Tensor] = None,
+                node_id: Optional[Tensor] = None,
+                num_graphs: Optional[int] = None) -> Tensor:
+        r"""Predictions per graph, node or edge (see :obj:`task`)."""
+        if self.node_encoder is not None:
+            x = self.node_encoder(x)
+        if self.edge_encoder is not None and edge_attr is not None:
+            edge_attr = self.edge_encoder(edge_attr)
+        out = self.encoder(x, edge_index, edge_attr, batch, node_id,
+                           num_graphs=num_graphs)
+        return self.head(getattr(out, self.task))
+
+    def __repr__(self) -> str:
+        return (f'{self.__class__.__name__}(task={self.task!r}, '
+                f'{self.encoder}, out_channels={self.head.out_features})')
