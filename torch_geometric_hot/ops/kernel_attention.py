@@ -35,7 +35,9 @@ def _outer_sum(k: Tensor, v: Tensor, index: Tensor, num_groups: int) -> Tensor:
     for start in range(0, E, step):
         end = start + step
         outer = k[start:end].unsqueeze(-1) * v[start:end].unsqueeze(-2)
-        out.index_add_(0, index[start:end], outer)
+        # flat [e, H*R*C] rows: see ops.scatter.scatter_sum
+        out.view(num_groups, H * R * C).index_add_(
+            0, index[start:end], outer.view(outer.size(0), H * R * C))
     return out
 
 
@@ -132,8 +134,10 @@ def segment_outer_sum_reference(k: Tensor, v: Tensor, index: Tensor,
                                 num_groups: int) -> Tensor:
     r"""Naive :func:`segment_outer_sum` (holds every outer product)."""
     outer = k.unsqueeze(-1) * v.unsqueeze(-2)
-    return outer.new_zeros((num_groups, ) + outer.shape[1:]).index_add(
-        0, index, outer)
+    out = outer.new_zeros((num_groups, ) + outer.shape[1:])
+    for row, group in enumerate(index.tolist()):
+        out[group] += outer[row]
+    return out
 
 
 def gather_contract_reference(q: Tensor, summary: Tensor,

@@ -12,6 +12,7 @@ The choice can be forced with the environment variable
 """
 import contextlib
 import importlib.util
+import math
 import os
 from typing import Iterator
 
@@ -69,7 +70,13 @@ def scatter_sum(src: Tensor, index: Tensor, dim_size: int) -> Tensor:
     :rtype: :class:`torch.Tensor` of shape :obj:`[dim_size, *]`
     """
     out = src.new_zeros((dim_size, ) + tuple(src.shape[1:]))
-    return out.index_add_(0, index, src)
+    # index_add_ on a flat [E, F] view: on >2-D tensors torch takes a much
+    # slower parallel path on CPU (measured 5000x slower on small inputs
+    # with 2 threads).
+    width = math.prod(src.shape[1:])
+    out.view(dim_size, width).index_add_(0, index,
+                                         src.reshape(src.size(0), width))
+    return out
 
 
 def scatter_max(src: Tensor, index: Tensor, dim_size: int) -> Tensor:
