@@ -14,3 +14,6 @@ from torch_geometric_hot.transforms.add_random_node_id import (
     AddRandomNodeId)
 
 __all__ += ['AddLaplacianNodeId', 'AddOrthogonalNodeId', 'AddRandomNodeId']
+from torch_geometric_hot.transforms.add_simplex_view import AddSimplexView
+
+__all__ += ['AddSimplexView']
