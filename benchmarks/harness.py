@@ -264,9 +264,10 @@ def run_benchmark(name: str, sizes: Sequence[int],
         torch.set_num_threads(args.threads)
     if args.point:
         point = json.loads(args.point)
+        torch.set_num_threads(point['threads'])
         record = measure_point(builders[point['variant']], point['size'],
                                point['repeats'], point['warmup'])
-        print(json.dumps(record))
+        print(json.dumps(dict(record, threads=torch.get_num_threads())))
         sys.exit(0)
 
     sizes = args.sizes or (quick_sizes if args.quick and quick_sizes else
@@ -287,7 +288,8 @@ def run_benchmark(name: str, sizes: Sequence[int],
         for thp in ([False, True] if args.thp else [False]):
             for size in sorted(sizes):
                 point = dict(variant=variant, size=int(size),
-                             repeats=args.repeats, warmup=args.warmup)
+                             repeats=args.repeats, warmup=args.warmup,
+                             threads=common['threads'])
                 record = dict(common, variant=variant, size=int(size),
                               thp=thp)
                 record.update(_run_child(point, thp,
