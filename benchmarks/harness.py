@@ -302,7 +302,8 @@ def run_benchmark(name: str, sizes: Sequence[int],
                         or record['peak_mem_mb'] > 1024 * args.max_mem_gb):
                     print(f'  -> stopping {variant} (thp={thp}) after '
                           f'{size}: {record["status"]}, limits '
-                          f'{args.max_seconds}s / {args.max_mem_gb} GB')
+                          f'{args.max_seconds}s / {args.max_mem_gb} GB '
+                          f'{record.get("error", "")}')
                     break
     summary = summarize(records, size_key)
     print()
