@@ -5,11 +5,23 @@ from torch_geometric_hot.ops.scatter import (scatter_sum, scatter_max,
 from torch_geometric_hot.ops.softmax import (grouped_softmax,
                                              grouped_softmax_aggregate)
 from torch_geometric_hot.ops.feature_maps import FeatureMap, KERNELS
+from torch_geometric_hot.ops.basis import (EquivariantClass, basis,
+                                           select_classes)
+from torch_geometric_hot.ops.equivariant import (Target, equivariant_linear,
+                                                 input_summaries,
+                                                 class_counts)
+from torch_geometric_hot.ops.kernel_attention import (gather_contract,
+                                                      segment_outer_sum)
+from torch_geometric_hot.ops.higher_order_attention import (
+    softmax_class_attention, kernel_class_attention)
 
 __all__ = [
     'scatter_sum', 'scatter_max', 'segment_counts', 'use_backend',
     'current_backend', 'grouped_softmax', 'grouped_softmax_aggregate',
-    'FeatureMap', 'KERNELS'
+    'FeatureMap', 'KERNELS', 'EquivariantClass', 'basis', 'select_classes',
+    'Target', 'equivariant_linear', 'input_summaries', 'class_counts',
+    'gather_contract', 'segment_outer_sum', 'softmax_class_attention',
+    'kernel_class_attention'
 ]
 from torch_geometric_hot.ops.simplicial_attention import (
     simplicial_attention, simplicial_logits, multilinear_logits,

@@ -13,7 +13,6 @@ from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 import torch
 from torch import Tensor
 
-from torch_geometric_hot.data.pair_view import PairView
 from torch_geometric_hot.ops.basis import EquivariantClass
 from torch_geometric_hot.ops.scatter import scatter_sum
 
@@ -256,7 +255,8 @@ def resolve_targets(x: Tensor, view, in_order: int, out_order: int,
         hyperedge_index (torch.Tensor, optional): :obj:`[k, h]` output
             hyperedges (distinct nodes per column) for order :obj:`k >= 3`.
     """
-    from torch_geometric_hot.data.node_view import NodeView
+    # the views import ops.scatter, so import them when first needed
+    from torch_geometric_hot.data import NodeView, PairView
     if not isinstance(x, Tensor) or x.dim() != 2:
         raise ValueError(f"'x' must be a 2-dimensional tensor [rows, "
                          f"channels], got "
