@@ -60,7 +60,8 @@ def hot(attention, classes):
     r"""Enc2->2(16)-Enc2->1(16)-LN-Linear(2), one head (HOT Table 6b)."""
     return HOTNodeModel(HIDDEN, 2, num_layers=1, heads=1,
                         node_encoder=torch.nn.Linear(2, HIDDEN),
-                        attention=attention, classes=classes, kernel='elu')
+                        attention=attention, classes=classes, kernel='favor+',
+                        seed=0)
 
 
 MODELS = {
