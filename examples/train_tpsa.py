@@ -127,7 +127,7 @@ def plot_curve(history: List[Dict], baseline: float, path: str,
     ax.axhline(baseline, color='grey', ls='--', label='predict train mean')
     ax.set_xlabel('epoch')
     ax.set_ylabel('MAE of TPSA [Å²]')
-    ax.set_yscale('log')
+    ax.set_ylim(bottom=0)
     ax.set_title(title)
     ax.grid(True, which='both', alpha=0.3)
     ax.legend()

@@ -26,16 +26,21 @@ if [[ ! -x "$venv/bin/python" ]]; then
     echo "bootstrap: creating $venv with $("$python" --version)"
     "$python" -m venv "$venv"
 fi
-pip=("$venv/bin/python" -m pip install --quiet)
+pip_install() {
+    # Quiet install; drops pip's notes about local index folders that lack
+    # a package (machine configuration, harmless). Keeps pip's exit status.
+    "$venv/bin/python" -m pip install --quiet "$@" 2>&1 \
+        | { grep -v "^WARNING: Location 'file:" || true; }
+}
 
 echo "bootstrap: installing torch==2.13.0 (CPU)"
-"${pip[@]}" "torch==2.13.0"
+pip_install "torch==2.13.0"
 echo "bootstrap: installing torch_geometric_hot[test,ogb,examples]"
-"${pip[@]}" -e "$root[test,ogb,examples]"
+pip_install -e "$root[test,ogb,examples]"
 
 if [[ -d "$wheelhouse" ]]; then
     echo "bootstrap: installing torch-scatter from $wheelhouse"
-    "${pip[@]}" --no-index --find-links "$wheelhouse" torch-scatter \
+    pip_install --no-index --find-links "$wheelhouse" torch-scatter \
         || echo "bootstrap: no usable torch-scatter wheel in $wheelhouse" \
                 "(continuing with the pure-torch backend)"
 else
