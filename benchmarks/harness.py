@@ -28,13 +28,15 @@ floor=None, quick_sizes=None) -> list[dict]``
     every size. Options: ``--out PATH`` (JSON), ``--plot PATH`` (PNG),
     ``--quick`` (``quick_sizes``), ``--sizes``, ``--variants``,
     ``--repeats``, ``--warmup``, ``--threads``, ``--max-seconds`` and
-    ``--max-mem-gb`` (a variant's sweep stops at the first point over
-    either limit, or that fails), ``--thp`` (every point twice: without and
-    with ``THP_MEM_ALLOC_ENABLE=1``).
+    ``--max-mem-gb`` (a variant's sweep stops at the first point whose
+    forward+backward or peak memory is over the limit, or that fails or
+    times out), ``--thp`` (every point twice: without and with
+    ``THP_MEM_ALLOC_ENABLE=1``).
 ``summarize(records, size_key='n_edges') -> list[dict]``
     Per (variant, thp): the log–log slope of peak memory and of time against
-    ``size_key`` (least squares, all sizes and the top two decades), and
-    the min/max/spread (max/min) of the time-to-floor ratio across sizes.
+    ``size_key`` (least squares), and the min/max/spread (max/min) of the
+    time-to-floor ratio across sizes; each over all sizes and, with suffix
+    ``_top``, over the top two decades (sizes ``>= max/100``).
 ``format_table(records, size_key)``, ``format_summary(summary)``, ``plot(records,
 path, size_key)`` print and draw them.
 
@@ -211,8 +213,8 @@ def _parse(argv: Optional[Sequence[str]], name: str) -> argparse.Namespace:
     parser.add_argument('--warmup', type=int, default=1)
     parser.add_argument('--threads', type=int, default=None)
     parser.add_argument('--max-seconds', type=float, default=60.0,
-                        help='stop a variant after a point whose child '
-                        'process takes longer')
+                        help='stop a variant after a point whose '
+                        'forward+backward takes longer')
     parser.add_argument('--max-mem-gb', type=float, default=12.0,
                         help='stop a variant after a point whose peak '
                         'memory exceeds this')
@@ -292,13 +294,14 @@ def run_benchmark(name: str, sizes: Sequence[int],
                              threads=common['threads'])
                 record = dict(common, variant=variant, size=int(size),
                               thp=thp)
-                record.update(_run_child(point, thp,
-                                         timeout=10 * args.max_seconds))
+                timeout = (args.repeats + args.warmup + 2) * \
+                    args.max_seconds + 300  # + start-up and set-up
+                record.update(_run_child(point, thp, timeout))
                 records.append(record)
                 print(format_table([record], size_key,
                                    header=len(records) == 1), flush=True)
                 if (record['status'] != 'ok'
-                        or record['wall_s'] > args.max_seconds
+                        or record['fwd_bwd_s'] > args.max_seconds
                         or record['peak_mem_mb'] > 1024 * args.max_mem_gb):
                     print(f'  -> stopping {variant} (thp={thp}) after '
                           f'{size}: {record["status"]}, limits '
@@ -342,9 +345,9 @@ def _ok(records: List[Dict]) -> List[Dict]:
 
 def summarize(records: List[Dict], size_key: str = 'n_edges') -> List[Dict]:
     r"""Per (variant, thp): memory and time log–log slopes against
-    :obj:`size_key` over all sizes and over the top two decades (sizes
-    ``>= max/100``), and the time-to-floor ratio (``fwd_bwd_s`` divided by
-    the floor's at the same requested ``size``) min/max/spread."""
+    :obj:`size_key`, and the time-to-floor ratio (``fwd_bwd_s`` divided by
+    the floor's at the same requested ``size``) min/max/spread, over all
+    sizes and (suffix ``_top``) over the top two decades (``>= max/100``)."""
     ok = _ok(records)
     floor = {(r['size'], r.get('thp', False)): r['fwd_bwd_s'] for r in ok
              if r['variant'] == FLOOR}
@@ -355,8 +358,6 @@ def summarize(records: List[Dict], size_key: str = 'n_edges') -> List[Dict]:
     for (variant, thp), rows in groups.items():
         rows = sorted(rows, key=lambda r: r[size_key])
         top = [r for r in rows if r[size_key] >= rows[-1][size_key] / 100]
-        ratios = [r['fwd_bwd_s'] / floor[(r['size'], thp)] for r in rows
-                  if (r['size'], thp) in floor]
         entry = dict(variant=variant, thp=thp, points=len(rows),
                      size_min=rows[0][size_key], size_max=rows[-1][size_key])
         for key, subset in (('', rows), ('_top', top)):
@@ -365,9 +366,12 @@ def summarize(records: List[Dict], size_key: str = 'n_edges') -> List[Dict]:
                 xs, [r['peak_mem_mb'] for r in subset])
             entry['time_slope' + key] = loglog_slope(
                 xs, [r['fwd_bwd_s'] for r in subset])
-        if ratios:
-            entry.update(ratio_min=min(ratios), ratio_max=max(ratios),
-                         ratio_spread=max(ratios) / min(ratios))
+            ratios = [r['fwd_bwd_s'] / floor[(r['size'], thp)]
+                      for r in subset if (r['size'], thp) in floor]
+            if ratios:
+                entry['ratio_min' + key] = min(ratios)
+                entry['ratio_max' + key] = max(ratios)
+                entry['ratio_spread' + key] = max(ratios) / min(ratios)
         summary.append(entry)
     return summary
 
@@ -401,7 +405,7 @@ def format_summary(summary: List[Dict]) -> str:
     r"""The summary as a table (slopes and time-to-floor ratios)."""
     cols = ['variant', 'thp', 'points', 'mem_slope', 'mem_slope_top',
             'time_slope', 'time_slope_top', 'ratio_min', 'ratio_max',
-            'ratio_spread']
+            'ratio_spread', 'ratio_spread_top']
     lines = [' '.join(c.rjust(24 if i == 0 else 14)
                       for i, c in enumerate(cols))]
     for s in summary:

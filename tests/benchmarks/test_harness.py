@@ -52,11 +52,11 @@ def test_loglog_slope():
 
 def test_summarize_ratios_and_slopes():
     records = []
-    for size in (1_000, 10_000, 100_000):
+    for size in (100, 1_000, 10_000, 100_000):
         records.append(dict(variant='floor', size=size, n_edges=size,
                             fwd_bwd_s=1e-6 * size, peak_mem_mb=1e-3 * size))
         records.append(dict(variant='layer', size=size, n_edges=size,
-                            fwd_bwd_s=(4 if size == 1_000 else 2) * 1e-6 *
+                            fwd_bwd_s=(4 if size == 100 else 2) * 1e-6 *
                             size, peak_mem_mb=1e-5 * size**1.2))
     records.append(dict(variant='layer', size=10**6, n_edges=10**6,
                         status='timeout'))
@@ -64,11 +64,14 @@ def test_summarize_ratios_and_slopes():
     assert summary['floor']['ratio_spread'] == pytest.approx(1.0)
     assert summary['floor']['mem_slope'] == pytest.approx(1.0)
     layer = summary['layer']
-    assert layer['points'] == 3
+    assert layer['points'] == 4
     assert layer['mem_slope'] == pytest.approx(1.2)
+    assert layer['mem_slope_top'] == pytest.approx(1.2)
     assert (layer['ratio_min'], layer['ratio_max']) == (pytest.approx(2),
                                                         pytest.approx(4))
     assert layer['ratio_spread'] == pytest.approx(2.0)
+    # The top two decades (sizes >= 1,000) leave the slow small size out.
+    assert layer['ratio_spread_top'] == pytest.approx(1.0)
     text = harness.format_summary(list(summary.values()))
     assert 'layer' in text and 'ratio_spread' in text
 
