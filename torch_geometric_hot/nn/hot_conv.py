@@ -177,7 +177,10 @@ class HOTConv(torch.nn.Module):
                                         self.out_order, hyperedge_index)
         H, D = self.heads, self.head_channels
         keys = self.lin_key(x, view).view(-1, H, D)
-        values = self.lin_value(x).view(x.size(0), len(self.classes), H, D)
+        # One tensor per class (unbind: a single gradient buffer, where
+        # indexing would allocate a full-size zero gradient per class).
+        values = self.lin_value(x).view(x.size(0), len(self.classes), H,
+                                        D).unbind(1)
         queries = self._queries(x, view, hyperedge_index, targets)
         if self.feature_map is not None:
             key_graph = view.entry_batch if self.in_order == 2 else view.batch
@@ -224,12 +227,12 @@ class HOTConv(torch.nn.Module):
             for c, k in zip(classes, index):
                 out, attn = softmax_class_attention(
                     c, target, view, self.in_order, q, keys,
-                    values[:, k], self.dropout, self.training)
+                    values[k], self.dropout, self.training)
                 weights[f'{target.part}/{c.name}'] = attn
                 outs.append(out)
             return outs
         outs = kernel_class_attention(classes, target, view, self.in_order,
-                                      q, keys, [values[:, k] for k in index],
+                                      q, keys, [values[k] for k in index],
                                       self.exact_exclusion)
         return [torch.nn.functional.dropout(o, self.dropout, self.training)
                 for o in outs]

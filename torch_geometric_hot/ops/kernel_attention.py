@@ -18,8 +18,9 @@ from typing import Optional
 import torch
 from torch import Tensor
 
-#: Elements of the largest temporary a chunk may create.
-CHUNK_ELEMENTS = 1 << 22
+#: Elements of the largest temporary a chunk may create (small enough to
+#: stay in cache between the product and the reduction that reads it).
+CHUNK_ELEMENTS = 1 << 18
 
 
 def _chunk_rows(rows: int, per_row: int) -> int:
@@ -30,6 +31,9 @@ def _outer_sum(k: Tensor, v: Tensor, index: Tensor, num_groups: int) -> Tensor:
     # k [E, H, R], v [E, H, C] -> [G, H, R, C]
     E, H, R = k.shape
     C = v.size(-1)
+    if num_groups == 1:  # one group: a batched matmul over heads
+        return torch.bmm(k.permute(1, 2, 0).contiguous(),
+                         v.transpose(0, 1).contiguous()).unsqueeze(0)
     out = k.new_zeros(num_groups, H, R, C)
     step = _chunk_rows(E, H * R * C)
     for start in range(0, E, step):
@@ -47,13 +51,20 @@ def _contract(q: Tensor, summary: Tensor, index: Tensor) -> Tensor:
     C = summary.size(-1)
     if summary.size(0) == 1:
         return torch.einsum('ehr,hrc->ehc', q, summary[0])
+    # Row (e, h) is a weighted bag of the R summary rows (g(e), h, :) of a
+    # flat [G*H*R, C] table: embedding_bag gathers and sums them in one
+    # pass, without a [e, H, R, C] copy of the summary rows.
+    table = summary.reshape(-1, C)
+    offsets = (torch.arange(H, device=q.device).view(1, H, 1) * R +
+               torch.arange(R, device=q.device).view(1, 1, R))
     out = q.new_empty(E, H, C)
-    step = _chunk_rows(E, H * R * C)
+    step = _chunk_rows(E, H * R)
     for start in range(0, E, step):
         end = start + step
-        block = summary.index_select(0, index[start:end])  # [e, H, R, C]
-        out[start:end] = torch.matmul(q[start:end].unsqueeze(-2),
-                                      block).squeeze(-2)
+        bags = index[start:end].view(-1, 1, 1) * (H * R) + offsets
+        out[start:end] = torch.nn.functional.embedding_bag(
+            bags.view(-1, R), table, mode='sum',
+            per_sample_weights=q[start:end].reshape(-1, R)).view(-1, H, C)
     return out
 
 

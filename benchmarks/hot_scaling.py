@@ -1,0 +1,213 @@
+r"""HOT runtime and memory (HOT App. A.2.3, Table 6a; DESIGN §9).
+
+Barabási–Albert graphs (each new node linked to 5), one graph per point,
+10^3 ... 2*10^6 directed edges, node features ``[n, 32]``; every variant
+maps the graph to one output (forward) and back (``out.sum()``):
+
+* ``hot_kernel``: :class:`HOTGraphModel` ``4 x Enc2->2 + Enc2->0``, width
+  32, 4 heads of 8, FAVOR+ kernel attention (exact exclusions);
+* ``hot_kernel_ckpt``: the same with activation checkpointing
+  (``checkpoint=True``: each block recomputed in the backward pass);
+* ``hot_softmax``: the same with exact softmax attention (the global
+  classes attend over all ``n + m`` entries: quadratic);
+* ``invariant_mlp``: :class:`InvariantMLP` ``(32, 32, num_layers=4)``;
+* ``gat``: PyG ``GATConv`` stack, 4 layers, 4 heads x 8 (concat), ELU;
+* ``gps_performer``: PyG ``GPSConv`` stack, 4 layers, width 32, 4 heads,
+  ``attn_type='performer'``, local ``GINConv``;
+* ``floor``: one gather + ``index_add_`` of ``n + m`` rows of width 32
+  (the pair-view entries the HOT variants work on).
+
+Sizes count directed edges ``n_edges``; the pair view has ``n + m``
+entries (``n_entries``). Points run in fresh processes (shared harness);
+each child is capped by ``RLIMIT_AS`` (``--max-mem-gb`` + 4 GB) so that a
+quadratic variant fails cleanly instead of exhausting the machine.
+
+Promises checked (issue 3), kernel model, 10^4 ... 10^6 edges: peak-memory
+log–log slope <= 1.1, time-to-floor ratio spread < 2, forward+backward at
+>= 10^6 edges within 24 GB, forward+backward time per edge within 25x of
+the GATConv stack at 10^5 edges. :func:`check_promises` prints them.
+
+    python benchmarks/hot_scaling.py --out results/hot_scaling.json \
+        --max-seconds 120 --max-mem-gb 20
+    python benchmarks/hot_scaling.py --quick
+"""
+import json
+import os
+import resource
+import sys
+from typing import Callable, Dict, List, Tuple
+
+import torch
+from torch import Tensor
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [HERE, os.path.dirname(HERE)]  # harness, package
+from harness import ba_edge_index, bandwidth_floor, run_benchmark  # noqa
+
+from torch_geometric_hot.data import PairView  # noqa: E402
+from torch_geometric_hot.models import HOTGraphModel, InvariantMLP  # noqa
+
+CHANNELS, HEADS, LAYERS = 32, 4, 4
+SIZES = [10**3, 3 * 10**3, 10**4, 3 * 10**4, 10**5, 3 * 10**5, 10**6,
+         2 * 10**6]
+QUICK_SIZES = [10**3, 10**4]
+PROMISE_RANGE = (10**4, 10**6)
+Step = Callable[[], Tensor]
+
+
+class _Graph:
+    r"""A BA graph with node features, as the models read it."""
+    def __init__(self, size: int) -> None:
+        self.edge_index = ba_edge_index(size, m=5, seed=0)
+        self.num_nodes = int(self.edge_index.max()) + 1
+        gen = torch.Generator().manual_seed(0)
+        self.x = torch.randn(self.num_nodes, CHANNELS, generator=gen)
+
+    @property
+    def fields(self) -> Dict:
+        m = self.edge_index.size(1)
+        return dict(n_nodes=self.num_nodes, n_edges=m,
+                    n_entries=self.num_nodes + m)
+
+
+def _pair_model(model: torch.nn.Module, size: int) -> Tuple[Step, Dict]:
+    graph = _Graph(size)
+    view = PairView.build(graph.edge_index, graph.num_nodes)
+    return (lambda: model(graph, view)), graph.fields
+
+
+def hot(attention: str, checkpoint: bool = False):
+    def build(size: int) -> Tuple[Step, Dict]:
+        model = HOTGraphModel(CHANNELS, CHANNELS, num_layers=LAYERS,
+                              heads=HEADS, attention=attention,
+                              kernel='favor+', checkpoint=checkpoint,
+                              seed=0)
+        return _pair_model(model, size)
+
+    return build
+
+
+def invariant_mlp(size: int) -> Tuple[Step, Dict]:
+    return _pair_model(InvariantMLP(CHANNELS, CHANNELS, num_layers=LAYERS),
+                       size)
+
+
+class _Stack(torch.nn.Module):
+    def __init__(self, convs: List[torch.nn.Module], act: bool) -> None:
+        super().__init__()
+        self.convs = torch.nn.ModuleList(convs)
+        self.act = act
+
+    def forward(self, x: Tensor, edge_index: Tensor) -> Tensor:
+        for conv in self.convs:
+            x = conv(x, edge_index)
+            if self.act:
+                x = torch.nn.functional.elu(x)
+        return x.sum(0, keepdim=True)
+
+
+def _node_model(stack: _Stack, size: int) -> Tuple[Step, Dict]:
+    graph = _Graph(size)
+    return (lambda: stack(graph.x, graph.edge_index)), graph.fields
+
+
+def gat(size: int) -> Tuple[Step, Dict]:
+    from torch_geometric.nn import GATConv
+    convs = [GATConv(CHANNELS, CHANNELS // HEADS, heads=HEADS)
+             for _ in range(LAYERS)]
+    return _node_model(_Stack(convs, act=True), size)
+
+
+def gps_performer(size: int) -> Tuple[Step, Dict]:
+    from torch_geometric.nn import GINConv, GPSConv
+
+    def local() -> torch.nn.Module:
+        return GINConv(torch.nn.Sequential(
+            torch.nn.Linear(CHANNELS, CHANNELS), torch.nn.ReLU(),
+            torch.nn.Linear(CHANNELS, CHANNELS)))
+
+    convs = [GPSConv(CHANNELS, local(), heads=HEADS, attn_type='performer')
+             for _ in range(LAYERS)]
+    return _node_model(_Stack(convs, act=False), size)
+
+
+def floor(size: int) -> Tuple[Step, Dict]:
+    fields = _Graph(size).fields
+    return bandwidth_floor(fields['n_entries'], CHANNELS), fields
+
+
+VARIANTS = {
+    'hot_kernel': hot('kernel'),
+    'hot_kernel_ckpt': hot('kernel', checkpoint=True),
+    'hot_softmax': hot('softmax'),
+    'invariant_mlp': invariant_mlp,
+    'gat': gat,
+    'gps_performer': gps_performer,
+}
+
+
+def _cap_child_memory(argv: List[str]) -> None:
+    r"""In a point's child process: cap the address space at
+    ``--max-mem-gb`` + 4 GB (runtime and inputs), so an over-budget point
+    raises instead of exhausting the machine."""
+    if '--point' not in argv:
+        return
+    limit_gb = 12.0
+    if '--max-mem-gb' in argv:
+        limit_gb = float(argv[argv.index('--max-mem-gb') + 1])
+    limit = int((limit_gb + 4) * 2**30)
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+
+def check_promises(records: List[Dict]) -> List[str]:
+    r"""The issue-3 promises for ``hot_kernel`` (and ``hot_kernel_ckpt``)
+    over :data:`PROMISE_RANGE`, from the records of one run."""
+    from harness import summarize
+    lo, hi = PROMISE_RANGE
+    ok = [r for r in records if r.get('status') == 'ok']
+    lines = []
+    gat = {r['size']: r for r in ok if r['variant'] == 'gat'}
+    for variant in ('hot_kernel', 'hot_kernel_ckpt'):
+        rows = [r for r in ok if r['variant'] in (variant, 'floor')
+                and lo <= r['size'] <= hi]
+        mine = [r for r in rows if r['variant'] == variant]
+        if not mine:
+            continue
+        summary = next(s for s in summarize(rows) if s['variant'] == variant)
+        big = [r for r in mine if r['n_edges'] >= 10**6 * 0.99]
+        lines.append(
+            f"{variant} {lo:.0e}..{hi:.0e} edges: mem slope "
+            f"{summary['mem_slope']:.3f} (<= 1.1), time-to-floor ratio "
+            f"{summary.get('ratio_min', float('nan')):.3g}.."
+            f"{summary.get('ratio_max', float('nan')):.3g}, spread "
+            f"{summary.get('ratio_spread', float('nan')):.3f} (< 2)")
+        for r in big:
+            lines.append(f"{variant} at {r['n_edges']} edges: fwd+bwd "
+                         f"{r['fwd_bwd_s']:.3g} s, peak "
+                         f"{r['peak_mem_mb'] / 1024:.3g} GB (+ base RSS "
+                         f"{r['base_rss_mb'] / 1024:.3g} GB; <= 24 GB)")
+        if 10**5 in gat and any(r['size'] == 10**5 for r in mine):
+            r = next(r for r in mine if r['size'] == 10**5)
+            g = gat[10**5]
+            ratio = (r['fwd_bwd_s'] / r['n_edges']) / (g['fwd_bwd_s'] /
+                                                      g['n_edges'])
+            lines.append(f"{variant} / gat fwd+bwd time per edge at 1e5: "
+                         f"{ratio:.3g}x (<= 25x)")
+    return lines
+
+
+def main(argv: List[str]) -> None:
+    _cap_child_memory(argv)
+    records = run_benchmark('hot_scaling', SIZES, VARIANTS, argv=argv,
+                            quick_sizes=QUICK_SIZES, floor=floor)
+    lines = check_promises(records)
+    if lines:
+        print('\nissue-3 promises:\n' + '\n'.join(lines))
+    if '--out' in argv:
+        out = argv[argv.index('--out') + 1]
+        with open(os.path.splitext(out)[0] + '_promises.json', 'w') as f:
+            json.dump(lines, f, indent=1)
+
+
+if __name__ == '__main__':
+    main(sys.argv[1:])
