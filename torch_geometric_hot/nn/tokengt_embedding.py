@@ -128,6 +128,11 @@ class TokenGTEmbedding(torch.nn.Module):
                 for child in module:
                     child.reset_parameters()
         torch.nn.init.zeros_(self.bias)
+        # BERT-style small embeddings: type identifiers must not drown the
+        # identifier and feature terms at initialisation.
+        for emb in (self.type_emb, self.hyper_type_emb):
+            if emb is not None:
+                torch.nn.init.normal_(emb.weight, std=0.02)
         if self.graph_emb is not None:
             torch.nn.init.normal_(self.graph_emb, std=0.02)
 
