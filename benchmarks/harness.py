@@ -12,8 +12,12 @@ API
     The reference op of DESIGN §9.0: one gather of ``num_rows`` rows and one
     ``index_add_`` of them into ``num_groups`` (default ``num_rows``) rows.
     Its forward+backward time is the "floor" every variant is divided by.
-``time_fwd_bwd(step_fwd, repeats=3, warmup=1) -> (fwd_s, fwd_bwd_s)``
-    Medians. Each repetition calls ``out = step_fwd()`` with autograd
+``time_fwd_bwd(step_fwd, repeats=3, warmup=1, min_time=0.0) -> (fwd_s,
+fwd_bwd_s)``
+    Medians over at least ``repeats`` repetitions, and more (up to 200)
+    until the timed repetitions add up to ``min_time`` seconds, so that
+    small sizes are not at the mercy of one preemption on a busy machine.
+    Each repetition calls ``out = step_fwd()`` with autograd
     enabled (that is ``fwd_s``), then ``out.sum().backward()``; ``fwd_bwd_s``
     is the time of both. Gradients are not zeroed between repetitions. An
     output that does not require grad (an index builder) is not
@@ -27,7 +31,8 @@ floor=None, quick_sizes=None) -> list[dict]``
     ``bandwidth_floor(size)``), so the floor is measured in the same run at
     every size. Options: ``--out PATH`` (JSON), ``--plot PATH`` (PNG),
     ``--quick`` (``quick_sizes``), ``--sizes``, ``--variants``,
-    ``--repeats``, ``--warmup``, ``--threads``, ``--max-seconds`` and
+    ``--repeats``, ``--min-time``, ``--warmup``, ``--threads``,
+    ``--max-seconds`` and
     ``--max-mem-gb`` (a variant's sweep stops at the first point whose
     forward+backward or peak memory is over the limit, or that fails or
     times out), ``--thp`` (every point twice: without and with
@@ -72,6 +77,7 @@ from torch import Tensor
 Step = Callable[[], Tensor]
 Builder = Callable[[int], Tuple[Step, Dict]]
 FLOOR = 'floor'
+MAX_REPEATS = 200
 
 
 # ---------------------------------------------------------------- graphs --
@@ -143,15 +149,19 @@ def bandwidth_floor(num_rows: int, channels: int = 32,
 
 
 # ---------------------------------------------------------------- timing --
-def time_fwd_bwd(step_fwd: Step, repeats: int = 3,
-                 warmup: int = 1) -> Tuple[float, float]:
+def time_fwd_bwd(step_fwd: Step, repeats: int = 3, warmup: int = 1,
+                 min_time: float = 0.0) -> Tuple[float, float]:
     r"""Median forward and forward+backward seconds of :obj:`step_fwd`
     (forward with autograd enabled; backward of ``out.sum()`` when
-    :obj:`out` requires grad)."""
+    :obj:`out` requires grad), over at least :obj:`repeats` timed
+    repetitions and at least :obj:`min_time` seconds (at most 200
+    repetitions)."""
     if repeats < 1:
         raise ValueError(f"'repeats' must be >= 1, got {repeats}")
     fwd, fwd_bwd = [], []
-    for i in range(warmup + repeats):
+    i = 0
+    while i < warmup + repeats or (sum(fwd_bwd) < min_time
+                                   and len(fwd_bwd) < MAX_REPEATS):
         start = time.perf_counter()
         out = step_fwd()
         mid = time.perf_counter()
@@ -162,6 +172,7 @@ def time_fwd_bwd(step_fwd: Step, repeats: int = 3,
         if i >= warmup:
             fwd.append(mid - start)
             fwd_bwd.append(end - start)
+        i += 1
     return statistics.median(fwd), statistics.median(fwd_bwd)
 
 
@@ -180,15 +191,15 @@ def _reset_peak_rss() -> bool:
         return False
 
 
-def measure_point(build: Builder, size: int, repeats: int,
-                  warmup: int) -> Dict:
+def measure_point(build: Builder, size: int, repeats: int, warmup: int,
+                  min_time: float = 0.0) -> Dict:
     r"""Builds a point and measures it in this process (the child side)."""
     torch.manual_seed(0)
     step, fields = build(size)
     gc.collect()
     peak_reset = _reset_peak_rss()
     base_kb = _current_rss_kb()
-    fwd_s, fwd_bwd_s = time_fwd_bwd(step, repeats, warmup)
+    fwd_s, fwd_bwd_s = time_fwd_bwd(step, repeats, warmup, min_time)
     peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return dict(fields, fwd_s=fwd_s, fwd_bwd_s=fwd_bwd_s,
                 peak_mem_mb=max(peak_kb - base_kb, 0) / 1024,
@@ -210,6 +221,9 @@ def _parse(argv: Optional[Sequence[str]], name: str) -> argparse.Namespace:
                         help='comma-separated variant names (floor is '
                         'always added)')
     parser.add_argument('--repeats', type=int, default=3)
+    parser.add_argument('--min-time', type=float, default=1.0,
+                        help='repeat until the timed repetitions add up to '
+                        'this many seconds (at most 200)')
     parser.add_argument('--warmup', type=int, default=1)
     parser.add_argument('--threads', type=int, default=None)
     parser.add_argument('--max-seconds', type=float, default=60.0,
@@ -268,7 +282,8 @@ def run_benchmark(name: str, sizes: Sequence[int],
         point = json.loads(args.point)
         torch.set_num_threads(point['threads'])
         record = measure_point(builders[point['variant']], point['size'],
-                               point['repeats'], point['warmup'])
+                               point['repeats'], point['warmup'],
+                               point['min_time'])
         print(json.dumps(dict(record, threads=torch.get_num_threads())))
         sys.exit(0)
 
@@ -291,6 +306,7 @@ def run_benchmark(name: str, sizes: Sequence[int],
             for size in sorted(sizes):
                 point = dict(variant=variant, size=int(size),
                              repeats=args.repeats, warmup=args.warmup,
+                             min_time=args.min_time,
                              threads=common['threads'])
                 record = dict(common, variant=variant, size=int(size),
                               thp=thp)

@@ -147,3 +147,19 @@ def test_run_benchmark_end_to_end(tmp_path):
 def test_time_fwd_bwd_without_grad_skips_backward():
     fwd, fwd_bwd = harness.time_fwd_bwd(lambda: torch.arange(5), repeats=2)
     assert 0 < fwd <= fwd_bwd
+
+
+def test_time_fwd_bwd_repeats_until_min_time(monkeypatch):
+    clock = iter(0.125 * k for k in range(10_000))
+    monkeypatch.setattr(harness.time, 'perf_counter', lambda: next(clock))
+    calls = []
+
+    def step():
+        calls.append(1)
+        return torch.ones(1)
+
+    # Every repetition takes 0.25 s on the fake clock: 4 timed repetitions
+    # reach min_time=1 s, after one warm-up.
+    assert harness.time_fwd_bwd(step, repeats=2, warmup=1,
+                                min_time=1.0) == (0.125, 0.25)
+    assert len(calls) == 5
