@@ -1,0 +1,64 @@
+import pytest
+import torch
+
+from torch_geometric_hot.nn import TokenGTLayer, TokenSelfAttention
+from torch_geometric_hot.ops.token_attention import \
+    dense_softmax_attention_reference
+
+
+def tokens(sizes, channels=8, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    token_batch = torch.cat([
+        torch.full((s, ), g, dtype=torch.long) for g, s in enumerate(sizes)
+    ])
+    x = torch.randn(token_batch.numel(), channels, generator=gen,
+                    dtype=torch.float64)
+    return x, token_batch, len(sizes)
+
+
+def test_self_attention_matches_reference():
+    torch.manual_seed(0)
+    module = TokenSelfAttention(8, heads=2).double()
+    x, token_batch, num_graphs = tokens([3, 1, 5])
+    q, k, v = module.qkv(x).view(-1, 3, 2, 4).unbind(1)
+    ref = module.out(
+        dense_softmax_attention_reference(q, k, v, token_batch,
+                                          num_graphs).reshape(-1, 8))
+    torch.testing.assert_close(module(x, token_batch, num_graphs), ref)
+
+
+@pytest.mark.parametrize('attention', ['softmax', 'performer'])
+def test_layer_token_permutation_and_graph_independence(attention):
+    torch.manual_seed(0)
+    layer = TokenGTLayer(8, heads=2, attention=attention, seed=0).double()
+    layer.eval()
+    x, token_batch, num_graphs = tokens([4, 1, 3])
+    out = layer(x, token_batch, num_graphs)
+    perm = torch.randperm(x.size(0))
+    torch.testing.assert_close(layer(x[perm], token_batch[perm], num_graphs),
+                               out[perm])
+    alone = layer(x[token_batch == 2], torch.zeros(3, dtype=torch.long), 1)
+    torch.testing.assert_close(alone, out[token_batch == 2])
+
+
+def test_drop_path_training_only():
+    torch.manual_seed(0)
+    layer = TokenGTLayer(8, drop_path=0.5).double()
+    x, token_batch, num_graphs = tokens([2] * 20)
+    layer.eval()
+    assert torch.equal(layer(x, token_batch, 20), layer(x, token_batch, 20))
+    layer.train()
+    out = layer(x, token_batch, 20)
+    # Some whole graphs skip both branches (output == input), others not.
+    same = [torch.equal(out[token_batch == g], x[token_batch == g])
+            for g in range(20)]
+    assert any(same) and not all(same)
+
+
+def test_repr_and_errors():
+    assert repr(TokenGTLayer(8, heads=2)) == (
+        "TokenGTLayer(8, heads=2, attention='softmax')")
+    assert repr(TokenSelfAttention(8, 4, 'performer')) == (
+        "TokenSelfAttention(8, heads=4, attention='performer')")
+    with pytest.raises(ValueError, match="'drop_path'"):
+        TokenGTLayer(8, drop_path=1.0)
