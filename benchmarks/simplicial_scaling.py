@@ -12,8 +12,12 @@ forward+backward medians, peak RSS):
    * ``indexer``: a batch of 32-node graphs, :math:`k = 8`
      (:math:`T = 2048` per graph).
 
-   Records go to ``--out``; slopes and time-to-floor ratios are printed and
-   written to ``<out>_summary.json``, the plot to ``<out>.png``.
+   Every variant has :math:`n = T/64` nodes, so the floor (DESIGN §9.0)
+   gathers :math:`T` rows of width 32 from, and sums them into, a table of
+   :math:`T/64` rows: the same access pattern as the attention's gathers
+   and scatters. Records go to ``--out``; slopes and time-to-floor ratios
+   are printed and written to ``<out>_summary.json``, the plot to
+   ``<out>.png``.
 2. ``compare`` -- one graph of :math:`n = 128` nodes, N = 2: ``dense``
    (:math:`n^3 = 2{,}097{,}152` tuples, chunked) against ``indexer`` with
    :math:`k = 8` (:math:`n k^2 = 8192` tuples); records to
@@ -34,7 +38,7 @@ from torch import Tensor
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [HERE, os.path.dirname(HERE)]  # harness, package
-from harness import run_benchmark  # noqa: E402
+from harness import bandwidth_floor, run_benchmark  # noqa: E402
 
 from torch_geometric_hot.data import dense_simplices, walk_simplices  # noqa
 from torch_geometric_hot.nn import SimplicialAttention  # noqa: E402
@@ -101,6 +105,11 @@ def build_indexer_n128(size: int):
     return _step('indexer', *_batch_of(1, COMPARE_NODES), k=8)
 
 
+def build_floor(size: int):
+    return bandwidth_floor(size, CHANNELS, num_groups=max(size // 64, 1)), \
+        dict(n_tuples=size, n_nodes=max(size // 64, 1))
+
+
 VARIANTS = dict(walks=build_walks, dense=build_dense, indexer=build_indexer,
                 dense_n128=build_dense_n128,
                 indexer_n128=build_indexer_n128)
@@ -119,7 +128,7 @@ def _speedup(records: List[Dict]) -> None:
 def main(argv: List[str]) -> None:
     if '--point' in argv:  # a harness child: measure one point and exit
         run_benchmark('simplicial', SIZES, VARIANTS, argv,
-                      size_key='n_tuples')
+                      size_key='n_tuples', floor=build_floor)
     parser = argparse.ArgumentParser(add_help=False)
     parser.add_argument('--part', choices=['all', 'scaling', 'compare'],
                         default='all')
@@ -129,7 +138,8 @@ def main(argv: List[str]) -> None:
         out = ['--out', args.out] if args.out else []
         run_benchmark('simplicial_scaling', SIZES, VARIANTS,
                       rest + out + ['--variants', ','.join(SCALING)],
-                      size_key='n_tuples', quick_sizes=QUICK_SIZES)
+                      size_key='n_tuples', floor=build_floor,
+                      quick_sizes=QUICK_SIZES)
     if args.part in ('all', 'compare'):
         out = []
         if args.out:
