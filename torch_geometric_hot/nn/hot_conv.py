@@ -186,12 +186,12 @@ class HOTConv(torch.nn.Module):
             key_graph = view.entry_batch if self.in_order == 2 else view.batch
             keys = self.feature_map(keys, False, key_graph, view.num_graphs)
 
-        parts, weights = {}, {}
+        parts, weights, cache = {}, {}, {}
         for p, (name, target) in enumerate(targets.items()):
             classes = self._by_part.get(name, [])
             index = [self.classes.index(c) for c in classes]
             outs = self._attend(classes, index, target, view, queries[name],
-                                keys, values, weights)
+                                keys, values, weights, cache)
             out = x.new_zeros(target.num_rows, self.out_channels)
             for k, o in zip(index, outs):
                 out = out + o.reshape(target.num_rows, H * D) @ \
@@ -219,7 +219,7 @@ class HOTConv(torch.nn.Module):
         return {k: self.feature_map(v, True) for k, v in full.items()}
 
     def _attend(self, classes, index, target, view, q, keys, values,
-                weights):
+                weights, cache):
         if not classes:
             return []
         if self.attention == 'softmax':
@@ -233,7 +233,7 @@ class HOTConv(torch.nn.Module):
             return outs
         outs = kernel_class_attention(classes, target, view, self.in_order,
                                       q, keys, [values[k] for k in index],
-                                      self.exact_exclusion)
+                                      self.exact_exclusion, cache=cache)
         return [torch.nn.functional.dropout(o, self.dropout, self.training)
                 for o in outs]
 

@@ -157,7 +157,8 @@ def kernel_class_attention(classes: Sequence[EquivariantClass],
                            target: Target, view, in_order: int,
                            phi_q: Tensor, phi_k: Tensor,
                            values: Sequence[Tensor], exact: bool = True,
-                           eps: float = 1e-6) -> List[Tensor]:
+                           eps: float = 1e-6,
+                           cache: Optional[Dict] = None) -> List[Tensor]:
     r"""Kernel attention of several aggregating classes writing one part.
 
     .. math::
@@ -181,12 +182,23 @@ def kernel_class_attention(classes: Sequence[EquivariantClass],
         values (list): Per class, values :obj:`[inputs, H, d_v]`.
         exact (bool): Keep the distinct-index exclusions.
         eps (float): Floor of the denominator.
+        cache (dict, optional): Shared by the calls of one forward pass
+            (one per output part) so that key and value rows gathered for a
+            key pool are gathered (and kept for backward) once.
 
     Returns:
         Per class, :obj:`[rows, H, d_v]`.
     """
     if not exact:
         classes = [replace(cls, terms=cls.terms[:1]) for cls in classes]
+    cache = {} if cache is None else cache
+
+    def rows(x: Tensor, position: Tensor) -> Tensor:
+        key = (id(x), id(position))
+        if key not in cache:
+            cache[key] = (x, position, x.index_select(0, position))
+        return cache[key][-1]
+
     terms = [cls.terms for cls in classes]
     d_v = values[0].size(-1)
     # Which classes read each aggregate summary: one summary build each.
@@ -200,10 +212,10 @@ def kernel_class_attention(classes: Sequence[EquivariantClass],
     for summary, cs in users.items():
         pool = KeyPool(summary, view, in_order)
         ones = phi_k.new_ones(pool.position.numel(), phi_k.size(1), 1)
-        v = torch.cat([values[c].index_select(0, pool.position)
-                       for c in cs] + [ones], dim=-1)
-        summ = segment_outer_sum(phi_k.index_select(0, pool.position), v,
-                                 pool.group, pool.num_groups)
+        v = torch.cat([rows(values[c], pool.position) for c in cs] + [ones],
+                      dim=-1)
+        summ = segment_outer_sum(rows(phi_k, pool.position), v, pool.group,
+                                 pool.num_groups)
         for selector in {sel for c in cs for _, s, sel in terms[c]
                          if s == summary}:
             index = target.index(summary, selector)[0]
@@ -211,17 +223,25 @@ def kernel_class_attention(classes: Sequence[EquivariantClass],
                 phi_q, summ, index)
     slot = {(s, c): k for s, cs in users.items() for k, c in enumerate(cs)}
 
+    # phi(q)^T phi(k_x) of every single-key term, once per (summary,
+    # selector) for all classes.
+    dots: Dict[Tuple[str, object], Tuple[Tensor, Tensor]] = {}
+    for summary, selector in {(s, sel) for class_terms in terms
+                              for _, s, sel in class_terms
+                              if s in _SINGLE_KEY}:
+        position, mask = key_position(summary, selector, target, view)
+        dot = (phi_q * phi_k.index_select(0, position)).sum(-1)
+        if mask is not None:
+            dot = dot * mask.unsqueeze(-1).to(dot.dtype)
+        dots[(summary, selector)] = (position, dot)
+
     counts = summary_counts(view, in_order)
     outputs = []
     for c, (cls, class_terms) in enumerate(zip(classes, terms)):
         num = den = None
         for sign, summary, selector in class_terms:
             if summary in _SINGLE_KEY:
-                position, mask = key_position(summary, selector, target,
-                                              view)
-                dot = (phi_q * phi_k.index_select(0, position)).sum(-1)
-                if mask is not None:
-                    dot = dot * mask.unsqueeze(-1).to(dot.dtype)
+                position, dot = dots[(summary, selector)]
                 t_num = dot.unsqueeze(-1) * values[c].index_select(
                     0, position)
                 t_den = dot
