@@ -65,12 +65,12 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
     parser.add_argument('--model', choices=sorted(MODELS), default='mlp')
     parser.add_argument('--epochs', type=int, default=None,
-                        help='default: 20 (8 with --quick)')
+                        help='default: 15 (8 with --quick)')
     parser.add_argument('--quick', action='store_true',
                         help='1,000 molecules and 8 epochs (under a minute)')
     parser.add_argument('--limit', type=int, default=None,
                         help='use only the first N molecules')
-    parser.add_argument('--hidden', type=int, default=64)
+    parser.add_argument('--hidden', type=int, default=32)
     parser.add_argument('--layers', type=int, default=4)
     parser.add_argument('--dropout', type=float, default=0.0)
     parser.add_argument('--batch-size', type=int, default=64)
@@ -87,7 +87,7 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help='hide the tqdm progress bars')
     args = parser.parse_args(argv)
     if args.epochs is None:
-        args.epochs = 8 if args.quick else 20
+        args.epochs = 8 if args.quick else 15
     if args.limit is None and args.quick:
         args.limit = 1000
     return args
