@@ -180,7 +180,7 @@ def main() -> None:
                         help="'sparse', 'dense' or both, comma-separated")
     parser.add_argument('--train', type=int, default=512)
     parser.add_argument('--test', type=int, default=128)
-    parser.add_argument('--steps', type=int, default=600)
+    parser.add_argument('--steps', type=int, default=400)
     parser.add_argument('--batch-size', type=int, default=16)
     parser.add_argument('--lr', type=float, default=1e-2)
     parser.add_argument('--channels', type=int, default=64)

@@ -90,9 +90,9 @@ class TokenSelfAttention(torch.nn.Module):
             x (torch.Tensor): Tokens, shape :obj:`[T, C]`.
             token_batch (torch.Tensor): Graph of every token, :obj:`[T]`.
             num_graphs (int): Number of graphs.
-            layout (tuple, optional): Cached
-                :func:`~torch_geometric_hot.ops.token_attention.token_positions`
-                (softmax only).
+            layout (tuple, optional): Cached :obj:`(position, lengths)`
+                of the tokens, as ``ops.token_attention.token_positions``
+                returns them (softmax only).
         """
         q, k, v = self.qkv(x).view(x.size(0), 3, self.heads,
                                    -1).unbind(dim=1)  # 3 x [T, H, d]

@@ -126,7 +126,13 @@ def group_outer_sums(a: Tensor, b: Tensor, group: Tensor,
     :rtype: :class:`torch.Tensor` of shape :obj:`[G, H, r, d]`
     """
     if num_groups == 1:
-        return (a.permute(1, 2, 0) @ b.transpose(0, 1)).unsqueeze(0)
+        # One GEMM over all heads ([H*r, T] @ [T, H*d]), then the diagonal
+        # head blocks: H times the flops of a bmm, but no strided copies.
+        heads = a.size(1)
+        full = a.reshape(a.size(0), -1).t() @ b.reshape(b.size(0), -1)
+        blocks = full.view(heads, a.size(2), heads, b.size(2))
+        return torch.diagonal(blocks, dim1=0, dim2=2).permute(2, 0,
+                                                              1).unsqueeze(0)
     out = a.new_zeros(num_groups, a.size(1), a.size(2), b.size(2))
     for part in _chunks(a.size(0), a.size(1) * a.size(2) * b.size(2)):
         outer = a[part].unsqueeze(-1) * b[part].unsqueeze(-2)
@@ -144,8 +150,9 @@ def apply_group_maps(a: Tensor, maps: Tensor, group: Tensor) -> Tensor:
 
     :rtype: :class:`torch.Tensor` of shape :obj:`[T, H, d]`
     """
-    if maps.size(0) == 1:
-        return (a.transpose(0, 1) @ maps[0]).transpose(0, 1)
+    if maps.size(0) == 1:  # one GEMM with the block-diagonal head maps
+        out = a.reshape(a.size(0), -1) @ torch.block_diag(*maps[0])
+        return out.view(a.size(0), a.size(1), -1)
     out = a.new_empty(a.size(0), a.size(1), maps.size(-1))
     for part in _chunks(a.size(0), maps[0].numel()):
         gathered = maps.index_select(0, group[part])  # [c, H, r, d]
