@@ -89,6 +89,14 @@ def test_nodes_without_tuples_are_unchanged():
     assert torch.isfinite(out).all()
 
 
+@pytest.mark.parametrize('candidates', CANDIDATES)
+def test_empty_input(candidates):
+    module = layer(candidates=candidates, capacity=0.5, indexer_loss='kl')
+    x = torch.empty(0, 8, dtype=torch.float64)
+    out = module(x, torch.empty(2, 0, dtype=torch.long))
+    assert out.shape == (0, 8)
+
+
 @pytest.mark.parametrize('kind', [None, 'kl', 'mse'])
 def test_indexer_is_trained_only_by_its_auxiliary_loss(kind):
     module = layer(candidates='indexer', indexer_loss=kind)

@@ -84,6 +84,10 @@ indexer_distillation_loss`, KL or MSE to the attention); without it the
         if batch is None:
             batch = x.new_zeros(n, dtype=torch.long)
         q, k, w = self.projections(x)
+        if n == 0:
+            empty = torch.empty(2, 0, dtype=torch.long, device=x.device)
+            return (torch.empty(order + 1, 0, dtype=torch.long,
+                                device=x.device), empty, w.new_zeros(0))
         with torch.no_grad():  # the selection has no gradient anyway
             scores, mask = indexer_dense_scores(q, k, w, batch)
             row, col = topk_pairs(scores, mask, self.k)

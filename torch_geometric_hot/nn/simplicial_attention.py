@@ -220,7 +220,7 @@ simplicial_attention`). (default: automatic)
             self.aux_loss = indexer_distillation_loss(
                 pairs[1], pairs[0], alpha, simplex_index, n,
                 self.indexer_loss)
-        return self.lin_out(out.reshape(n, -1))
+        return self.lin_out(out.reshape(n, self.heads * self.head_channels))
 
     def __repr__(self) -> str:
         extra = f', capacity={self.router.capacity}' if self.router else ''
