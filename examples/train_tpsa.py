@@ -27,7 +27,7 @@ from torch_geometric.loader import DataLoader
 from tqdm import tqdm
 
 from torch_geometric_hot.datasets import NCITPSA
-from torch_geometric_hot.models import InvariantMLP
+from torch_geometric_hot.models import HOTGraphModel, InvariantMLP
 from torch_geometric_hot.nn import CategoricalEncoder
 from torch_geometric_hot.transforms import AddSecondOrderView
 
@@ -56,8 +56,16 @@ def build_mlp(hidden: int, num_layers: int, dropout: float):
                         dropout=dropout)
 
 
+def build_hot(hidden: int, num_layers: int, dropout: float):
+    return HOTGraphModel(hidden, 1, num_layers=num_layers, heads=4,
+                         node_encoder=atom_encoder(hidden),
+                         edge_encoder=bond_encoder(hidden),
+                         attention='kernel', dropout=dropout, seed=0)
+
+
 MODELS: Dict[str, ModelSpec] = {
     'mlp': ModelSpec(build_mlp, AddSecondOrderView()),
+    'hot': ModelSpec(build_hot, AddSecondOrderView()),
 }
 
 
