@@ -300,7 +300,7 @@ def run_benchmark(name: str, sizes: Sequence[int],
                   torch=torch.__version__.split('+')[0],
                   threads=args.threads or torch.get_num_threads(),
                   machine=platform.machine())
-    records = []
+    records, floor_times = [], {}
     for variant in [FLOOR] + names:
         for thp in ([False, True] if args.thp else [False]):
             for size in sorted(sizes):
@@ -313,6 +313,11 @@ def run_benchmark(name: str, sizes: Sequence[int],
                 timeout = (args.repeats + args.warmup + 2) * \
                     args.max_seconds + 300  # + start-up and set-up
                 record.update(_run_child(point, thp, timeout))
+                floor_s = floor_times.get((int(size), thp))
+                if record['status'] == 'ok' and floor_s:
+                    record['time_to_floor'] = record['fwd_bwd_s'] / floor_s
+                if variant == FLOOR and record['status'] == 'ok':
+                    floor_times[(int(size), thp)] = record['fwd_bwd_s']
                 records.append(record)
                 print(format_table([record], size_key,
                                    header=len(records) == 1), flush=True)
@@ -404,7 +409,8 @@ def format_table(records: List[Dict], size_key: str = 'n_edges',
                  header: bool = True) -> str:
     r"""A fixed-width table of records (one line each)."""
     cols = ['variant', 'thp', 'size', 'n_nodes', size_key, 'fwd_s',
-            'fwd_bwd_s', 'peak_mem_mb', 'status']
+            'fwd_bwd_s', 'time_to_floor', 'peak_mem_mb', 'load_avg',
+            'status']
     cols = list(dict.fromkeys(cols))
     widths = [max(len(c), 12) for c in cols]
     widths[0] = 24

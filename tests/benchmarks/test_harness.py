@@ -128,7 +128,8 @@ def test_run_benchmark_end_to_end(tmp_path):
     script.write_text(SCRIPT.format(bench=os.path.join(ROOT, 'benchmarks')))
     out = tmp_path / 'toy.json'
     proc = subprocess.run([sys.executable, str(script), '--quick', '--out',
-                           str(out), '--repeats', '1'], capture_output=True,
+                           str(out), '--repeats', '1', '--min-time', '0'],
+                          capture_output=True,
                           text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     records = json.loads(out.read_text())
@@ -139,6 +140,8 @@ def test_run_benchmark_end_to_end(tmp_path):
             assert key in r
         assert r['status'] == 'ok' and r['n_edges'] == 1000
         assert r['peak_mem_mb'] >= 0
+    assert records[1]['time_to_floor'] == pytest.approx(
+        records[1]['fwd_bwd_s'] / records[0]['fwd_bwd_s'])
     assert 'ratio_spread' in proc.stdout
     assert (tmp_path / 'toy.png').exists()
     assert (tmp_path / 'toy_summary.json').exists()
