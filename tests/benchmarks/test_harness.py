@@ -130,7 +130,7 @@ def test_run_benchmark_end_to_end(tmp_path):
     proc = subprocess.run([sys.executable, str(script), '--quick', '--out',
                            str(out), '--repeats', '1', '--min-time', '0'],
                           capture_output=True,
-                          text=True, timeout=120)
+                          text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     records = json.loads(out.read_text())
     assert [r['variant'] for r in records] == ['floor', 'double']
