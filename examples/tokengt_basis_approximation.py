@@ -45,6 +45,12 @@ CONFIGS = [(None, False), (None, True), ('random', False), ('random', True),
 NODE_ID_DIM = {'orf': 24, 'random': 24, 'laplacian': 20, None: 1}
 
 
+def label(config) -> str:
+    r"""Name of a configuration, e.g. ``'orf+type'`` or ``'none'``."""
+    node_id, type_id = config
+    return f"{node_id or 'none'}{'+type' if type_id else ''}"
+
+
 def ba_graphs(count: int, seed: int) -> List[Data]:
     r"""Barabási–Albert graphs, both directions of every edge."""
     gen = torch.Generator().manual_seed(seed)
@@ -186,6 +192,8 @@ def main() -> None:
     parser.add_argument('--channels', type=int, default=64)
     parser.add_argument('--head-channels', type=int, default=16)
     parser.add_argument('--seed', type=int, default=0)
+    parser.add_argument('--configs', default=','.join(map(label, CONFIGS)),
+                        help='comma-separated subset of the configurations')
     parser.add_argument('--out', help='write the table as JSON')
     args = parser.parse_args()
     if args.quick:
@@ -198,6 +206,8 @@ def main() -> None:
         tokens = [tokenize(g, inputs == 'dense') for g in graphs]
         train, test = tokens[:args.train], tokens[args.train:]
         for config in CONFIGS:
+            if label(config) not in args.configs.split(','):
+                continue
             rec = dict(input=inputs, **run(config, train, test, args))
             records.append(rec)
             print(f"{inputs:6} {rec['node_id']:9} "
