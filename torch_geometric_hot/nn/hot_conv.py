@@ -119,6 +119,12 @@ class HOTConv(torch.nn.Module):
         pointwise = [c.name for c in selected if not c.aggregating]
         self._parts = output_parts(out_order)
         self._by_part = group_by_part(self.classes)
+        # Positions of each part's classes in self.classes (plain ints:
+        # torch.compile cannot trace list.index over frozen dataclasses).
+        self._part_index = {
+            part: [self.classes.index(c) for c in classes]
+            for part, classes in self._by_part.items()
+        }
         width = heads * head_channels
         self.lin_light = EquivariantLinear(
             in_channels, out_channels, in_order, out_order, pointwise,
@@ -189,7 +195,7 @@ class HOTConv(torch.nn.Module):
         parts, weights, cache = {}, {}, {}
         for p, (name, target) in enumerate(targets.items()):
             classes = self._by_part.get(name, [])
-            index = [self.classes.index(c) for c in classes]
+            index = self._part_index.get(name, [])
             outs = self._attend(classes, index, target, view, queries[name],
                                 keys, values, weights, cache)
             out = x.new_zeros(target.num_rows, self.out_channels)
