@@ -1,0 +1,44 @@
+import os
+import sys
+
+import pytest
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', '..',
+                                'benchmarks'))
+import hot_scaling  # noqa: E402
+
+SIZE = 300  # directed edges
+
+
+@pytest.mark.parametrize('variant', sorted(hot_scaling.VARIANTS))
+def test_every_variant_runs_forward_and_backward(variant):
+    torch.manual_seed(0)
+    step, fields = hot_scaling.VARIANTS[variant](SIZE)
+    assert fields['n_entries'] == fields['n_nodes'] + fields['n_edges']
+    assert 0.5 * SIZE <= fields['n_edges'] <= 1.5 * SIZE
+    out = step()
+    assert out.requires_grad and torch.isfinite(out).all()
+    out.sum().backward()
+
+
+def test_floor_has_one_row_per_entry():
+    step, fields = hot_scaling.floor(SIZE)
+    assert step().size(0) == fields['n_entries']
+
+
+def _record(variant, size, fwd_bwd_s, mem):
+    return dict(variant=variant, size=size, n_edges=size, fwd_bwd_s=fwd_bwd_s,
+                peak_mem_mb=mem, base_rss_mb=400.0, status='ok')
+
+
+def test_check_promises_reads_slope_ratio_and_gat():
+    sizes = [10**4, 10**5, 10**6]
+    records = [_record('floor', s, s * 1e-6, 1.0) for s in sizes]
+    # Kernel: linear memory, 10x the floor everywhere; GAT 2x the floor.
+    records += [_record('hot_kernel', s, s * 1e-5, s * 1e-3) for s in sizes]
+    records += [_record('gat', s, s * 2e-6, 1.0) for s in sizes]
+    lines = hot_scaling.check_promises(records)
+    assert 'mem slope 1.000' in lines[0] and 'spread 1.000' in lines[0]
+    assert any('at 1000000 edges' in line for line in lines)
+    assert lines[-1].endswith('5x (<= 25x)')
