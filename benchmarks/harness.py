@@ -221,9 +221,10 @@ def _parse(argv: Optional[Sequence[str]], name: str) -> argparse.Namespace:
                         help='comma-separated variant names (floor is '
                         'always added)')
     parser.add_argument('--repeats', type=int, default=3)
-    parser.add_argument('--min-time', type=float, default=1.0,
+    parser.add_argument('--min-time', type=float, default=None,
                         help='repeat until the timed repetitions add up to '
-                        'this many seconds (at most 200)')
+                        'this many seconds, at most 200 times (default 1.0, '
+                        '0.25 with --quick)')
     parser.add_argument('--warmup', type=int, default=1)
     parser.add_argument('--threads', type=int, default=None)
     parser.add_argument('--max-seconds', type=float, default=60.0,
@@ -289,6 +290,8 @@ def run_benchmark(name: str, sizes: Sequence[int],
 
     sizes = args.sizes or (quick_sizes if args.quick and quick_sizes else
                            sizes)
+    if args.min_time is None:
+        args.min_time = 0.25 if args.quick else 1.0
     names = [v for v in builders if v != FLOOR]
     if args.variants:
         unknown = set(args.variants) - set(builders)
