@@ -92,3 +92,10 @@ def test_bad_arguments(root):
         NCITPSA(root, split='training', limit=LIMIT)
     with pytest.raises(ValueError, match='limit'):
         NCITPSA(root, limit=0)
+
+
+def test_missing_extra_is_a_clear_error(tmp_path, monkeypatch):
+    import sys
+    monkeypatch.setitem(sys.modules, 'ogb.utils', None)
+    with pytest.raises(ImportError, match=r"torch_geometric_hot\[ogb\]"):
+        NCITPSA(str(tmp_path), limit=3)
