@@ -26,7 +26,7 @@ def _require_ogb_rdkit():
     try:
         from ogb.utils import smiles2graph
         from rdkit import Chem, RDConfig, RDLogger
-    except ImportError as error:  # pragma: no cover - depends on the env
+    except ImportError as error:
         raise ImportError(
             "NCITPSA needs 'rdkit' and 'ogb' (the [ogb] extra): "
             "pip install 'torch_geometric_hot[ogb]'") from error
