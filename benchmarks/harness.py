@@ -32,18 +32,19 @@ floor=None, quick_sizes=None) -> list[dict]``
     every size. Options: ``--out PATH`` (JSON), ``--plot PATH`` (PNG),
     ``--quick`` (``quick_sizes``), ``--sizes``, ``--variants``,
     ``--repeats``, ``--min-time``, ``--warmup``, ``--threads``,
-    ``--max-seconds`` and
-    ``--max-mem-gb`` (a variant's sweep stops at the first point whose
-    forward+backward or peak memory is over the limit, or that fails or
-    times out), ``--thp`` (every point twice: without and with
-    ``THP_MEM_ALLOC_ENABLE=1``).
+    ``--max-seconds`` and ``--max-mem-gb`` (a variant's sweep stops at the
+    first point whose forward+backward or peak memory is over the limit, or
+    that fails or times out), ``--thp`` (every point twice: without and
+    with ``THP_MEM_ALLOC_ENABLE=1``).
 ``summarize(records, size_key='n_edges') -> list[dict]``
     Per (variant, thp): the log–log slope of peak memory and of time against
     ``size_key`` (least squares), and the min/max/spread (max/min) of the
     time-to-floor ratio across sizes; each over all sizes and, with suffix
     ``_top``, over the top two decades (sizes ``>= max/100``).
-``format_table(records, size_key)``, ``format_summary(summary)``, ``plot(records,
-path, size_key)`` print and draw them.
+``format_table(records, size_key)``, ``format_summary(summary)``,
+``plot(records, path, size_key)``
+    Print and draw them (the table has one line per point with its
+    ``time_to_floor`` ratio and the load average it was measured at).
 
 What is measured
 ----------------
