@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-import torch_geometric_hot.ops.token_attention as token_attention
+import torch_geometric_hot.ops.kernel_attention as kernel_attention
 from torch_geometric_hot.ops.feature_maps import FeatureMap
 from torch_geometric_hot.ops.token_attention import (
     dense_softmax_attention_reference, grouped_linear_attention,
@@ -61,7 +61,7 @@ def naive_linear_attention(q_feat, k_feat, v, token_batch, num_graphs):
 @pytest.mark.parametrize('sizes', [[6], [4, 1, 5, 0, 2]])
 def test_linear_attention_matches_naive(sizes, chunk, monkeypatch):
     if chunk is not None:  # force many chunks
-        monkeypatch.setattr(token_attention, '_CHUNK_ELEMENTS', chunk)
+        monkeypatch.setattr(kernel_attention, 'CHUNK_ELEMENTS', chunk)
     (q, k, v), token_batch, num_graphs = random_tokens(sizes)
     q_feat, k_feat = q.exp(), k.exp()
     out = grouped_linear_attention(q_feat, k_feat, v, token_batch,

@@ -19,14 +19,10 @@ from typing import Optional, Tuple
 import torch
 import torch.nn.functional as F
 from torch import Tensor
-from torch.autograd.function import once_differentiable
 
+from torch_geometric_hot.ops.kernel_attention import (gather_contract,
+                                                      segment_outer_sum)
 from torch_geometric_hot.ops.scatter import segment_counts
-
-# Largest number of elements of a per-token outer-product temporary
-# ([chunk, H, r, d]) built at once by the grouped kernel attention.
-_CHUNK_ELEMENTS = 1 << 22
-
 
 def token_positions(token_batch: Tensor,
                     num_graphs: int) -> Tuple[Tensor, Tensor]:
@@ -106,85 +102,6 @@ def per_graph_softmax_attention(query: Tensor, key: Tensor, value: Tensor,
     return out.transpose(1, 2)[token_batch, position]  # [T, H, d_v]
 
 
-def _chunks(num_rows: int, row_elements: int):
-    step = max(1, _CHUNK_ELEMENTS // max(row_elements, 1))
-    for start in range(0, num_rows, step):
-        yield slice(start, min(start + step, num_rows))
-
-
-def group_outer_sums(a: Tensor, b: Tensor, group: Tensor,
-                     num_groups: int) -> Tensor:
-    r""":math:`M_g = \sum_{t : g(t) = g} a_t b_t^\top` per head, built in
-    chunks of tokens (a single batched matmul when there is one group).
-
-    Args:
-        a (torch.Tensor): Shape :obj:`[T, H, r]`.
-        b (torch.Tensor): Shape :obj:`[T, H, d]`.
-        group (torch.Tensor): Shape :obj:`[T]`.
-        num_groups (int): Number of groups :math:`G`.
-
-    :rtype: :class:`torch.Tensor` of shape :obj:`[G, H, r, d]`
-    """
-    if num_groups == 1:
-        # One GEMM over all heads ([H*r, T] @ [T, H*d]), then the diagonal
-        # head blocks: H times the flops of a bmm, but no strided copies.
-        heads = a.size(1)
-        full = a.reshape(a.size(0), -1).t() @ b.reshape(b.size(0), -1)
-        blocks = full.view(heads, a.size(2), heads, b.size(2))
-        return torch.diagonal(blocks, dim1=0, dim2=2).permute(2, 0,
-                                                              1).unsqueeze(0)
-    out = a.new_zeros(num_groups, a.size(1), a.size(2), b.size(2))
-    for part in _chunks(a.size(0), a.size(1) * a.size(2) * b.size(2)):
-        outer = a[part].unsqueeze(-1) * b[part].unsqueeze(-2)
-        out.index_add_(0, group[part], outer)
-    return out
-
-
-def apply_group_maps(a: Tensor, maps: Tensor, group: Tensor) -> Tensor:
-    r""":math:`a_t^\top M_{g(t)}` per head, in chunks of tokens.
-
-    Args:
-        a (torch.Tensor): Shape :obj:`[T, H, r]`.
-        maps (torch.Tensor): Shape :obj:`[G, H, r, d]`.
-        group (torch.Tensor): Shape :obj:`[T]`.
-
-    :rtype: :class:`torch.Tensor` of shape :obj:`[T, H, d]`
-    """
-    if maps.size(0) == 1:  # one GEMM with the block-diagonal head maps
-        out = a.reshape(a.size(0), -1) @ torch.block_diag(*maps[0])
-        return out.view(a.size(0), a.size(1), -1)
-    out = a.new_empty(a.size(0), a.size(1), maps.size(-1))
-    for part in _chunks(a.size(0), maps[0].numel()):
-        gathered = maps.index_select(0, group[part])  # [c, H, r, d]
-        out[part] = (a[part].unsqueeze(-2) @ gathered).squeeze(-2)
-    return out
-
-
-class _GroupedLinearAttention(torch.autograd.Function):
-    r"""Un-normalised grouped kernel attention
-    :math:`\mathrm{out}_t = \phi(q_t)^\top \sum_{s \in g(t)} \phi(k_s)
-    v_s^\top` with a hand-written backward that keeps only :obj:`[T, H, *]`
-    and :obj:`[G, H, r, d]` tensors (autograd would save every per-token
-    outer product)."""
-    @staticmethod
-    def forward(ctx, q_feat: Tensor, k_feat: Tensor, value: Tensor,
-                group: Tensor, num_groups: int) -> Tensor:
-        sums = group_outer_sums(k_feat, value, group, num_groups)
-        ctx.save_for_backward(q_feat, k_feat, value, group, sums)
-        ctx.num_groups = num_groups
-        return apply_group_maps(q_feat, sums, group)
-
-    @staticmethod
-    @once_differentiable
-    def backward(ctx, grad_out: Tensor):
-        q_feat, k_feat, value, group, sums = ctx.saved_tensors
-        grad_sums = group_outer_sums(q_feat, grad_out, group, ctx.num_groups)
-        grad_q = apply_group_maps(grad_out, sums.transpose(-1, -2), group)
-        grad_k = apply_group_maps(value, grad_sums.transpose(-1, -2), group)
-        grad_v = apply_group_maps(k_feat, grad_sums, group)
-        return grad_q, grad_k, grad_v, None, None
-
-
 def grouped_linear_attention(q_feat: Tensor, k_feat: Tensor, value: Tensor,
                              group: Tensor, num_groups: int,
                              eps: float = 1e-12) -> Tensor:
@@ -214,9 +131,9 @@ def grouped_linear_attention(q_feat: Tensor, k_feat: Tensor, value: Tensor,
     if q_feat.size(0) == 0:
         return value.clone()
     ones = value.new_ones(value.shape[:-1] + (1, ))
-    out = _GroupedLinearAttention.apply(q_feat, k_feat,
-                                        torch.cat([value, ones], dim=-1),
-                                        group, num_groups)
+    sums = segment_outer_sum(k_feat, torch.cat([value, ones], dim=-1), group,
+                             num_groups)
+    out = gather_contract(q_feat, sums, group)
     return out[..., :-1] / out[..., -1:].clamp(min=eps)
 
 
