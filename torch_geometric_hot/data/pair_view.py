@@ -14,27 +14,7 @@ import torch
 from torch import Tensor
 
 from torch_geometric_hot.ops.scatter import scatter_sum, segment_counts
-
-
-def check_edge_index(edge_index: Tensor, num_nodes: int,
-                     name: str = 'edge_index') -> None:
-    r"""Raises a clear error unless :obj:`edge_index` is a :obj:`[2, m]`
-    integer tensor with values in :obj:`[0, num_nodes)`."""
-    if not isinstance(edge_index, Tensor):
-        raise TypeError(f"'{name}' must be a torch.Tensor, got "
-                        f"{type(edge_index).__name__}")
-    if edge_index.dtype not in (torch.long, torch.int, torch.int16,
-                                torch.uint8, torch.int8):
-        raise TypeError(f"'{name}' must be an integer tensor, got dtype "
-                        f"{edge_index.dtype}")
-    if edge_index.dim() != 2 or edge_index.size(0) != 2:
-        raise ValueError(f"'{name}' must have shape [2, num_edges], got "
-                         f"{list(edge_index.shape)}")
-    if edge_index.numel() > 0:
-        low, high = int(edge_index.min()), int(edge_index.max())
-        if low < 0 or high >= num_nodes:
-            raise ValueError(f"'{name}' has node indices in [{low}, {high}] "
-                             f"but the graph has {num_nodes} nodes")
+from torch_geometric_hot.ops.validation import check_edge_index
 
 
 def build_pair_index(edge_index: Tensor,

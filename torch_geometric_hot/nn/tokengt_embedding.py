@@ -7,8 +7,8 @@ from torch import Tensor
 from torch.nn import Embedding, Linear, ModuleList, Parameter
 
 from torch_geometric_hot.ops.equality_patterns import bell, equality_pattern
+from torch_geometric_hot.ops.validation import check_edge_index
 from torch_geometric_hot.ops.node_identifiers import (check_dim,
-                                                      check_edge_index,
                                                       laplacian_node_ids,
                                                       orthogonal_node_ids,
                                                       random_node_ids)

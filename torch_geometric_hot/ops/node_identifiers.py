@@ -21,6 +21,8 @@ import scipy.sparse.linalg
 import torch
 from torch import Tensor
 
+from torch_geometric_hot.ops.validation import check_edge_index
+
 Sizes = Union[int, Sequence[int], Tensor]
 
 
@@ -160,27 +162,6 @@ def _start_vector(n: int) -> np.ndarray:
     # A fixed, generic start vector: deterministic, and not an eigenvector
     # of regular graphs (unlike the all-ones vector).
     return np.random.default_rng(0).uniform(0.5, 1.5, n)
-
-
-def check_edge_index(edge_index: Tensor, num_nodes: int) -> None:
-    r"""Raises a :class:`ValueError`/:class:`TypeError` unless
-    :obj:`edge_index` is an integer :obj:`[2, m]` tensor of node indices in
-    :obj:`[0, num_nodes)`."""
-    if not isinstance(edge_index, Tensor):
-        raise TypeError(f"'edge_index' must be a tensor, got "
-                        f"{type(edge_index).__name__}")
-    if edge_index.dtype not in (torch.long, torch.int, torch.int16,
-                                torch.int8, torch.uint8):
-        raise TypeError(f"'edge_index' must be an integer tensor, got "
-                        f"{edge_index.dtype}")
-    if edge_index.dim() != 2 or edge_index.size(0) != 2:
-        raise ValueError(f"'edge_index' must have shape [2, num_edges], got "
-                         f"{tuple(edge_index.shape)}")
-    if edge_index.numel() and (int(edge_index.min()) < 0
-                               or int(edge_index.max()) >= num_nodes):
-        raise ValueError(f"'edge_index' must hold node indices in "
-                         f"[0, {num_nodes}), got values in "
-                         f"[{int(edge_index.min())}, {int(edge_index.max())}]")
 
 
 def laplacian_node_ids(edge_index: Tensor, num_nodes: int, k: int,
