@@ -27,12 +27,12 @@ def build_pair_index(edge_index: Tensor,
         num_nodes (int): Number of nodes :math:`n`.
 
     Returns:
-        * **pair_index** :obj:`[2, n + m']`: the :math:`n` diagonal entries
-          in node order, then the :math:`m'` distinct off-diagonal edges
-          sorted by (row, col);
-        * **pair_transpose** :obj:`[n + m']`: position of :math:`(j, i)` for
-          entry :math:`(i, j)`, or :obj:`-1` when it is absent;
-        * **edge_entry** :obj:`[m]`: the entry every input edge lands on.
+        tuple: :obj:`pair_index` :obj:`[2, n + m']` (the :math:`n` diagonal
+        entries in node order, then the :math:`m'` distinct off-diagonal
+        edges sorted by (row, col)), :obj:`pair_transpose` :obj:`[n + m']`
+        (position of :math:`(j, i)` for entry :math:`(i, j)`, or :obj:`-1`
+        when it is absent) and :obj:`edge_entry` :obj:`[m]` (the entry
+        every input edge lands on).
     """
     check_edge_index(edge_index, num_nodes)
     edge_index = edge_index.long()
