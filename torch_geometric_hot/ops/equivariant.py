@@ -73,12 +73,15 @@ class Target:
         position = {'i': 0, 'j': 1}.get(selector, selector)
         return self._nodes[position]
 
+    def position(self, selector) -> Tensor:
+        r"""Node (``'i'``, ``'j'``, hyperedge slot) or graph (``'g'``) that
+        a node- or graph-level term reads, per output row."""
+        return self.graph if selector == 'g' else self.node(selector)
+
     def index(self, summary: str, selector) -> Index:
         r"""Where the term :obj:`(summary, selector)` reads, per output row:
         positions into the summary's rows and an optional 0/1 mask."""
-        if selector == 'g':
-            return self.graph, None
-        if summary in ('E', 'ET'):
+        if summary in ('E', 'ET') and selector != 'g':
             if self.part == 'diag':
                 return self.view.diag_pos, None
             if self.part != 'off' or selector != 'self':
@@ -87,7 +90,7 @@ class Target:
             if summary == 'E':
                 return self.view.off_pos, None
             return self.view.off_transpose, self.view.off_has_transpose
-        return self.node(selector), None
+        return self.position(selector), None
 
 
 def gather(summary: Tensor, index: Index) -> Tensor:
@@ -225,9 +228,19 @@ def equivariant_linear(x: Tensor, view, in_order: int,
                 key = (name, selector)
                 merged[key] = merged[key] + sign * w if key in merged else \
                     sign * w
+        # Node- and graph-level terms that read at the same selector are
+        # projected, added up at their own (small) level and gathered once.
+        at_selector: Dict[object, Tensor] = {}
         for (name, selector), w in merged.items():
-            out = out + gather(summaries[name] @ w,
-                               target.index(name, selector))
+            projected = summaries[name] @ w
+            if name in ('E', 'ET'):
+                out = out + gather(projected, target.index(name, selector))
+            elif selector in at_selector:
+                at_selector[selector] = at_selector[selector] + projected
+            else:
+                at_selector[selector] = projected
+        for selector, projected in at_selector.items():
+            out = out + projected.index_select(0, target.position(selector))
         return out
     counts = summary_counts(view, in_order)
     for w, cls in zip(weight, classes):
