@@ -80,6 +80,12 @@ class EquivariantLinear(torch.nn.Module):
         self.classes = select_classes(in_order, out_order, classes)
         self._by_part = group_by_part(self.classes)
         self._parts = output_parts(out_order)
+        # class positions per output part, fixed here (also keeps
+        # torch.compile from tracing list.index over dataclasses)
+        self._part_index = {
+            part: [self.classes.index(c) for c in classes]
+            for part, classes in self._by_part.items()
+        }
         self.weight = Parameter(
             torch.empty(len(self.classes), in_channels, out_channels))
         if bias:
@@ -111,7 +117,7 @@ class EquivariantLinear(torch.nn.Module):
         parts = {}
         for p, (name, target) in enumerate(targets.items()):
             classes = self._by_part.get(name, [])
-            index = [self.classes.index(c) for c in classes]
+            index = self._part_index.get(name, [])
             out = equivariant_linear(x, view, self.in_order, classes,
                                      self.weight[index], target,
                                      self.normalize) if classes else \
