@@ -91,7 +91,10 @@ def scatter_max(src: Tensor, index: Tensor, dim_size: int) -> Tensor:
     :rtype: :class:`torch.Tensor` of shape :obj:`[dim_size, *]`
     """
     src = src.detach()
-    if _backend == 'torch_scatter' and src.numel() > 0:
+    # torch_scatter has no fake-tensor kernels: under torch.compile the
+    # pure-torch path is traced instead.
+    if _backend == 'torch_scatter' and src.numel() > 0 and \
+            not torch.compiler.is_compiling():
         import torch_scatter
         return torch_scatter.scatter_max(src, index, dim=0,
                                          dim_size=dim_size)[0]
