@@ -1,15 +1,11 @@
 r"""Orthogonal-random-feature node identifiers as a PyG transform."""
 from typing import Optional
 
-import torch
-from torch_geometric.data import Data
-from torch_geometric.transforms import BaseTransform
-
-from torch_geometric_hot.ops.node_identifiers import (check_dim,
-                                                      orthogonal_node_ids)
+from torch_geometric_hot.ops.node_identifiers import orthogonal_node_ids
+from torch_geometric_hot.transforms.seeded_node_id import SeededNodeId
 
 
-class AddOrthogonalNodeId(BaseTransform):
+class AddOrthogonalNodeId(SeededNodeId):
     r"""Adds orthogonal random features (ORF) as node identifiers for
     TokenGT (`Kim et al. 2022 <https://arxiv.org/abs/2207.02505>`_, §2):
     rows of a random orthogonal :math:`n \times n` matrix (QR of a Gaussian),
@@ -31,21 +27,8 @@ class AddOrthogonalNodeId(BaseTransform):
             sequence of graphs it sees then gets a reproducible sequence of
             identifiers. (default: :obj:`None`, the global generator)
     """
+    generate = staticmethod(orthogonal_node_ids)
+
     def __init__(self, dim: int, attr_name: str = 'orf_node_id',
                  seed: Optional[int] = None) -> None:
-        check_dim(dim)
-        self.dim = dim
-        self.attr_name = attr_name
-        self.seed = seed
-        self.generator = None
-        if seed is not None:
-            self.generator = torch.Generator().manual_seed(seed)
-
-    def forward(self, data: Data) -> Data:
-        data[self.attr_name] = orthogonal_node_ids(data.num_nodes, self.dim,
-                                                   self.generator)
-        return data
-
-    def __repr__(self) -> str:
-        return (f'{self.__class__.__name__}(dim={self.dim}, '
-                f'attr_name={self.attr_name!r}, seed={self.seed})')
+        super().__init__(dim, attr_name, seed)

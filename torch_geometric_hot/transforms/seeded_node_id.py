@@ -1,0 +1,44 @@
+r"""The shared machinery of transforms that draw random node identifiers."""
+from typing import Callable, Optional
+
+import torch
+from torch import Tensor
+from torch_geometric.data import Data
+from torch_geometric.transforms import BaseTransform
+
+from torch_geometric_hot.ops.node_identifiers import check_dim
+
+
+class SeededNodeId(BaseTransform):
+    r"""Writes :obj:`generate(num_nodes, dim, generator)` to the node
+    attribute :obj:`attr_name`, from the transform's own seeded generator
+    (or the global one when :obj:`seed` is :obj:`None`). Subclasses set
+    :obj:`generate`.
+
+    Args:
+        dim (int): Identifier dimension :math:`d_p`.
+        attr_name (str): Node attribute to write, shape :obj:`[n, dim]`.
+        seed (int, optional): Seed of the transform's own generator; the
+            sequence of graphs it sees then gets a reproducible sequence of
+            identifiers. (default: :obj:`None`, the global generator)
+    """
+    generate: Callable[[int, int, Optional[torch.Generator]], Tensor]
+
+    def __init__(self, dim: int, attr_name: str,
+                 seed: Optional[int] = None) -> None:
+        check_dim(dim)
+        self.dim = dim
+        self.attr_name = attr_name
+        self.seed = seed
+        self.generator = None
+        if seed is not None:
+            self.generator = torch.Generator().manual_seed(seed)
+
+    def forward(self, data: Data) -> Data:
+        data[self.attr_name] = type(self).generate(data.num_nodes, self.dim,
+                                                   self.generator)
+        return data
+
+    def __repr__(self) -> str:
+        return (f'{self.__class__.__name__}(dim={self.dim}, '
+                f'attr_name={self.attr_name!r}, seed={self.seed})')
