@@ -14,7 +14,7 @@ import torch
 from torch import Tensor
 
 from torch_geometric_hot.ops.scatter import scatter_sum, segment_counts
-from torch_geometric_hot.ops.validation import check_edge_index
+from torch_geometric_hot.ops.validation import check_edge_index, check_rows
 
 
 def build_pair_index(edge_index: Tensor,
@@ -237,19 +237,11 @@ class PairView:
     # ------------------------------------------------------------------
     def check_entries(self, x: Tensor, name: str = 'x') -> None:
         r"""Raises unless :obj:`x` has one row per entry."""
-        if not isinstance(x, Tensor) or x.dim() < 1 or x.size(
-                0) != self.num_entries:
-            shape = list(x.shape) if isinstance(x, Tensor) else type(x)
-            raise ValueError(f"'{name}' must have one row per pair entry "
-                             f"({self.num_entries}), got {shape}")
+        check_rows(x, self.num_entries, name, 'pair entry')
 
     def check_nodes(self, x: Tensor, name: str = 'x') -> None:
         r"""Raises unless :obj:`x` has one row per node."""
-        if not isinstance(x, Tensor) or x.dim() < 1 or x.size(
-                0) != self.num_nodes:
-            shape = list(x.shape) if isinstance(x, Tensor) else type(x)
-            raise ValueError(f"'{name}' must have one row per node "
-                             f"({self.num_nodes}), got {shape}")
+        check_rows(x, self.num_nodes, name, 'node')
 
     @property
     def edge_entry(self) -> Tensor:

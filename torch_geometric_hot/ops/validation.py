@@ -23,3 +23,12 @@ def check_edge_index(edge_index: Tensor, num_nodes: int,
         if low < 0 or high >= num_nodes:
             raise ValueError(f"'{name}' has node indices in [{low}, {high}] "
                              f"but the graph has {num_nodes} nodes")
+
+
+def check_rows(x: Tensor, count: int, name: str, row: str) -> None:
+    r"""Raises unless :obj:`x` is a tensor with :obj:`count` rows (one per
+    :obj:`row`, e.g. ``'node'``)."""
+    if not isinstance(x, Tensor) or x.dim() < 1 or x.size(0) != count:
+        shape = list(x.shape) if isinstance(x, Tensor) else type(x)
+        raise ValueError(f"'{name}' must have one row per {row} ({count}), "
+                         f"got {shape}")

@@ -6,6 +6,19 @@ import torch
 from torch_geometric.data import Data
 
 
+def _with_features(edge_index, num_nodes: int, num_features: int,
+                   edge_dim: Optional[int], dtype: torch.dtype,
+                   gen: torch.Generator) -> Data:
+    # random node features, then (optionally) random edge features
+    data = Data(x=torch.randn(num_nodes, num_features, generator=gen,
+                              dtype=dtype), edge_index=edge_index,
+                num_nodes=num_nodes)
+    if edge_dim is not None:
+        data.edge_attr = torch.randn(edge_index.size(1), edge_dim,
+                                     generator=gen, dtype=dtype)
+    return data
+
+
 def random_graph(num_nodes: int, num_edges: int, num_features: int = 4,
                  edge_dim: Optional[int] = None,
                  dtype: torch.dtype = torch.float64, seed: int = 0,
@@ -32,13 +45,8 @@ def random_graph(num_nodes: int, num_edges: int, num_features: int = 4,
         edge_index = torch.cat([edge_index, edge_index.flip(0)], dim=1)
     edge_index = torch.unique(edge_index, dim=1) if edge_index.numel() else (
         edge_index)
-    data = Data(x=torch.randn(num_nodes, num_features, generator=gen,
-                              dtype=dtype), edge_index=edge_index,
-                num_nodes=num_nodes)
-    if edge_dim is not None:
-        data.edge_attr = torch.randn(edge_index.size(1), edge_dim,
-                                     generator=gen, dtype=dtype)
-    return data
+    return _with_features(edge_index, num_nodes, num_features, edge_dim,
+                          dtype, gen)
 
 
 def complete_graph(num_nodes: int, num_features: int = 4,
@@ -51,13 +59,8 @@ def complete_graph(num_nodes: int, num_features: int = 4,
                               indexing='ij')
     mask = row != col
     edge_index = torch.stack([row[mask], col[mask]])
-    data = Data(x=torch.randn(num_nodes, num_features, generator=gen,
-                              dtype=dtype), edge_index=edge_index,
-                num_nodes=num_nodes)
-    if edge_dim is not None:
-        data.edge_attr = torch.randn(edge_index.size(1), edge_dim,
-                                     generator=gen, dtype=dtype)
-    return data
+    return _with_features(edge_index, num_nodes, num_features, edge_dim,
+                          dtype, gen)
 
 
 def edge_case_graphs(num_features: int = 4, edge_dim: Optional[int] = None,
@@ -70,13 +73,8 @@ def edge_case_graphs(num_features: int = 4, edge_dim: Optional[int] = None,
 
     def make(num_nodes: int, edges: List[List[int]]) -> Data:
         edge_index = torch.tensor(edges, dtype=torch.long).t().reshape(2, -1)
-        data = Data(x=torch.randn(num_nodes, num_features, generator=gen,
-                                  dtype=dtype), edge_index=edge_index,
-                    num_nodes=num_nodes)
-        if edge_dim is not None:
-            data.edge_attr = torch.randn(edge_index.size(1), edge_dim,
-                                         generator=gen, dtype=dtype)
-        return data
+        return _with_features(edge_index, num_nodes, num_features, edge_dim,
+                              dtype, gen)
 
     base = random_graph(6, 7, num_features, edge_dim, dtype, seed)
     isolated = make(7, base.edge_index.t().tolist())
