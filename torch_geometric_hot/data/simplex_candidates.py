@@ -119,6 +119,21 @@ def _with_self_loops(edge_index: Tensor, num_nodes: int) -> Tensor:
     return torch.cat([edge_index, loops.expand(2, -1)], dim=1)
 
 
+def _grow_along_edges(edge_index: Tensor, num_nodes: int, order: int,
+                      include_self: bool, from_query: bool) -> Tensor:
+    # Start from every node and extend N times along edges of the query
+    # (neighbour tuples) or of the last slot (walks).
+    _check_order(order)
+    if include_self:
+        edge_index = _with_self_loops(edge_index, num_nodes)
+    rowptr, col = csr(edge_index, num_nodes)
+    tuples = torch.arange(num_nodes, device=col.device).unsqueeze(0)
+    for _ in range(order):
+        tuples = expand_along(tuples, tuples[0] if from_query else
+                              tuples[-1], rowptr, col)
+    return tuples
+
+
 def neighbour_simplices(edge_index: Tensor, num_nodes: int, order: int,
                         include_self: bool = False) -> Tensor:
     r"""Tuples :math:`(q, k_1, \dots, k_N)` with every :math:`k_a \in
@@ -135,14 +150,8 @@ def neighbour_simplices(edge_index: Tensor, num_nodes: int, order: int,
 
     :rtype: :class:`torch.Tensor` :obj:`[N+1, \sum_q \deg_q^N]`
     """
-    _check_order(order)
-    if include_self:
-        edge_index = _with_self_loops(edge_index, num_nodes)
-    rowptr, col = csr(edge_index, num_nodes)
-    tuples = torch.arange(num_nodes, device=col.device).unsqueeze(0)
-    for _ in range(order):
-        tuples = expand_along(tuples, tuples[0], rowptr, col)
-    return tuples
+    return _grow_along_edges(edge_index, num_nodes, order, include_self,
+                             from_query=True)
 
 
 def walk_simplices(edge_index: Tensor, num_nodes: int, order: int,
@@ -159,14 +168,8 @@ def walk_simplices(edge_index: Tensor, num_nodes: int, order: int,
 
     :rtype: :class:`torch.Tensor` :obj:`[N+1, \#\text{walks}]`
     """
-    _check_order(order)
-    if include_self:
-        edge_index = _with_self_loops(edge_index, num_nodes)
-    rowptr, col = csr(edge_index, num_nodes)
-    tuples = torch.arange(num_nodes, device=col.device).unsqueeze(0)
-    for _ in range(order):
-        tuples = expand_along(tuples, tuples[-1], rowptr, col)
-    return tuples
+    return _grow_along_edges(edge_index, num_nodes, order, include_self,
+                             from_query=False)
 
 
 def topk_pairs(scores: Tensor, mask: Tensor, k: int) -> Tuple[Tensor, Tensor]:

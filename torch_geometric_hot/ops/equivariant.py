@@ -37,7 +37,7 @@ class Target:
         self.view = view
         self.hyperedge_index = hyperedge_index
         device = view.batch.device
-        if part == 'diag':
+        if part in ('diag', 'node'):  # one row per node, i = j
             self.num_rows = view.num_nodes
             nodes = torch.arange(view.num_nodes, device=device)
             self._nodes = (nodes, nodes)
@@ -46,11 +46,6 @@ class Target:
             self.num_rows = view.off_pos.numel()
             self._nodes = (view.off_row, view.off_col)
             self.graph = view.off_batch
-        elif part == 'node':
-            self.num_rows = view.num_nodes
-            nodes = torch.arange(view.num_nodes, device=device)
-            self._nodes = (nodes, nodes)
-            self.graph = view.batch
         elif part == 'graph':
             self.num_rows = view.num_graphs
             self._nodes = None
