@@ -187,3 +187,26 @@ def test_wrappers_classes_repr_and_errors():
     before = layer.feature_map.projection.clone()
     layer.redraw_projection()
     assert not torch.equal(before, layer.feature_map.projection)
+
+
+def test_redraw_once_per_forward_and_never_in_backward():
+    # Queries of both output parts and the keys of one forward pass share a
+    # projection; a checkpoint recomputation does not redraw it.
+    data = attach_order_inputs(random_graph(5, 6, seed=1), 2)
+    layer = make((2, 2), attention='kernel', redraw_interval=1).train()
+    run_layer(layer, data)
+    drawn = layer.feature_map.projection.clone()
+    out = run_layer(layer, data)  # redraws before mapping anything
+    assert not torch.equal(drawn, layer.feature_map.projection)
+    torch.testing.assert_close(out, run_layer(layer.eval(), data))
+
+    view = PairView.from_data(data)
+    x = data.pair_x.clone().requires_grad_()
+    layer.train()
+    out = torch.utils.checkpoint.checkpoint(layer, x, view,
+                                            use_reentrant=False)
+    (grad, ) = torch.autograd.grad(out.square().sum(), x)
+    x_eval = data.pair_x.clone().requires_grad_()
+    (expected, ) = torch.autograd.grad(
+        layer.eval()(x_eval, view).square().sum(), x_eval)
+    torch.testing.assert_close(grad, expected)

@@ -182,11 +182,14 @@ class HOTConv(torch.nn.Module):
         view, targets = resolve_targets(x, view, self.in_order,
                                         self.out_order, hyperedge_index)
         H, D = self.heads, self.head_channels
+        if self.feature_map is not None:
+            self.feature_map.step()
         keys = self.lin_key(x, view).view(-1, H, D)
-        # One tensor per class (unbind: a single gradient buffer, where
-        # indexing would allocate a full-size zero gradient per class).
-        values = self.lin_value(x).view(x.size(0), len(self.classes), H,
-                                        D).unbind(1)
+        # One contiguous tensor per class (unbind: a single gradient
+        # buffer, where indexing would allocate a full-size zero gradient
+        # per class; contiguous: flat row gathers).
+        values = [v.contiguous() for v in self.lin_value(x).view(
+            x.size(0), len(self.classes), H, D).unbind(1)]
         queries = self._queries(x, view, hyperedge_index, targets)
         if self.feature_map is not None:
             key_graph = view.entry_batch if self.in_order == 2 else view.batch
@@ -198,10 +201,12 @@ class HOTConv(torch.nn.Module):
             index = self._part_index.get(name, [])
             outs = self._attend(classes, index, target, view, queries[name],
                                 keys, values, weights, cache)
-            out = x.new_zeros(target.num_rows, self.out_channels)
-            for k, o in zip(index, outs):
-                out = out + o.reshape(target.num_rows, H * D) @ \
-                    self.lin_out[k]
+            if outs:  # one product with the part's output projections
+                out = torch.stack(outs, 1).reshape(
+                    target.num_rows, len(outs) * H * D) @ self.lin_out[
+                        index].reshape(len(outs) * H * D, -1)
+            else:
+                out = x.new_zeros(target.num_rows, self.out_channels)
             if self.bias is not None:
                 out = out + self.bias[p]
             parts[name] = out

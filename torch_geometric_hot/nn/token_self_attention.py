@@ -101,6 +101,7 @@ class TokenSelfAttention(torch.nn.Module):
             out = per_graph_softmax_attention(q, k, v, token_batch,
                                               num_graphs, p, layout)
         else:
+            self.feature_map.step()
             q_feat = self.feature_map(q, is_query=True)
             k_feat = self.feature_map(k, is_query=False, group=token_batch,
                                       num_groups=num_graphs)

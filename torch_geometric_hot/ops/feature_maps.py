@@ -62,7 +62,8 @@ class FeatureMap(torch.nn.Module):
         num_features (int, optional): Number of random features :math:`r`
             (default: :math:`\lceil d \ln d \rceil`). Ignored by ``'elu'``.
         redraw_interval (int, optional): Redraw the projection every this
-            many training forward passes; never in eval mode.
+            many training forward passes of the owner (counted by
+            :meth:`step`); never in eval mode.
             (default: :obj:`None`)
         seed (int, optional): Seed of the projection's generator.
             (default: :obj:`None`)
@@ -109,8 +110,17 @@ class FeatureMap(torch.nn.Module):
             self.projection.copy_(w.to(self.projection.dtype))
         self.calls_since_redraw.zero_()
 
-    def _maybe_redraw(self) -> None:
-        if not self.training or self.redraw_interval is None:
+    def step(self) -> None:
+        r"""Counts one training forward pass of the owning layer and
+        redraws the projection every :obj:`redraw_interval` passes.
+
+        The owner calls it once per forward pass, before mapping anything,
+        so queries and keys of one pass always share a projection. It does
+        nothing in eval mode and inside a backward pass (the recomputation
+        of activation checkpointing must see the projection its forward
+        pass used)."""
+        if not self.training or self.redraw_interval is None or \
+                torch._C._current_graph_task_id() != -1:
             return
         if int(self.calls_since_redraw) >= self.redraw_interval:
             self.redraw_projection()
@@ -134,8 +144,6 @@ class FeatureMap(torch.nn.Module):
         if x.size(-1) != self.head_dim:
             raise ValueError(f"'x' must have head dimension {self.head_dim},"
                              f" got shape {tuple(x.shape)}")
-        if is_query:
-            self._maybe_redraw()
         if self.kernel == 'elu':
             return torch.nn.functional.elu(x) + 1.0
         x = x * self.head_dim**-0.25

@@ -194,9 +194,11 @@ def kernel_class_attention(classes: Sequence[EquivariantClass],
     cache = {} if cache is None else cache
 
     def rows(x: Tensor, position: Tensor) -> Tensor:
+        # flat 2-D gathers: the backward (index_add) is slow in 3-D and 4-D
         key = (id(x), id(position))
         if key not in cache:
-            cache[key] = (x, position, x.index_select(0, position))
+            cache[key] = (x, position, x.flatten(1).index_select(
+                0, position).view((-1, ) + x.shape[1:]))
         return cache[key][-1]
 
     terms = [cls.terms for cls in classes]
@@ -230,7 +232,7 @@ def kernel_class_attention(classes: Sequence[EquivariantClass],
                               for _, s, sel in class_terms
                               if s in _SINGLE_KEY}:
         position, mask = key_position(summary, selector, target, view)
-        dot = (phi_q * phi_k.index_select(0, position)).sum(-1)
+        dot = (phi_q * rows(phi_k, position)).sum(-1)
         if mask is not None:
             dot = dot * mask.unsqueeze(-1).to(dot.dtype)
         dots[(summary, selector)] = (position, dot)
@@ -242,8 +244,7 @@ def kernel_class_attention(classes: Sequence[EquivariantClass],
         for sign, summary, selector in class_terms:
             if summary in _SINGLE_KEY:
                 position, dot = dots[(summary, selector)]
-                t_num = dot.unsqueeze(-1) * values[c].index_select(
-                    0, position)
+                t_num = dot.unsqueeze(-1) * rows(values[c], position)
                 t_den = dot
             else:
                 reading = readings[(summary, selector)]
