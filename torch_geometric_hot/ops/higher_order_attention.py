@@ -221,8 +221,10 @@ def kernel_class_attention(classes: Sequence[EquivariantClass],
         for selector in {sel for c in cs for _, s, sel in terms[c]
                          if s == summary}:
             index = target.index(summary, selector)[0]
+            # split once: slicing per class would give every slice's
+            # gradient a zero-filled buffer of the whole reading
             readings[(summary, selector)] = gather_contract(
-                phi_q, summ, index)
+                phi_q, summ, index).split(d_v, dim=-1)
     slot = {(s, c): k for s, cs in users.items() for k, c in enumerate(cs)}
 
     # phi(q)^T phi(k_x) of every single-key term, once per (summary,
@@ -248,13 +250,14 @@ def kernel_class_attention(classes: Sequence[EquivariantClass],
                 t_den = dot
             else:
                 reading = readings[(summary, selector)]
-                k = slot[(summary, c)]
-                t_num = reading[..., k * d_v:(k + 1) * d_v]
-                t_den = reading[..., -1]
+                t_num = reading[slot[(summary, c)]]
+                t_den = reading[-1].squeeze(-1)
             if num is None:
-                num, den = sign * t_num, sign * t_den
+                num, den = (t_num, t_den) if sign > 0 else (-t_num, -t_den)
+            elif sign > 0:
+                num, den = num + t_num, den + t_den
             else:
-                num, den = num + sign * t_num, den + sign * t_den
+                num, den = num - t_num, den - t_den
         count = class_counts(cls, target, counts)
         nonempty = (count > 0).view(-1, 1, 1).to(num.dtype)
         outputs.append(num / den.clamp(min=eps).unsqueeze(-1) * nonempty)
