@@ -11,6 +11,8 @@ from torch_geometric_hot.ops.basis import group_by_part, output_parts, \
 from torch_geometric_hot.ops.equivariant import assemble_parts, \
     resolve_targets
 from torch_geometric_hot.ops.feature_maps import KERNELS, FeatureMap
+from torch_geometric_hot.ops.global_softmax_attention import \
+    global_softmax_class_attention
 from torch_geometric_hot.ops.higher_order_attention import \
     kernel_class_attention, softmax_class_attention
 
@@ -195,7 +197,11 @@ class HOTConv(torch.nn.Module):
             key_graph = view.entry_batch if self.in_order == 2 else view.batch
             keys = self.feature_map(keys, False, key_graph, view.num_graphs)
 
-        parts, weights, cache = {}, {}, {}
+        parts, cache = {}, {}
+        # global softmax classes attend on padded blocks unless their
+        # weights are asked for (then pairs are enumerated)
+        weights: Optional[Attention] = {} if return_attention_weights \
+            else None
         for p, (name, target) in enumerate(targets.items()):
             classes = self._by_part.get(name, [])
             index = self._part_index.get(name, [])
@@ -236,10 +242,14 @@ class HOTConv(torch.nn.Module):
         if self.attention == 'softmax':
             outs = []
             for c, k in zip(classes, index):
-                out, attn = softmax_class_attention(
-                    c, target, view, self.in_order, q, keys,
-                    values[k], self.dropout, self.training)
-                weights[f'{target.part}/{c.name}'] = attn
+                args = (c, target, view, self.in_order, q, keys, values[k],
+                        self.dropout, self.training)
+                if c.kind == 'global' and weights is None:
+                    outs.append(global_softmax_class_attention(*args))
+                    continue
+                out, attn = softmax_class_attention(*args)
+                if weights is not None:
+                    weights[f'{target.part}/{c.name}'] = attn
                 outs.append(out)
             return outs
         outs = kernel_class_attention(classes, target, view, self.in_order,

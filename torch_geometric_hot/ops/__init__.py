@@ -14,6 +14,8 @@ from torch_geometric_hot.ops.kernel_attention import (gather_contract,
                                                       segment_outer_sum)
 from torch_geometric_hot.ops.higher_order_attention import (
     softmax_class_attention, kernel_class_attention)
+from torch_geometric_hot.ops.global_softmax_attention import \
+    global_softmax_class_attention
 
 __all__ = [
     'scatter_sum', 'scatter_max', 'segment_counts', 'use_backend',
@@ -21,7 +23,7 @@ __all__ = [
     'FeatureMap', 'KERNELS', 'EquivariantClass', 'basis', 'select_classes',
     'Target', 'equivariant_linear', 'input_summaries', 'class_counts',
     'gather_contract', 'segment_outer_sum', 'softmax_class_attention',
-    'kernel_class_attention'
+    'kernel_class_attention', 'global_softmax_class_attention'
 ]
 from torch_geometric_hot.ops.simplicial_attention import (
     simplicial_attention, simplicial_logits, multilinear_logits,

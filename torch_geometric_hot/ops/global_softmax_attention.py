@@ -1,0 +1,127 @@
+r"""Exact softmax attention of a *global* class of the equivariant basis on
+per-graph padded blocks (DESIGN §5.1).
+
+A global class lets every query attend over all input elements of its graph
+except a few excluded ones (those sharing an index with the query, e.g.
+class 15 of 2→2 drops the entries touching :math:`i` or :math:`j`).
+Enumerating the (query, key) pairs, as
+:func:`~torch_geometric_hot.ops.higher_order_attention.softmax_class_attention`
+does, holds several :obj:`[pairs, H, d]` tensors; here queries and keys are
+scattered into :obj:`[B, H, L, d]` blocks and attended with
+:func:`torch.nn.functional.scaled_dot_product_attention` under a boolean
+mask built from the exclusions, one block of queries at a time, so the
+extra memory is :math:`O(B \cdot L_q^{\text{block}} \cdot L_k)` booleans
+plus what the attention kernel needs. The result is the same: the
+enumerated path is its test oracle.
+"""
+from typing import List, Tuple
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from torch_geometric_hot.ops.basis import EquivariantClass
+from torch_geometric_hot.ops.equivariant import Target
+from torch_geometric_hot.ops.higher_order_attention import _SINGLE_KEY, \
+    KeyPool, key_position
+from torch_geometric_hot.ops.token_attention import token_positions
+
+#: Largest number of mask entries (B x query block x keys) per block.
+BLOCK_ELEMENTS = 1 << 22
+
+
+def _exclusion_ids(cls: EquivariantClass, target: Target, view,
+                   pool: KeyPool) -> List[Tuple[Tensor, Tensor]]:
+    r"""Per exclusion, an id per query row and an id per key such that the
+    key is excluded for the query exactly when the ids are equal (ids are
+    non-negative; a query that excludes nothing gets -1)."""
+    out = []
+    for summary, selector in cls.exclusions:
+        if summary in _SINGLE_KEY:  # one input element: compare rows
+            position, mask = key_position(summary, selector, target, view)
+            if mask is not None:
+                position = position.masked_fill(~mask, -1)
+            out.append((position, pool.position))
+        else:  # all entries of a row (R) or column (C) of a node
+            ends = pool.row if summary == 'R' else pool.col
+            out.append((target.node(selector), ends))
+    return out
+
+
+def _blocks(x: Tensor, graph: Tensor, position: Tensor, num_graphs: int,
+            length: int, fill: float = 0.0) -> Tensor:
+    r"""Rows :obj:`[N, *]` -> :obj:`[B, length, *]` padded with :obj:`fill`."""
+    out = x.new_full((num_graphs, length) + x.shape[1:], fill)
+    out[graph, position] = x
+    return out
+
+
+def global_softmax_class_attention(cls: EquivariantClass, target: Target,
+                                   view, in_order: int, q: Tensor, k: Tensor,
+                                   v: Tensor, dropout: float = 0.0,
+                                   training: bool = False) -> Tensor:
+    r"""Exact softmax attention of one global class over per-graph blocks.
+
+    .. math::
+        o_q = \sum_{k \in \mathcal{G}(q)}
+        \mathrm{softmax}_{k \in \mathcal{G}(q)}(q^\top k)\, v_k,
+        \qquad \mathcal{G}(q) = \{\text{keys of } q\text{'s graph}\}
+        \setminus X(q)
+
+    Every key block gets one extra all-zero key that a query may attend to
+    only when its group :math:`\mathcal{G}(q)` is empty, so such a query
+    outputs exactly 0 (no :math:`0/0`, finite gradients).
+
+    Args:
+        cls (EquivariantClass): A class with :obj:`kind == 'global'`.
+        target (Target): Output part (the query rows).
+        view: Index bundle.
+        in_order (int): Input order.
+        q (torch.Tensor): Queries :obj:`[rows, H, d]` (already scaled).
+        k (torch.Tensor): Keys :obj:`[inputs, H, d]`.
+        v (torch.Tensor): Values :obj:`[inputs, H, d_v]`.
+        dropout (float): Dropout on the attention weights.
+        training (bool): Whether dropout is active.
+
+    :rtype: :class:`torch.Tensor` :obj:`[rows, H, d_v]`
+    """
+    if cls.kind != 'global':
+        raise ValueError(f"class {cls.name} is {cls.kind}, not global")
+    pool = KeyPool(cls.pool[0], view, in_order)
+    num_graphs = pool.num_groups
+    rows, heads = q.size(0), q.size(1)
+    if rows == 0:
+        return v.new_zeros(0, heads, v.size(-1))
+    q_pos, q_len = token_positions(target.graph, num_graphs)
+    k_pos, k_len = token_positions(pool.group, num_graphs)
+    len_q, len_k = int(q_len.max()), int(k_len.max()) + 1  # + the zero key
+
+    def key_blocks(x: Tensor) -> Tensor:  # [K, H, d] -> [B, H, L_k, d]
+        return _blocks(x.index_select(0, pool.position), pool.group, k_pos,
+                       num_graphs, len_k).transpose(1, 2)
+
+    keys, values = key_blocks(k), key_blocks(v)
+    queries = _blocks(q, target.graph, q_pos, num_graphs,
+                      len_q).transpose(1, 2)  # [B, H, L_q, d]
+    # key slots that hold a key: [B, L_k]
+    real = torch.arange(len_k, device=q.device) < k_len.view(-1, 1)
+    ids = [(_blocks(qi, target.graph, q_pos, num_graphs, len_q, -2),
+            _blocks(ki, pool.group, k_pos, num_graphs, len_k, -3))
+           for qi, ki in _exclusion_ids(cls, target, view, pool)]
+
+    step = max(1, BLOCK_ELEMENTS // (num_graphs * len_k))
+    outs = []
+    for start in range(0, len_q, step):
+        end = min(start + step, len_q)
+        allowed = real.unsqueeze(1).expand(num_graphs, end - start,
+                                           len_k).clone()
+        for q_ids, k_ids in ids:
+            allowed &= q_ids[:, start:end].unsqueeze(-1) != \
+                k_ids.unsqueeze(1)
+        allowed[..., -1] = ~allowed.any(-1)  # empty group: the zero key
+        outs.append(F.scaled_dot_product_attention(
+            queries[:, :, start:end], keys, values,
+            attn_mask=allowed.unsqueeze(1),
+            dropout_p=dropout if training else 0.0, scale=1.0))
+    out = torch.cat(outs, 2) if len(outs) > 1 else outs[0]
+    return out.transpose(1, 2)[target.graph, q_pos]  # [rows, H, d_v]
