@@ -14,38 +14,18 @@ extra memory is :math:`O(B \cdot L_q^{\text{block}} \cdot L_k)` booleans
 plus what the attention kernel needs. The result is the same: the
 enumerated path is its test oracle.
 """
-from typing import List, Tuple
-
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
 from torch_geometric_hot.ops.basis import EquivariantClass
 from torch_geometric_hot.ops.equivariant import Target
-from torch_geometric_hot.ops.higher_order_attention import _SINGLE_KEY, \
-    KeyPool, key_position
+from torch_geometric_hot.ops.higher_order_attention import KeyPool, \
+    exclusion_ids
 from torch_geometric_hot.ops.token_attention import token_positions
 
 #: Largest number of mask entries (B x query block x keys) per block.
 BLOCK_ELEMENTS = 1 << 22
-
-
-def _exclusion_ids(cls: EquivariantClass, target: Target, view,
-                   pool: KeyPool) -> List[Tuple[Tensor, Tensor]]:
-    r"""Per exclusion, an id per query row and an id per key such that the
-    key is excluded for the query exactly when the ids are equal (ids are
-    non-negative; a query that excludes nothing gets -1)."""
-    out = []
-    for summary, selector in cls.exclusions:
-        if summary in _SINGLE_KEY:  # one input element: compare rows
-            position, mask = key_position(summary, selector, target, view)
-            if mask is not None:
-                position = position.masked_fill(~mask, -1)
-            out.append((position, pool.position))
-        else:  # all entries of a row (R) or column (C) of a node
-            ends = pool.row if summary == 'R' else pool.col
-            out.append((target.node(selector), ends))
-    return out
 
 
 def _blocks(x: Tensor, graph: Tensor, position: Tensor, num_graphs: int,
@@ -107,7 +87,7 @@ def global_softmax_class_attention(cls: EquivariantClass, target: Target,
     real = torch.arange(len_k, device=q.device) < k_len.view(-1, 1)
     ids = [(_blocks(qi, target.graph, q_pos, num_graphs, len_q, -2),
             _blocks(ki, pool.group, k_pos, num_graphs, len_k, -3))
-           for qi, ki in _exclusion_ids(cls, target, view, pool)]
+           for qi, ki in exclusion_ids(cls, target, view, pool)]
 
     step = max(1, BLOCK_ELEMENTS // (num_graphs * len_k))
     outs = []

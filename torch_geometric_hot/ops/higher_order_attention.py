@@ -99,21 +99,31 @@ def group_pairs(query_group: Tensor, key_group: Tensor,
     return query, key
 
 
+def exclusion_ids(cls: EquivariantClass, target: Target, view,
+                  pool: KeyPool) -> List[Tuple[Tensor, Tensor]]:
+    r"""The class's exclusions as ids: per excluded (summary, selector), an
+    id per query row and an id per key of :obj:`pool` such that the key is
+    excluded for the query exactly when the two are equal (ids of keys are
+    non-negative; a query that excludes no key gets -1)."""
+    out = []
+    for summary, selector in cls.exclusions:
+        if summary in _SINGLE_KEY:  # one input element: compare input rows
+            position, mask = key_position(summary, selector, target, view)
+            if mask is not None:
+                position = position.masked_fill(~mask, -1)
+            out.append((position, pool.position))
+        else:  # the entries of a row (R) or column (C) of a node
+            ends = pool.row if summary == 'R' else pool.col
+            out.append((target.node(selector), ends))
+    return out
+
+
 def _excluded(cls: EquivariantClass, target: Target, view, pool: KeyPool,
               query: Tensor, key: Tensor) -> Tensor:
     excluded = torch.zeros_like(query, dtype=torch.bool)
-    for summary, selector in cls.exclusions:
-        if summary in _SINGLE_KEY:
-            position, mask = key_position(summary, selector, target, view)
-            hit = pool.position.index_select(0, key) == position.index_select(
-                0, query)
-            if mask is not None:
-                hit = hit & mask.index_select(0, query)
-        else:
-            node = target.node(selector).index_select(0, query)
-            ends = pool.row if summary == 'R' else pool.col
-            hit = ends.index_select(0, key) == node
-        excluded |= hit
+    for query_ids, key_ids in exclusion_ids(cls, target, view, pool):
+        excluded |= query_ids.index_select(0, query) == key_ids.index_select(
+            0, key)
     return excluded
 
 
