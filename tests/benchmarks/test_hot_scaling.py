@@ -42,3 +42,19 @@ def test_check_promises_reads_slope_ratio_and_gat():
     assert 'mem slope 1.000' in lines[0] and 'spread 1.000' in lines[0]
     assert any('at 1000000 edges' in line for line in lines)
     assert lines[-1].endswith('5x (<= 25x)')
+
+
+def test_child_memory_watchdog_stops_an_over_budget_point():
+    import subprocess
+    code = (
+        'import sys, time, torch; sys.path.insert(0, sys.argv[1]); '
+        'import hot_scaling; '
+        "hot_scaling._cap_child_memory(['--point', '{}', '--max-mem-gb', "
+        "'-1.2']); "  # a resident limit of 0.3 GB
+        'x = torch.ones(2**28); time.sleep(5); print("survived")')
+    bench = os.path.join(os.path.dirname(__file__), '..', '..', 'benchmarks')
+    proc = subprocess.run([sys.executable, '-c', code, bench],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 3, proc.stderr
+    assert 'resident memory over' in proc.stderr
+    assert 'survived' not in proc.stdout
