@@ -179,12 +179,12 @@ def _cap_child_memory(argv: List[str]) -> None:
     ``RLIMIT_AS``, stopped the checkpointed kernel model at 10^6 edges with
     a 22.5 GB cap while its resident peak at 3*10^5 edges was 4.7 GB:
     virtual memory is not the budget.)"""
-    if '--point' not in argv:
+    if '--point' not in argv:  # the parent: children inherit the limit
+        if '--max-mem-gb' in argv:
+            os.environ['HOT_SCALING_MAX_MEM_GB'] = argv[
+                argv.index('--max-mem-gb') + 1]
         return
-    limit_gb = 12.0
-    if '--max-mem-gb' in argv:
-        limit_gb = float(argv[argv.index('--max-mem-gb') + 1])
-    os.environ['HOT_SCALING_MAX_MEM_GB'] = str(limit_gb)
+    limit_gb = float(os.environ.get('HOT_SCALING_MAX_MEM_GB', 12.0))
     limit_pages = int((limit_gb + 1.5) * 2**30) // os.sysconf('SC_PAGE_SIZE')
 
     def watch() -> None:

@@ -44,16 +44,19 @@ def test_check_promises_reads_slope_ratio_and_gat():
     assert lines[-1].endswith('5x (<= 25x)')
 
 
-def test_child_memory_watchdog_stops_an_over_budget_point():
+def test_child_memory_watchdog_stops_an_over_budget_point(monkeypatch):
     import subprocess
+    monkeypatch.delenv('HOT_SCALING_MAX_MEM_GB', raising=False)
+    hot_scaling._cap_child_memory(['--sizes', '1e3', '--max-mem-gb', '-1.2'])
+    env = dict(os.environ)  # the parent hands its limit to the children
+    assert env['HOT_SCALING_MAX_MEM_GB'] == '-1.2'  # 0.3 GB resident
     code = (
         'import sys, time, torch; sys.path.insert(0, sys.argv[1]); '
         'import hot_scaling; '
-        "hot_scaling._cap_child_memory(['--point', '{}', '--max-mem-gb', "
-        "'-1.2']); "  # a resident limit of 0.3 GB
+        "hot_scaling._cap_child_memory(['--point', '{}']); "
         'x = torch.ones(2**28); time.sleep(5); print("survived")')
     bench = os.path.join(os.path.dirname(__file__), '..', '..', 'benchmarks')
-    proc = subprocess.run([sys.executable, '-c', code, bench],
+    proc = subprocess.run([sys.executable, '-c', code, bench], env=env,
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 3, proc.stderr
     assert 'resident memory over' in proc.stderr
