@@ -22,18 +22,11 @@ from torch_geometric_hot.ops.basis import EquivariantClass
 from torch_geometric_hot.ops.equivariant import Target
 from torch_geometric_hot.ops.higher_order_attention import KeyPool, \
     exclusion_ids
-from torch_geometric_hot.ops.token_attention import token_positions
+from torch_geometric_hot.ops.token_attention import pad_by_graph, \
+    token_positions
 
 #: Largest number of mask entries (B x query block x keys) per block.
 BLOCK_ELEMENTS = 1 << 22
-
-
-def _blocks(x: Tensor, graph: Tensor, position: Tensor, num_graphs: int,
-            length: int, fill: float = 0.0) -> Tensor:
-    r"""Rows :obj:`[N, *]` -> :obj:`[B, length, *]` padded with :obj:`fill`."""
-    out = x.new_full((num_graphs, length) + x.shape[1:], fill)
-    out[graph, position] = x
-    return out
 
 
 def global_softmax_class_attention(cls: EquivariantClass, target: Target,
@@ -77,16 +70,16 @@ def global_softmax_class_attention(cls: EquivariantClass, target: Target,
     len_q, len_k = int(q_len.max()), int(k_len.max()) + 1  # + the zero key
 
     def key_blocks(x: Tensor) -> Tensor:  # [K, H, d] -> [B, H, L_k, d]
-        return _blocks(x.index_select(0, pool.position), pool.group, k_pos,
-                       num_graphs, len_k).transpose(1, 2)
+        return pad_by_graph(x.index_select(0, pool.position), pool.group,
+                            k_pos, num_graphs, len_k).transpose(1, 2)
 
     keys, values = key_blocks(k), key_blocks(v)
-    queries = _blocks(q, target.graph, q_pos, num_graphs,
-                      len_q).transpose(1, 2)  # [B, H, L_q, d]
+    queries = pad_by_graph(q, target.graph, q_pos, num_graphs,
+                           len_q).transpose(1, 2)  # [B, H, L_q, d]
     # key slots that hold a key: [B, L_k]
     real = torch.arange(len_k, device=q.device) < k_len.view(-1, 1)
-    ids = [(_blocks(qi, target.graph, q_pos, num_graphs, len_q, -2),
-            _blocks(ki, pool.group, k_pos, num_graphs, len_k, -3))
+    ids = [(pad_by_graph(qi, target.graph, q_pos, num_graphs, len_q, -2),
+            pad_by_graph(ki, pool.group, k_pos, num_graphs, len_k, -3))
            for qi, ki in exclusion_ids(cls, target, view, pool)]
 
     step = max(1, BLOCK_ELEMENTS // (num_graphs * len_k))

@@ -24,6 +24,7 @@ from torch_geometric_hot.ops.kernel_attention import (gather_contract,
                                                       segment_outer_sum)
 from torch_geometric_hot.ops.scatter import segment_counts
 
+
 def token_positions(token_batch: Tensor,
                     num_graphs: int) -> Tuple[Tensor, Tensor]:
     r"""Position of every token inside its graph (in flat-list order) and
@@ -44,6 +45,16 @@ def token_positions(token_batch: Tensor,
                                    device=token_batch.device) - starts[
                                        token_batch[order]]
     return position, lengths
+
+
+def pad_by_graph(x: Tensor, graph: Tensor, position: Tensor,
+                 num_graphs: int, length: int, fill: float = 0.0) -> Tensor:
+    r"""Rows :obj:`[N, *]` -> per-graph blocks :obj:`[B, length, *]`: row
+    :math:`t` goes to :obj:`[graph[t], position[t]]`, the rest is
+    :obj:`fill` (positions as :func:`token_positions` returns them)."""
+    out = x.new_full((num_graphs, length) + x.shape[1:], fill)
+    out[graph, position] = x
+    return out
 
 
 def per_graph_softmax_attention(query: Tensor, key: Tensor, value: Tensor,
@@ -79,14 +90,12 @@ def per_graph_softmax_attention(query: Tensor, key: Tensor, value: Tensor,
     position, lengths = layout if layout is not None else token_positions(
         token_batch, num_graphs)
     max_len = int(lengths.max())
-    heads = query.size(1)
 
     def to_blocks(x: Tensor) -> Tensor:  # [T, H, d] -> [B, H, L, d]
         if num_graphs == 1:
             return x.transpose(0, 1).unsqueeze(0)
-        out = x.new_zeros(num_graphs, max_len, heads, x.size(-1))
-        out[token_batch, position] = x
-        return out.transpose(1, 2)
+        return pad_by_graph(x, token_batch, position, num_graphs,
+                            max_len).transpose(1, 2)
 
     mask = None
     if bool((lengths != max_len).any()):
@@ -151,4 +160,3 @@ def dense_softmax_attention_reference(query: Tensor, key: Tensor,
         scores = q @ k.transpose(-1, -2) / query.size(-1)**0.5
         out[idx] = (scores.softmax(dim=-1) @ v).transpose(0, 1)
     return out
-
