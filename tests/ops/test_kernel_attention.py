@@ -2,11 +2,19 @@ import pytest
 import torch
 
 from torch_geometric_hot.ops import kernel_attention as ka
+from torch_geometric_hot.ops import native
+
+# 'on': the native kernels (needs a C compiler), 'off': the torch path
+NATIVE_MODES = ['off', pytest.param('on', marks=pytest.mark.skipif(
+    native._compiler() is None, reason='no C compiler'))]
 
 
+@pytest.mark.parametrize('mode', NATIVE_MODES)
 @pytest.mark.parametrize('groups', [1, 5])
-def test_fast_paths_equal_references_and_gradcheck(groups, monkeypatch):
+def test_fast_paths_equal_references_and_gradcheck(groups, mode,
+                                                   monkeypatch):
     monkeypatch.setattr(ka, 'CHUNK_ELEMENTS', 64)  # force many chunks
+    monkeypatch.setitem(native._state, 'mode', mode)
     gen = torch.Generator().manual_seed(0)
     k = torch.rand(13, 2, 3, dtype=torch.float64, generator=gen)
     v = torch.randn(13, 2, 4, dtype=torch.float64, generator=gen)

@@ -8,7 +8,10 @@ input:
 * :func:`gather_contract`: every query read against its group's summary,
   :math:`o_e = \phi(q_e)^\top S_{g(e)}`.
 
-Each is the other's adjoint, so their backward passes call each other.
+Each is the other's adjoint, so their backward passes call each other. On
+CPU float32/float64 both run as native kernels
+(:mod:`torch_geometric_hot.ops.native`) when those build: each pass visits
+the rows group by group, and each backward is one fused pass.
 Naive references (:func:`segment_outer_sum_reference`,
 :func:`gather_contract_reference`) hold everything at once and exist for
 tests.
@@ -17,6 +20,8 @@ from typing import Optional
 
 import torch
 from torch import Tensor
+
+from torch_geometric_hot.ops import native
 
 #: Elements of the largest temporary a chunk may create (small enough to
 #: stay in cache between the product and the reduction that reads it).
@@ -71,17 +76,28 @@ def _contract(q: Tensor, summary: Tensor, index: Tensor) -> Tensor:
 class _SegmentOuterSum(torch.autograd.Function):
     @staticmethod
     def forward(ctx, k, v, index, num_groups):
-        ctx.save_for_backward(k, v, index)
-        return _outer_sum(k, v, index, num_groups)
+        order = None
+        if num_groups > 1 and native.applies(k, v):
+            order = native.sort_rows(index, num_groups)
+            out = native.outer_sum(k, v, index, order, num_groups)
+        else:
+            out = _outer_sum(k, v, index, num_groups)
+        ctx.save_for_backward(k, v, index, order)
+        return out
 
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, grad):
-        k, v, index = ctx.saved_tensors
+        k, v, index, order = ctx.saved_tensors
+        need_k, need_v = ctx.needs_input_grad[:2]
+        if order is not None:
+            grad_k, grad_v = native.outer_sum_backward(k, v, grad, index,
+                                                       order, need_k, need_v)
+            return grad_k, grad_v, None, None
         grad_k = grad_v = None
-        if ctx.needs_input_grad[0]:
+        if need_k:
             grad_k = _contract(v, grad.transpose(-1, -2).contiguous(), index)
-        if ctx.needs_input_grad[1]:
+        if need_v:
             grad_v = _contract(k, grad, index)
         return grad_k, grad_v, None, None
 
@@ -89,18 +105,29 @@ class _SegmentOuterSum(torch.autograd.Function):
 class _GatherContract(torch.autograd.Function):
     @staticmethod
     def forward(ctx, q, summary, index):
-        ctx.save_for_backward(q, summary, index)
-        return _contract(q, summary, index)
+        order = None
+        if summary.size(0) > 1 and native.applies(q, summary):
+            order = native.sort_rows(index, summary.size(0))
+            out = native.contract(q, summary, index, order)
+        else:
+            out = _contract(q, summary, index)
+        ctx.save_for_backward(q, summary, index, order)
+        return out
 
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, grad):
-        q, summary, index = ctx.saved_tensors
+        q, summary, index, order = ctx.saved_tensors
+        need_q, need_s = ctx.needs_input_grad[:2]
+        if order is not None:
+            grad_q, grad_s = native.contract_backward(q, summary, grad, index,
+                                                      order, need_q, need_s)
+            return grad_q, grad_s, None
         grad_q = grad_s = None
-        if ctx.needs_input_grad[0]:
+        if need_q:
             grad_q = _contract(grad, summary.transpose(-1, -2).contiguous(),
                                index)
-        if ctx.needs_input_grad[1]:
+        if need_s:
             grad_s = _outer_sum(q, grad, index, summary.size(0))
         return grad_q, grad_s, None
 

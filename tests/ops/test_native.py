@@ -1,0 +1,110 @@
+import pytest
+import torch
+
+from torch_geometric_hot.ops import kernel_attention as ka
+from torch_geometric_hot.ops import native
+
+pytestmark = pytest.mark.skipif(native._compiler() is None,
+                                reason='no C compiler')
+
+
+def _inputs(rows, groups, heads, features, channels, dtype, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    k = torch.rand(rows, heads, features, dtype=dtype, generator=gen)
+    v = torch.randn(rows, heads, channels, dtype=dtype, generator=gen)
+    # groups 0 and groups - 1 stay empty
+    index = torch.randint(1, max(groups - 1, 2), (rows, ), generator=gen)
+    q = torch.rand(rows + 3, heads, features, dtype=dtype, generator=gen)
+    q_index = torch.randint(groups, (rows + 3, ), generator=gen)
+    return k, v, index, q, q_index
+
+
+def _both_modes(fn):
+    outs = []
+    for mode in ('on', 'off'):
+        with native.use_native(mode) as used:
+            assert used == (mode == 'on')
+            outs.append(fn())
+    return outs
+
+
+# channel counts hit every vector path: 4-vector blocks, single vectors
+# and scalar tails, in float32 (8 lanes) and float64 (4 lanes)
+@pytest.mark.parametrize('channels', [1, 5, 8, 17, 33, 41, 70])
+@pytest.mark.parametrize('dtype', [torch.float64, torch.float32])
+def test_native_equals_torch_in_values_and_gradients(channels, dtype):
+    k, v, index, q, q_index = _inputs(150, 7, 3, 5, channels, dtype)
+    grad_out = torch.randn(q.shape[:2] + (channels, ), dtype=dtype)
+
+    def run():
+        leaves = [t.clone().requires_grad_() for t in (k, v, q)]
+        summary = ka.segment_outer_sum(leaves[0], leaves[1], index, 7)
+        out = ka.gather_contract(leaves[2], summary, q_index)
+        grads = torch.autograd.grad(out, leaves, grad_out)
+        return (summary, out) + grads
+
+    tol = dict(rtol=1e-12, atol=1e-12) if dtype == torch.float64 else \
+        dict(rtol=1e-4, atol=1e-4)
+    for a, b in zip(*_both_modes(run)):
+        torch.testing.assert_close(a, b, **tol)
+
+
+def test_long_runs_and_empty_inputs():
+    # one group of 300 rows (longer than the kernels' register chunk)
+    k, v, _, q, _ = _inputs(300, 2, 2, 4, 9, torch.float64)
+    index = torch.ones(300, dtype=torch.long)
+    on, off = _both_modes(lambda: ka.segment_outer_sum(k, v, index, 2))
+    torch.testing.assert_close(on, off, rtol=1e-12, atol=1e-12)
+    assert on[0].abs().sum() == 0
+    empty = torch.empty(0, 2, 4, dtype=torch.float64)
+    on, off = _both_modes(lambda: ka.segment_outer_sum(
+        empty, torch.empty(0, 2, 9, dtype=torch.float64),
+        torch.empty(0, dtype=torch.long), 3))
+    assert on.shape == (3, 2, 4, 9) and on.abs().sum() == 0
+    on, off = _both_modes(lambda: ka.gather_contract(
+        empty, torch.rand(3, 2, 4, 9, dtype=torch.float64),
+        torch.empty(0, dtype=torch.long)))
+    assert on.shape == (0, 2, 9)
+
+
+def test_gradcheck_native():
+    k, v, index, q, q_index = _inputs(20, 4, 2, 3, 5, torch.float64)
+    with native.use_native('on'):
+        assert torch.autograd.gradcheck(
+            lambda k, v, q: ka.gather_contract(
+                q, ka.segment_outer_sum(k, v, index, 4), q_index),
+            (k.requires_grad_(), v.requires_grad_(), q.requires_grad_()))
+
+
+def test_out_of_range_group_is_an_error():
+    k, v, index, _, _ = _inputs(10, 3, 1, 2, 3, torch.float64)
+    with native.use_native('on'), pytest.raises(IndexError, match='group'):
+        ka.segment_outer_sum(k, v, index + 5, 3)
+
+
+def test_unavailable_compiler_falls_back_or_fails(monkeypatch, tmp_path):
+    monkeypatch.setenv('CC', 'no-such-compiler')
+    monkeypatch.setattr(native.shutil, 'which', lambda name: None)
+    monkeypatch.setenv('TORCH_GEOMETRIC_HOT_CACHE', str(tmp_path))
+    monkeypatch.setattr(native, '_state',
+                        {'mode': 'auto', 'library': None, 'error': None})
+    with pytest.warns(UserWarning, match='no C compiler'):
+        assert not native.available()
+    k, v, index, _, _ = _inputs(10, 3, 1, 2, 3, torch.float64)
+    with native.use_native('off'):
+        expected = ka.segment_outer_sum(k, v, index, 3)
+    torch.testing.assert_close(ka.segment_outer_sum(k, v, index, 3),
+                               expected)  # the torch path
+    with pytest.raises(RuntimeError, match='unavailable'):
+        with native.use_native('on'):
+            pass
+    with pytest.raises(ValueError, match='TORCH_GEOMETRIC_HOT_NATIVE'):
+        with native.use_native('fast'):
+            pass
+
+
+def test_other_dtypes_take_the_torch_path():
+    k, v, index, _, _ = _inputs(10, 3, 1, 2, 3, torch.float64)
+    assert native.applies(k, v)
+    assert not native.applies(k.half(), v.half())
+    assert not native.applies(k, v.float())

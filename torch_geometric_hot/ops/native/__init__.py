@@ -1,0 +1,224 @@
+r"""Optional native kernels for kernel attention's two sparse primitives
+(:mod:`torch_geometric_hot.ops.kernel_attention`), compiled from the C source
+next to this file at first use.
+
+The source is plain C11 (no torch headers, so it builds in about a second);
+it is compiled with the system C compiler (``$CC`` or ``cc``) into
+``~/.cache/torch_geometric_hot/native`` (or ``$TORCH_GEOMETRIC_HOT_CACHE``),
+under a name that hashes the source, the flags and the compiler, and loaded
+with :mod:`ctypes`. When no compiler is found or the build fails, the
+pure-torch path is used and a warning says why.
+
+The choice can be forced with the environment variable
+``TORCH_GEOMETRIC_HOT_NATIVE`` (``"auto"``: use the kernels when they build;
+``"off"``; ``"on"``: fail when they do not build) or, at run time, with
+:func:`use_native`. The kernels run on contiguous float32/float64 CPU
+tensors, one thread; anything else (and tracing by ``torch.compile``) takes
+the torch path.
+"""
+import contextlib
+import ctypes
+import hashlib
+import os
+import platform
+import shutil
+import subprocess
+import tempfile
+import warnings
+from typing import Iterator, Optional, Tuple
+
+import torch
+from torch import Tensor
+
+_SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                       'kernel_attention.c')
+_FLAGS = [['-O3', '-march=native'], ['-O3']]  # the second if the first fails
+_COMMON = ['-std=gnu11', '-shared', '-fPIC']
+_MODES = ('auto', 'on', 'off')
+_FUNCTIONS = {  # name: number of pointer arguments (then E, H, R, C)
+    'outer_sum': 5,
+    'contract': 5,
+    'contract_backward': 7,
+    'outer_sum_backward': 7,
+}
+
+
+def _mode(name: str) -> str:
+    if name not in _MODES:
+        raise ValueError(f"TORCH_GEOMETRIC_HOT_NATIVE must be one of "
+                         f"{_MODES}, got {name!r}")
+    return name
+
+
+_state = {'mode': _mode(os.environ.get('TORCH_GEOMETRIC_HOT_NATIVE',
+                                       'auto')),
+          'library': None, 'error': None}
+
+
+def _cache_dir() -> str:
+    root = os.environ.get('TORCH_GEOMETRIC_HOT_CACHE') or os.path.join(
+        os.path.expanduser('~'), '.cache', 'torch_geometric_hot')
+    path = os.path.join(root, 'native')
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError:
+        path = os.path.join(tempfile.gettempdir(), 'torch_geometric_hot',
+                            'native')
+        os.makedirs(path, exist_ok=True)
+    return path
+
+
+def _compiler() -> Optional[str]:
+    return shutil.which(os.environ.get('CC', 'cc')) or shutil.which('gcc')
+
+
+def _build() -> ctypes.CDLL:
+    compiler = _compiler()
+    if compiler is None:
+        raise RuntimeError('no C compiler found ($CC, cc or gcc)')
+    with open(_SOURCE, 'rb') as f:
+        source = f.read()
+    version = subprocess.run([compiler, '--version'], capture_output=True,
+                             text=True).stdout
+    errors = []
+    for flags in _FLAGS:
+        key = hashlib.sha256(source + repr((flags, version,
+                                            platform.machine()))
+                             .encode()).hexdigest()[:16]
+        target = os.path.join(_cache_dir(), f'kernel_attention_{key}.so')
+        if not os.path.exists(target):
+            partial = f'{target}.{os.getpid()}.tmp'
+            result = subprocess.run(
+                [compiler, *flags, *_COMMON, '-o', partial, _SOURCE],
+                capture_output=True, text=True)
+            if result.returncode != 0:
+                errors.append(result.stderr.strip()[-500:])
+                continue
+            os.replace(partial, target)  # atomic: concurrent builds agree
+        return ctypes.CDLL(target)
+    raise RuntimeError('compiling the native kernels failed:\n' +
+                       '\n'.join(errors))
+
+
+def _declare(library: ctypes.CDLL) -> ctypes.CDLL:
+    for name, pointers in _FUNCTIONS.items():
+        for suffix in ('f32', 'f64'):
+            function = getattr(library, f'{name}_{suffix}')
+            function.argtypes = ([ctypes.c_void_p] * pointers +
+                                 [ctypes.c_int64] * 4)
+            function.restype = None
+    return library
+
+
+def library() -> Optional[ctypes.CDLL]:
+    r"""The compiled kernels (built at the first call), or :obj:`None` when
+    they are switched off or cannot be built."""
+    if _state['mode'] == 'off':
+        return None
+    if _state['library'] is None and _state['error'] is None:
+        try:
+            _state['library'] = _declare(_build())
+        except (OSError, RuntimeError) as error:
+            _state['error'] = error
+            if _state['mode'] == 'auto':
+                warnings.warn(f'torch_geometric_hot: native kernels '
+                              f'unavailable, using torch ({error})')
+    if _state['library'] is None and _state['mode'] == 'on':
+        raise RuntimeError(f"TORCH_GEOMETRIC_HOT_NATIVE='on' but the native "
+                           f"kernels are unavailable: {_state['error']}")
+    return _state['library']
+
+
+def available() -> bool:
+    r"""Whether the native kernels are switched on and built."""
+    return library() is not None
+
+
+@contextlib.contextmanager
+def use_native(mode: str) -> Iterator[bool]:
+    r"""Temporarily set the native mode (``"auto"``, ``"on"`` or ``"off"``);
+    yields whether the kernels are in use."""
+    previous, _state['mode'] = _state['mode'], _mode(mode)
+    try:
+        yield available()
+    finally:
+        _state['mode'] = previous
+
+
+def applies(*tensors: Tensor) -> bool:
+    r"""Whether the native kernels take these tensors (CPU float32/float64,
+    not traced by ``torch.compile``, kernels available)."""
+    if torch.compiler.is_compiling():
+        return False
+    dtype = tensors[0].dtype
+    if dtype not in (torch.float32, torch.float64) or any(
+            t.device.type != 'cpu' or t.dtype != dtype for t in tensors):
+        return False
+    return available()
+
+
+def sort_rows(index: Tensor, num_groups: int) -> Tensor:
+    r"""The order that visits the rows group by group (the kernels' runs);
+    checks the groups, which the kernels use as memory offsets."""
+    if index.numel() and (int(index.min()) < 0
+                          or int(index.max()) >= num_groups):
+        raise IndexError(f'group index out of range [0, {num_groups})')
+    return torch.argsort(index, stable=True)
+
+
+def _call(name: str, dtype: torch.dtype, *tensors: Optional[Tensor],
+          shape: Tuple[int, int, int, int]) -> None:
+    suffix = 'f32' if dtype == torch.float32 else 'f64'
+    pointers = [None if t is None else t.data_ptr() for t in tensors]
+    getattr(library(), f'{name}_{suffix}')(*pointers, *shape)
+
+
+def outer_sum(k: Tensor, v: Tensor, index: Tensor, order: Tensor,
+              num_groups: int) -> Tensor:
+    r""":obj:`[G, H, R, C]` sums of :obj:`k [E, H, R]` outer
+    :obj:`v [E, H, C]` per group."""
+    k, v = k.contiguous(), v.contiguous()
+    (E, H, R), C = k.shape, v.size(-1)
+    out = k.new_zeros(num_groups, H, R, C)
+    _call('outer_sum', k.dtype, k, v, index, order, out, shape=(E, H, R, C))
+    return out
+
+
+def contract(q: Tensor, summary: Tensor, index: Tensor,
+             order: Tensor) -> Tensor:
+    r""":obj:`[E, H, C]` readings :math:`q_e^\top S_{g(e)}`."""
+    q, summary = q.contiguous(), summary.contiguous()
+    (E, H, R), C = q.shape, summary.size(-1)
+    out = q.new_empty(E, H, C)
+    _call('contract', q.dtype, q, summary, index, order, out,
+          shape=(E, H, R, C))
+    return out
+
+
+def contract_backward(q: Tensor, summary: Tensor, grad: Tensor,
+                      index: Tensor, order: Tensor, need_q: bool,
+                      need_summary: bool
+                      ) -> Tuple[Optional[Tensor], Optional[Tensor]]:
+    r"""Gradients of :func:`contract` with respect to :obj:`q` and
+    :obj:`summary`, in one pass over the rows."""
+    q, summary, grad = q.contiguous(), summary.contiguous(), grad.contiguous()
+    (E, H, R), C = q.shape, summary.size(-1)
+    grad_q = q.new_empty(E, H, R) if need_q else None
+    grad_s = torch.zeros_like(summary) if need_summary else None
+    _call('contract_backward', q.dtype, q, summary, grad, index, order,
+          grad_q, grad_s, shape=(E, H, R, C))
+    return grad_q, grad_s
+
+
+def outer_sum_backward(k: Tensor, v: Tensor, grad: Tensor, index: Tensor,
+                       order: Tensor, need_k: bool, need_v: bool
+                       ) -> Tuple[Optional[Tensor], Optional[Tensor]]:
+    r"""Gradients of :func:`outer_sum` with respect to :obj:`k` and
+    :obj:`v`, in one pass over the rows."""
+    k, v, grad = k.contiguous(), v.contiguous(), grad.contiguous()
+    (E, H, R), C = k.shape, v.size(-1)
+    grad_k = k.new_empty(E, H, R) if need_k else None
+    grad_v = v.new_empty(E, H, C) if need_v else None
+    _call('outer_sum_backward', k.dtype, k, v, grad, index, order, grad_k,
+          grad_v, shape=(E, H, R, C))
+    return grad_k, grad_v
