@@ -223,14 +223,18 @@ def equivariant_linear(x: Tensor, view, in_order: int,
                 key = (name, selector)
                 merged[key] = merged[key] + sign * w if key in merged else \
                     sign * w
-        # Node- and graph-level terms that read at the same selector are
-        # projected, added up at their own (small) level and gathered once.
+        # Entry terms gather their input rows, then project (as many rows
+        # as the part has, not the whole input); node- and graph-level terms
+        # that read at the same selector are projected, added up at their
+        # own (small) level and gathered once.
         at_selector: Dict[object, Tensor] = {}
         for (name, selector), w in merged.items():
-            projected = summaries[name] @ w
             if name in ('E', 'ET'):
-                out = out + gather(projected, target.index(name, selector))
-            elif selector in at_selector:
+                out = out + gather(summaries[name],
+                                   target.index(name, selector)) @ w
+                continue
+            projected = summaries[name] @ w
+            if selector in at_selector:
                 at_selector[selector] = at_selector[selector] + projected
             else:
                 at_selector[selector] = projected
