@@ -33,7 +33,7 @@ from torch import Tensor
 _SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)),
                        'kernel_attention.c')
 _FLAGS = [['-O3', '-march=native'], ['-O3']]  # the second if the first fails
-_COMMON = ['-std=gnu11', '-shared', '-fPIC']
+_COMMON = ['-std=gnu11', '-fopenmp-simd', '-shared', '-fPIC']
 _MODES = ('auto', 'on', 'off')
 _FUNCTIONS = {  # name: number of pointer arguments (then E, H, R, C)
     'outer_sum': 5,

@@ -58,12 +58,16 @@ static void outer_run_##SUF(const T *a, int64_t lda, const T *b, int64_t ldb, \
                     s0 += a[rows[t] * lda + r] * ld_##SUF(b + rows[t] * ldb + c);\
                 st_##SUF(out + c, ld_##SUF(out + c) + s0);                    \
             }                                                                 \
-            for (; c < C; ++c) {                                              \
-                T s = 0;                                                      \
-                for (int64_t t = t0; t < t1; ++t)                             \
-                    s += a[rows[t] * lda + r] * b[rows[t] * ldb + c];         \
-                out[c] += s;                                                  \
+        }                                                                     \
+        /* tail columns: vectorised over r instead of c */                    \
+        for (int64_t c = full; c < C; ++c) {                                  \
+            T acc[R];                                                         \
+            for (int64_t r = 0; r < R; ++r) acc[r] = 0;                       \
+            for (int64_t t = t0; t < t1; ++t) {                               \
+                const T w = b[rows[t] * ldb + c], *x = a + rows[t] * lda;     \
+                for (int64_t r = 0; r < R; ++r) acc[r] += w * x[r];           \
             }                                                                 \
+            for (int64_t r = 0; r < R; ++r) S[r * C + c] += acc[r];           \
         }                                                                     \
     }                                                                         \
 }                                                                             \
@@ -73,6 +77,10 @@ static void contract_run_##SUF(const T *a, int64_t lda, const T *S,           \
                                int64_t R, int64_t C, T *out, int64_t ldo,     \
                                const int64_t *rows, int64_t n) {              \
     const int64_t W = W_##SUF, full = C - C % W;                              \
+    /* tail columns of S, transposed: contiguous dot products over r */       \
+    T tail[(C - full) * R + 1];                                               \
+    for (int64_t c = full; c < C; ++c)                                        \
+        for (int64_t r = 0; r < R; ++r) tail[(c - full) * R + r] = S[r * C + c];\
     for (int64_t t = 0; t < n; ++t) {                                         \
         const T *w = a + rows[t] * lda;                                       \
         T *o = out + rows[t] * ldo;                                           \
@@ -98,8 +106,10 @@ static void contract_run_##SUF(const T *a, int64_t lda, const T *S,           \
             st_##SUF(o + c, s0);                                              \
         }                                                                     \
         for (; c < C; ++c) {                                                  \
+            const T *y = tail + (c - full) * R;                               \
             T s = 0;                                                          \
-            for (int64_t r = 0; r < R; ++r) s += w[r] * S[r * C + c];         \
+            _Pragma("omp simd reduction(+:s)")                                \
+            for (int64_t r = 0; r < R; ++r) s += w[r] * y[r];                 \
             o[c] = s;                                                         \
         }                                                                     \
     }                                                                         \
