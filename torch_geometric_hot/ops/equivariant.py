@@ -223,15 +223,18 @@ def equivariant_linear(x: Tensor, view, in_order: int,
                 key = (name, selector)
                 merged[key] = merged[key] + sign * w if key in merged else \
                     sign * w
-        # Entry terms gather their input rows, then project (as many rows
-        # as the part has, not the whole input); node- and graph-level terms
-        # that read at the same selector are projected, added up at their
-        # own (small) level and gathered once.
+        # Entry terms of a part with few rows (the diagonal) gather their
+        # input rows, then project; the others project the whole input
+        # (kept once for backward), then gather. Node- and graph-level
+        # terms that read at the same selector are projected, added up at
+        # their own (small) level and gathered once.
         at_selector: Dict[object, Tensor] = {}
         for (name, selector), w in merged.items():
             if name in ('E', 'ET'):
-                out = out + gather(summaries[name],
-                                   target.index(name, selector)) @ w
+                index = target.index(name, selector)
+                out = out + (gather(x, index) @ w
+                             if 2 * target.num_rows < x.size(0) else
+                             gather(x @ w, index))
                 continue
             projected = summaries[name] @ w
             if selector in at_selector:
