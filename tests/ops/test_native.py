@@ -105,6 +105,9 @@ def test_unavailable_compiler_falls_back_or_fails(monkeypatch, tmp_path):
 
 def test_other_dtypes_take_the_torch_path():
     k, v, index, _, _ = _inputs(10, 3, 1, 2, 3, torch.float64)
-    assert native.applies(k, v)
-    assert not native.applies(k.half(), v.half())
-    assert not native.applies(k, v.float())
+    with native.use_native('on'):
+        assert native.applies(k, v)
+        assert not native.applies(k.half(), v.half())
+        assert not native.applies(k, v.float())
+    with native.use_native('off'):
+        assert not native.applies(k, v)

@@ -207,10 +207,9 @@ class HOTConv(torch.nn.Module):
             index = self._part_index.get(name, [])
             outs = self._attend(classes, index, target, view, queries[name],
                                 keys, values, weights, cache)
-            if outs:  # one product with the part's output projections
-                out = torch.stack(outs, 1).reshape(
-                    target.num_rows, len(outs) * H * D) @ self.lin_out[
-                        index].reshape(len(outs) * H * D, -1)
+            if outs is not None:  # one product with the output projections
+                out = outs.reshape(target.num_rows, len(index) * H * D) @ \
+                    self.lin_out[index].reshape(len(index) * H * D, -1)
             else:
                 out = x.new_zeros(target.num_rows, self.out_channels)
             if self.bias is not None:
@@ -236,27 +235,30 @@ class HOTConv(torch.nn.Module):
         return {k: self.feature_map(v, True) for k, v in full.items()}
 
     def _attend(self, classes, index, target, view, q, keys, values,
-                weights, cache):
+                weights, cache) -> Optional[Tensor]:
+        r"""The part's classes, :obj:`[rows, classes, H, D]` (:obj:`None`
+        without classes)."""
         if not classes:
-            return []
-        if self.attention == 'softmax':
-            outs = []
-            for c, k in zip(classes, index):
-                args = (c, target, view, self.in_order, q, keys, values[k],
-                        self.dropout, self.training)
-                if c.kind == 'global' and weights is None:
-                    outs.append(global_softmax_class_attention(*args))
-                    continue
-                out, attn = softmax_class_attention(*args)
-                if weights is not None:
-                    weights[f'{target.part}/{c.name}'] = attn
-                outs.append(out)
-            return outs
-        outs = kernel_class_attention(classes, target, view, self.in_order,
-                                      q, keys, [values[k] for k in index],
-                                      self.exact_exclusion, cache=cache)
-        return [torch.nn.functional.dropout(o, self.dropout, self.training)
-                for o in outs]
+            return None
+        if self.attention == 'kernel':
+            out = kernel_class_attention(classes, target, view,
+                                         self.in_order, q, keys,
+                                         [values[k] for k in index],
+                                         self.exact_exclusion, cache=cache)
+            return torch.nn.functional.dropout(out, self.dropout,
+                                               self.training)
+        outs = []
+        for c, k in zip(classes, index):
+            args = (c, target, view, self.in_order, q, keys, values[k],
+                    self.dropout, self.training)
+            if c.kind == 'global' and weights is None:
+                outs.append(global_softmax_class_attention(*args))
+                continue
+            out, attn = softmax_class_attention(*args)
+            if weights is not None:
+                weights[f'{target.part}/{c.name}'] = attn
+            outs.append(out)
+        return torch.stack(outs, 1)
 
     def __repr__(self) -> str:
         kernel = f', kernel={self.kernel!r}' if self.feature_map else ''

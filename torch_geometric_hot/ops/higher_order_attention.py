@@ -22,6 +22,8 @@ import torch
 from torch import Tensor
 
 from torch_geometric_hot.ops.basis import EquivariantClass
+from torch_geometric_hot.ops.class_combination import READING, SINGLE_KEY, \
+    Term, combine_classes
 from torch_geometric_hot.ops.equivariant import Target, class_counts, \
     summary_counts
 from torch_geometric_hot.ops.kernel_attention import gather_contract, \
@@ -168,7 +170,7 @@ def kernel_class_attention(classes: Sequence[EquivariantClass],
                            phi_q: Tensor, phi_k: Tensor,
                            values: Sequence[Tensor], exact: bool = True,
                            eps: float = 1e-6,
-                           cache: Optional[Dict] = None) -> List[Tensor]:
+                           cache: Optional[Dict] = None) -> Tensor:
     r"""Kernel attention of several aggregating classes writing one part.
 
     .. math::
@@ -197,7 +199,8 @@ def kernel_class_attention(classes: Sequence[EquivariantClass],
             key pool are gathered (and kept for backward) once.
 
     Returns:
-        Per class, :obj:`[rows, H, d_v]`.
+        The classes' outputs :obj:`[rows, classes, H, d_v]`
+        (:func:`~torch_geometric_hot.ops.class_combination.combine_classes`).
     """
     if not exact:
         classes = [replace(cls, terms=cls.terms[:1]) for cls in classes]
@@ -220,7 +223,10 @@ def kernel_class_attention(classes: Sequence[EquivariantClass],
             if summary not in _SINGLE_KEY and c not in users.setdefault(
                     summary, []):
                 users[summary].append(c)
-    readings: Dict[Tuple[str, object], Tensor] = {}
+    # Per (summary, selector): one reading of every class's slot and the
+    # denominator (the last column).
+    readings: List[Tensor] = []
+    terms_of: Dict[Tuple[str, object, int], Term] = {}
     for summary, cs in users.items():
         pool = KeyPool(summary, view, in_order)
         ones = phi_k.new_ones(pool.position.numel(), phi_k.size(1), 1)
@@ -231,15 +237,15 @@ def kernel_class_attention(classes: Sequence[EquivariantClass],
         for selector in {sel for c in cs for _, s, sel in terms[c]
                          if s == summary}:
             index = target.index(summary, selector)[0]
-            # split once: slicing per class would give every slice's
-            # gradient a zero-filled buffer of the whole reading
-            readings[(summary, selector)] = gather_contract(
-                phi_q, summ, index).split(d_v, dim=-1)
-    slot = {(s, c): k for s, cs in users.items() for k, c in enumerate(cs)}
+            readings.append(gather_contract(phi_q, summ, index))
+            for k, c in enumerate(cs):
+                terms_of[(summary, selector, c)] = Term(
+                    1, READING, len(readings) - 1, k * d_v)
 
     # phi(q)^T phi(k_x) of every single-key term, once per (summary,
     # selector) for all classes.
-    dots: Dict[Tuple[str, object], Tuple[Tensor, Tensor]] = {}
+    dots: List[Tensor] = []
+    positions: List[Tensor] = []
     for summary, selector in {(s, sel) for class_terms in terms
                               for _, s, sel in class_terms
                               if s in _SINGLE_KEY}:
@@ -247,28 +253,17 @@ def kernel_class_attention(classes: Sequence[EquivariantClass],
         dot = (phi_q * rows(phi_k, position)).sum(-1)
         if mask is not None:
             dot = dot * mask.unsqueeze(-1).to(dot.dtype)
-        dots[(summary, selector)] = (position, dot)
+        dots.append(dot)
+        positions.append(position)
+        for c in range(len(classes)):
+            terms_of[(summary, selector, c)] = Term(1, SINGLE_KEY,
+                                                    len(dots) - 1)
 
     counts = summary_counts(view, in_order)
-    outputs = []
-    for c, (cls, class_terms) in enumerate(zip(classes, terms)):
-        num = den = None
-        for sign, summary, selector in class_terms:
-            if summary in _SINGLE_KEY:
-                position, dot = dots[(summary, selector)]
-                t_num = dot.unsqueeze(-1) * rows(values[c], position)
-                t_den = dot
-            else:
-                reading = readings[(summary, selector)]
-                t_num = reading[slot[(summary, c)]]
-                t_den = reading[-1].squeeze(-1)
-            if num is None:
-                num, den = (t_num, t_den) if sign > 0 else (-t_num, -t_den)
-            elif sign > 0:
-                num, den = num + t_num, den + t_den
-            else:
-                num, den = num - t_num, den - t_den
-        count = class_counts(cls, target, counts)
-        nonempty = (count > 0).view(-1, 1, 1).to(num.dtype)
-        outputs.append(num / den.clamp(min=eps).unsqueeze(-1) * nonempty)
-    return outputs
+    nonempty = torch.stack([class_counts(cls, target, counts) > 0
+                            for cls in classes], dim=1)
+    return combine_classes(
+        [[terms_of[(s, sel, c)]._replace(sign=sign)
+          for sign, s, sel in class_terms]
+         for c, class_terms in enumerate(terms)],
+        readings, dots, positions, values, nonempty, eps)

@@ -1,8 +1,15 @@
-r"""Optional native kernels for kernel attention's two sparse primitives
-(:mod:`torch_geometric_hot.ops.kernel_attention`), compiled from the C source
-next to this file at first use.
+r"""Optional native kernels for kernel attention, compiled from the C sources
+next to this file at first use:
 
-The source is plain C11 (no torch headers, so it builds in about a second);
+* ``kernel_attention.c``: the two sparse primitives of
+  :mod:`torch_geometric_hot.ops.kernel_attention` (per-group key--value
+  summaries and their readings) and their fused backward passes;
+* ``class_combination.c``: the per-class combination of
+  :mod:`torch_geometric_hot.ops.class_combination` (signed sums of terms,
+  division by the denominator) and its backward pass.
+
+The sources are plain C11 (no torch headers, so they build in about a
+second);
 it is compiled with the system C compiler (``$CC`` or ``cc``) into
 ``~/.cache/torch_geometric_hot/native`` (or ``$TORCH_GEOMETRIC_HOT_CACHE``),
 under a name that hashes the source, the flags and the compiler, and loaded
@@ -25,13 +32,14 @@ import shutil
 import subprocess
 import tempfile
 import warnings
-from typing import Iterator, Optional, Tuple
+from typing import Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
 import torch
 from torch import Tensor
 
-_SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                       'kernel_attention.c')
+_HERE = os.path.dirname(os.path.abspath(__file__))
+_SOURCES = [os.path.join(_HERE, name)
+            for name in ('kernel_attention.c', 'class_combination.c')]
 _FLAGS = [['-O3', '-march=native'], ['-O3']]  # the second if the first fails
 _COMMON = ['-std=gnu11', '-fopenmp-simd', '-shared', '-fPIC']
 _MODES = ('auto', 'on', 'off')
@@ -76,8 +84,10 @@ def _build() -> ctypes.CDLL:
     compiler = _compiler()
     if compiler is None:
         raise RuntimeError('no C compiler found ($CC, cc or gcc)')
-    with open(_SOURCE, 'rb') as f:
-        source = f.read()
+    source = b''
+    for path in _SOURCES:
+        with open(path, 'rb') as f:
+            source += f.read()
     version = subprocess.run([compiler, '--version'], capture_output=True,
                              text=True).stdout
     errors = []
@@ -85,11 +95,11 @@ def _build() -> ctypes.CDLL:
         key = hashlib.sha256(source + repr((flags, version,
                                             platform.machine()))
                              .encode()).hexdigest()[:16]
-        target = os.path.join(_cache_dir(), f'kernel_attention_{key}.so')
+        target = os.path.join(_cache_dir(), f'kernels_{key}.so')
         if not os.path.exists(target):
             partial = f'{target}.{os.getpid()}.tmp'
             result = subprocess.run(
-                [compiler, *flags, *_COMMON, '-o', partial, _SOURCE],
+                [compiler, *flags, *_COMMON, '-o', partial, *_SOURCES],
                 capture_output=True, text=True)
             if result.returncode != 0:
                 errors.append(result.stderr.strip()[-500:])
@@ -101,12 +111,18 @@ def _build() -> ctypes.CDLL:
 
 
 def _declare(library: ctypes.CDLL) -> ctypes.CDLL:
-    for name, pointers in _FUNCTIONS.items():
-        for suffix in ('f32', 'f64'):
+    pointer, integer = ctypes.c_void_p, ctypes.c_int64
+    for suffix, real in (('f32', ctypes.c_float), ('f64', ctypes.c_double)):
+        for name, pointers in _FUNCTIONS.items():
             function = getattr(library, f'{name}_{suffix}')
-            function.argtypes = ([ctypes.c_void_p] * pointers +
-                                 [ctypes.c_int64] * 4)
+            function.argtypes = [pointer] * pointers + [integer] * 4
             function.restype = None
+        # rows, H, D, classes; 11 tables and sources; eps; outputs
+        combine = [integer] * 4 + [pointer] * 11 + [real]
+        getattr(library, f'combine_{suffix}').argtypes = combine + [
+            pointer] * 2
+        getattr(library, f'combine_backward_{suffix}').argtypes = \
+            combine + [pointer] * 6
     return library
 
 
@@ -166,11 +182,19 @@ def sort_rows(index: Tensor, num_groups: int) -> Tensor:
     return torch.argsort(index, stable=True)
 
 
+def _function(name: str, dtype: torch.dtype):
+    # The built library whatever the current mode: a backward pass runs
+    # the kernels its forward pass ran, even after use_native('off').
+    if _state['library'] is None:
+        library()
+    suffix = 'f32' if dtype == torch.float32 else 'f64'
+    return getattr(_state['library'], f'{name}_{suffix}')
+
+
 def _call(name: str, dtype: torch.dtype, *tensors: Optional[Tensor],
           shape: Tuple[int, int, int, int]) -> None:
-    suffix = 'f32' if dtype == torch.float32 else 'f64'
     pointers = [None if t is None else t.data_ptr() for t in tensors]
-    getattr(library(), f'{name}_{suffix}')(*pointers, *shape)
+    _function(name, dtype)(*pointers, *shape)
 
 
 def outer_sum(k: Tensor, v: Tensor, index: Tensor, order: Tensor,
@@ -222,3 +246,64 @@ def outer_sum_backward(k: Tensor, v: Tensor, grad: Tensor, index: Tensor,
     _call('outer_sum_backward', k.dtype, k, v, grad, index, order, grad_k,
           grad_v, shape=(E, H, R, C))
     return grad_k, grad_v
+
+
+def _pointers(tensors: Sequence[Optional[Tensor]]) -> ctypes.Array:
+    return (ctypes.c_void_p * max(len(tensors), 1))(
+        *[None if t is None else t.data_ptr() for t in tensors])
+
+
+class CombinationTable(NamedTuple):
+    r"""The terms of a part's classes as flat :obj:`long` tables (class
+    :obj:`c` owns terms :obj:`start[c]:start[c + 1]`; see
+    :mod:`torch_geometric_hot.ops.class_combination`)."""
+    start: Tensor
+    kind: Tensor
+    sign: Tensor
+    src: Tensor
+    offset: Tensor
+
+
+def _combine_args(table: CombinationTable, readings, dots, positions,
+                  values, nonempty: Tensor, eps: float) -> List:
+    rows, nc = nonempty.shape
+    H, D = values[0].shape[1:]
+    width = torch.tensor([r.size(-1) for r in readings] or [0])
+    return [rows, H, D, nc, *(t.data_ptr() for t in table), _pointers(
+        readings), width.data_ptr(), _pointers(dots), _pointers(positions),
+        _pointers(values), nonempty.data_ptr(), eps], width
+
+
+def combine(table: CombinationTable, readings: Sequence[Tensor],
+            dots: Sequence[Tensor], positions: Sequence[Tensor],
+            values: Sequence[Tensor], nonempty: Tensor,
+            eps: float) -> Tuple[Tensor, Tensor]:
+    r"""The combined classes :obj:`[rows, classes, H, D]` and their
+    denominators :obj:`[rows, classes, H]` (all inputs contiguous)."""
+    args, width = _combine_args(table, readings, dots, positions, values,
+                                nonempty, eps)
+    rows, H, D, nc = args[:4]
+    out = values[0].new_empty(rows, nc, H, D)
+    den = values[0].new_empty(rows, nc, H)
+    _function('combine', out.dtype)(*args, out.data_ptr(), den.data_ptr())
+    return out, den
+
+
+def combine_backward(table: CombinationTable, readings: Sequence[Tensor],
+                     dots: Sequence[Tensor], positions: Sequence[Tensor],
+                     values: Sequence[Tensor], nonempty: Tensor, eps: float,
+                     out: Tensor, den: Tensor, grad: Tensor,
+                     needs: Sequence[bool]) -> List[Optional[Tensor]]:
+    r"""Gradients of :func:`combine` for the readings, dots and values (in
+    that order; :obj:`None` where :obj:`needs` is false)."""
+    args, width = _combine_args(table, readings, dots, positions, values,
+                                nonempty, eps)
+    grad = grad.contiguous()  # (kept alive through the call)
+    grads = [torch.zeros_like(t) if need else None
+             for t, need in zip([*readings, *dots, *values], needs)]
+    n_r, n_d = len(readings), len(dots)
+    _function('combine_backward', out.dtype)(
+        *args, out.data_ptr(), den.data_ptr(), grad.data_ptr(),
+        _pointers(grads[:n_r]), _pointers(grads[n_r:n_r + n_d]),
+        _pointers(grads[n_r + n_d:]))
+    return grads

@@ -1,0 +1,79 @@
+import pytest
+import torch
+
+from torch_geometric_hot.ops import native
+from torch_geometric_hot.ops.class_combination import READING, SINGLE_KEY, \
+    Term, combine_classes, combine_classes_reference
+
+
+def _problem(dtype, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    rows, H, D, inputs = 23, 3, 5, 17
+    readings = [torch.rand(rows, H, 2 * D + 1, dtype=dtype, generator=gen),
+                torch.rand(rows, H, D + 1, dtype=dtype, generator=gen)]
+    dots = [torch.rand(rows, H, dtype=dtype, generator=gen) for _ in
+            range(2)]
+    dots[1][::4] = 0  # keys that do not exist
+    positions = [torch.randperm(inputs, generator=gen)[:12]
+                 .repeat(2)[:rows],  # repeated rows: scatter-adds collide
+                 torch.randint(inputs, (rows, ), generator=gen)]
+    values = [torch.randn(inputs, H, D, dtype=dtype, generator=gen)
+              for _ in range(3)]
+    terms = [
+        [Term(1, READING, 0, 0), Term(-1, SINGLE_KEY, 0)],
+        [Term(1, READING, 0, D), Term(-1, READING, 1, 0),
+         Term(1, SINGLE_KEY, 1), Term(-1, SINGLE_KEY, 0)],
+        [Term(-1, SINGLE_KEY, 1), Term(1, READING, 1, 0)],  # may go < eps
+    ]
+    nonempty = torch.rand(rows, 3, generator=gen) > 0.2
+    return terms, readings, dots, positions, values, nonempty
+
+
+@pytest.mark.skipif(native._compiler() is None, reason='no C compiler')
+@pytest.mark.parametrize('dtype', [torch.float64, torch.float32])
+def test_native_combination_equals_reference(dtype):
+    terms, readings, dots, positions, values, nonempty = _problem(dtype)
+    leaves = [*readings, *dots, *values]
+    grad = torch.randn(23, 3, 3, 5, dtype=dtype)
+    results = []
+    for mode in ('on', 'off'):
+        inputs = [t.clone().requires_grad_() for t in leaves]
+        with native.use_native(mode):
+            out = combine_classes(terms, inputs[:2], inputs[2:4], positions,
+                                  inputs[4:], nonempty, eps=0.05)
+        results.append([out, *torch.autograd.grad(out, inputs, grad)])
+    tol = dict(rtol=1e-12, atol=1e-12) if dtype == torch.float64 else {}
+    for a, b in zip(*results):
+        torch.testing.assert_close(a, b, **tol)
+    out = results[0][0]
+    assert (out[~nonempty] == 0).all() and torch.isfinite(out).all()
+
+
+@pytest.mark.skipif(native._compiler() is None, reason='no C compiler')
+def test_native_combination_gradcheck_and_bad_positions():
+    terms, readings, dots, positions, values, nonempty = _problem(
+        torch.float64, seed=1)
+    leaves = [t.requires_grad_() for t in [*readings, *dots, *values]]
+    with native.use_native('on'):
+        assert torch.autograd.gradcheck(
+            lambda *t: combine_classes(terms, t[:2], t[2:4], positions,
+                                       t[4:], nonempty, eps=1e-3), leaves)
+        with pytest.raises(IndexError, match='position'):
+            combine_classes(terms, readings, dots,
+                            [positions[0], positions[1] + 100], values,
+                            nonempty)
+        with pytest.raises(ValueError, match='positions'):
+            combine_classes(terms, readings, dots,
+                            [positions[0][:5], positions[1]], values,
+                            nonempty)
+
+
+def test_reference_is_the_fallback():
+    terms, readings, dots, positions, values, nonempty = _problem(
+        torch.float64)
+    with native.use_native('off'):
+        out = combine_classes(terms, readings, dots, positions, values,
+                              nonempty)
+    torch.testing.assert_close(
+        out, combine_classes_reference(terms, readings, dots, positions,
+                                       values, nonempty, 1e-6))

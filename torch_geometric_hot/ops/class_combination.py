@@ -1,0 +1,164 @@
+r"""The last step of kernel attention (DESIGN §5.2): every aggregating class
+of an output part is a ratio of two signed sums of terms,
+
+.. math::
+    o^\mu = \frac{\sum_t s_t\, n_t}{\max(\sum_t s_t\, d_t, \epsilon)},
+
+where a *reading* term reads a class slot :math:`n_t` and the denominator
+column :math:`d_t` of a summary reading :math:`\phi(q)^\top [S, z]`, and a
+*single-key* term (an excluded key :math:`x`) contributes
+:math:`n_t = (\phi(q)^\top \phi(k_x))\, v_x` and
+:math:`d_t = \phi(q)^\top \phi(k_x)`. Rows whose group is empty output 0.
+
+:func:`combine_classes` evaluates all classes of a part at once, as one
+native kernel with its own backward when
+:mod:`torch_geometric_hot.ops.native` applies, else with torch operations
+(:func:`combine_classes_reference`, the oracle of the native path).
+"""
+from typing import List, NamedTuple, Sequence
+
+import torch
+from torch import Tensor
+
+from torch_geometric_hot.ops import native
+
+READING, SINGLE_KEY = 0, 1
+
+
+class Term(NamedTuple):
+    r"""One signed term of a class: :obj:`kind` is :data:`READING` (columns
+    :obj:`offset:offset + D` and the last column of reading :obj:`src`) or
+    :data:`SINGLE_KEY` (dot :obj:`src` times the class's values at
+    position :obj:`src`)."""
+    sign: int
+    kind: int
+    src: int
+    offset: int = 0
+
+
+def combine_classes_reference(terms: Sequence[Sequence[Term]],
+                              readings: Sequence[Tensor],
+                              dots: Sequence[Tensor],
+                              positions: Sequence[Tensor],
+                              values: Sequence[Tensor], nonempty: Tensor,
+                              eps: float) -> Tensor:
+    r""":func:`combine_classes` with torch operations."""
+    outputs = []
+    D = values[0].size(-1)
+    for c, class_terms in enumerate(terms):
+        num = den = None
+        for term in class_terms:
+            if term.kind == READING:
+                reading = readings[term.src]
+                t_num = reading[..., term.offset:term.offset + D]
+                t_den = reading[..., -1]
+            else:
+                # flat 2-D gather: index_add (its backward) is slow in 3-D
+                v = values[c].flatten(1).index_select(
+                    0, positions[term.src]).view(-1, *values[c].shape[1:])
+                t_den = dots[term.src]
+                t_num = t_den.unsqueeze(-1) * v
+            if num is None:
+                num, den = (t_num, t_den) if term.sign > 0 else \
+                    (-t_num, -t_den)
+            elif term.sign > 0:
+                num, den = num + t_num, den + t_den
+            else:
+                num, den = num - t_num, den - t_den
+        mask = nonempty[:, c].view(-1, 1, 1).to(num.dtype)
+        outputs.append(num / den.clamp(min=eps).unsqueeze(-1) * mask)
+    return torch.stack(outputs, 1)
+
+
+class _CombineClasses(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, table, counts, nonempty, eps, *tensors):
+        n_r, n_d = counts
+        readings, dots = tensors[:n_r], tensors[n_r:n_r + n_d]
+        positions = tensors[n_r + n_d:n_r + 2 * n_d]
+        values = tensors[n_r + 2 * n_d:]
+        out, den = native.combine(table, readings, dots, positions, values,
+                                  nonempty, eps)
+        ctx.table, ctx.counts, ctx.eps = table, counts, eps
+        ctx.save_for_backward(nonempty, out, den, *tensors)
+        return out
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad):
+        nonempty, out, den, *tensors = ctx.saved_tensors
+        n_r, n_d = ctx.counts
+        needs = ctx.needs_input_grad[4:]
+        d_needs = [*needs[:n_r + n_d], *needs[n_r + 2 * n_d:]]
+        grads = native.combine_backward(
+            ctx.table, tensors[:n_r], tensors[n_r:n_r + n_d],
+            tensors[n_r + n_d:n_r + 2 * n_d], tensors[n_r + 2 * n_d:],
+            nonempty, ctx.eps, out, den, grad, d_needs)
+        return (None, None, None, None, *grads[:n_r + n_d],
+                *([None] * n_d), *grads[n_r + n_d:])
+
+
+def _table(terms: Sequence[Sequence[Term]],
+           device: torch.device) -> native.CombinationTable:
+    flat = [t for class_terms in terms for t in class_terms]
+    start = [0]
+    for class_terms in terms:
+        start.append(start[-1] + len(class_terms))
+
+    def column(values: List[int]) -> Tensor:
+        return torch.tensor(values, dtype=torch.long, device=device)
+
+    return native.CombinationTable(
+        column(start), column([t.kind for t in flat]),
+        column([t.sign for t in flat]), column([t.src for t in flat]),
+        column([t.offset for t in flat]))
+
+
+def combine_classes(terms: Sequence[Sequence[Term]],
+                    readings: Sequence[Tensor], dots: Sequence[Tensor],
+                    positions: Sequence[Tensor], values: Sequence[Tensor],
+                    nonempty: Tensor, eps: float = 1e-6) -> Tensor:
+    r"""All aggregating classes of one output part, from their terms.
+
+    Args:
+        terms (list): Per class, its :class:`Term` list.
+        readings (list): Summary readings :obj:`[rows, H, width]` whose
+            last column is the denominator.
+        dots (list): :math:`\phi(q)^\top \phi(k_x)` of the single-key
+            sources :obj:`[rows, H]` (zero where the key does not exist).
+        positions (list): Input row of each single-key source's key
+            :obj:`[rows]`.
+        values (list): Per class, values :obj:`[inputs, H, D]`.
+        nonempty (torch.Tensor): :obj:`[rows, classes]`, false where the
+            class's group is empty (output 0).
+        eps (float): Floor of the denominator.
+
+    :rtype: :class:`torch.Tensor` :obj:`[rows, classes, H, D]`
+    """
+    tensors = [*readings, *dots, *positions, *values]
+    if not native.applies(*readings, *dots, *values):
+        return combine_classes_reference(terms, readings, dots, positions,
+                                         values, nonempty, eps)
+    rows, (inputs, H, D) = nonempty.size(0), values[0].shape
+    # the kernel reads memory at these shapes and rows: check them
+    if any(t.shape[:2] != (rows, H) for t in [*readings, *dots]) or any(
+            v.shape != (inputs, H, D) for v in values) or any(
+                t.size(-1) < o + D + 1 for cls in terms for o, t in
+                ((term.offset, readings[term.src]) for term in cls
+                 if term.kind == READING)):
+        raise ValueError('readings, dots and values must agree in rows, '
+                         'heads and channels')
+    if any(t.src >= len(dots) for cls in terms for t in cls
+           if t.kind == SINGLE_KEY) or len(positions) != len(dots):
+        raise ValueError('single-key terms need a dot and a position each')
+    for p in positions:
+        if p.shape != (rows, ):
+            raise ValueError(f'positions must have {rows} rows, got '
+                             f'{tuple(p.shape)}')
+        if p.numel() and (int(p.min()) < 0 or int(p.max()) >= inputs):
+            raise IndexError('single-key position out of range')
+    tensors = [t.contiguous() for t in tensors]
+    return _CombineClasses.apply(_table(terms, nonempty.device),
+                                 (len(readings), len(dots)),
+                                 nonempty.to(torch.uint8).contiguous(), eps,
+                                 *tensors)
