@@ -12,6 +12,7 @@ from torch_geometric_hot.ops.equivariant import (Target, equivariant_linear,
                                                  class_counts)
 from torch_geometric_hot.ops.kernel_attention import (gather_contract,
                                                       segment_outer_sum)
+from torch_geometric_hot.ops.class_combination import combine_classes
 from torch_geometric_hot.ops.higher_order_attention import (
     softmax_class_attention, kernel_class_attention)
 from torch_geometric_hot.ops.global_softmax_attention import \
@@ -22,7 +23,8 @@ __all__ = [
     'current_backend', 'grouped_softmax', 'grouped_softmax_aggregate',
     'FeatureMap', 'KERNELS', 'EquivariantClass', 'basis', 'select_classes',
     'Target', 'equivariant_linear', 'input_summaries', 'class_counts',
-    'gather_contract', 'segment_outer_sum', 'softmax_class_attention',
+    'gather_contract', 'segment_outer_sum', 'combine_classes',
+    'softmax_class_attention',
     'kernel_class_attention', 'global_softmax_class_attention'
 ]
 from torch_geometric_hot.ops.simplicial_attention import (

@@ -74,26 +74,26 @@ class _CombineClasses(torch.autograd.Function):
     @staticmethod
     def forward(ctx, table, counts, nonempty, eps, *tensors):
         n_r, n_d = counts
-        readings, dots = tensors[:n_r], tensors[n_r:n_r + n_d]
-        positions = tensors[n_r + n_d:n_r + 2 * n_d]
-        values = tensors[n_r + 2 * n_d:]
-        out, den = native.combine(table, readings, dots, positions, values,
+        readings, others = tensors[:n_r], tensors[n_r:]
+        out, den = native.combine(table, readings, others[:n_d],
+                                  others[n_d:2 * n_d], others[2 * n_d:],
                                   nonempty, eps)
+        # the readings are not needed by the backward pass: not kept
         ctx.table, ctx.counts, ctx.eps = table, counts, eps
-        ctx.save_for_backward(nonempty, out, den, *tensors)
+        ctx.reading_shapes = [r.shape for r in readings]
+        ctx.save_for_backward(nonempty, out, den, *others)
         return out
 
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, grad):
-        nonempty, out, den, *tensors = ctx.saved_tensors
+        nonempty, out, den, *others = ctx.saved_tensors
         n_r, n_d = ctx.counts
         needs = ctx.needs_input_grad[4:]
-        d_needs = [*needs[:n_r + n_d], *needs[n_r + 2 * n_d:]]
         grads = native.combine_backward(
-            ctx.table, tensors[:n_r], tensors[n_r:n_r + n_d],
-            tensors[n_r + n_d:n_r + 2 * n_d], tensors[n_r + 2 * n_d:],
-            nonempty, ctx.eps, out, den, grad, d_needs)
+            ctx.table, ctx.reading_shapes, others[:n_d], others[n_d:2 * n_d],
+            others[2 * n_d:], nonempty, ctx.eps, out, den, grad,
+            [*needs[:n_r + n_d], *needs[n_r + 2 * n_d:]])
         return (None, None, None, None, *grads[:n_r + n_d],
                 *([None] * n_d), *grads[n_r + n_d:])
 

@@ -264,11 +264,11 @@ class CombinationTable(NamedTuple):
     offset: Tensor
 
 
-def _combine_args(table: CombinationTable, readings, dots, positions,
-                  values, nonempty: Tensor, eps: float) -> List:
+def _combine_args(table: CombinationTable, readings, widths, dots,
+                  positions, values, nonempty: Tensor, eps: float):
     rows, nc = nonempty.shape
     H, D = values[0].shape[1:]
-    width = torch.tensor([r.size(-1) for r in readings] or [0])
+    width = torch.tensor(list(widths) or [0])
     return [rows, H, D, nc, *(t.data_ptr() for t in table), _pointers(
         readings), width.data_ptr(), _pointers(dots), _pointers(positions),
         _pointers(values), nonempty.data_ptr(), eps], width
@@ -280,8 +280,9 @@ def combine(table: CombinationTable, readings: Sequence[Tensor],
             eps: float) -> Tuple[Tensor, Tensor]:
     r"""The combined classes :obj:`[rows, classes, H, D]` and their
     denominators :obj:`[rows, classes, H]` (all inputs contiguous)."""
-    args, width = _combine_args(table, readings, dots, positions, values,
-                                nonempty, eps)
+    args, width = _combine_args(table, readings,
+                                [r.size(-1) for r in readings], dots,
+                                positions, values, nonempty, eps)
     rows, H, D, nc = args[:4]
     out = values[0].new_empty(rows, nc, H, D)
     den = values[0].new_empty(rows, nc, H)
@@ -289,19 +290,25 @@ def combine(table: CombinationTable, readings: Sequence[Tensor],
     return out, den
 
 
-def combine_backward(table: CombinationTable, readings: Sequence[Tensor],
+def combine_backward(table: CombinationTable,
+                     reading_shapes: Sequence[torch.Size],
                      dots: Sequence[Tensor], positions: Sequence[Tensor],
                      values: Sequence[Tensor], nonempty: Tensor, eps: float,
                      out: Tensor, den: Tensor, grad: Tensor,
                      needs: Sequence[bool]) -> List[Optional[Tensor]]:
-    r"""Gradients of :func:`combine` for the readings, dots and values (in
-    that order; :obj:`None` where :obj:`needs` is false)."""
-    args, width = _combine_args(table, readings, dots, positions, values,
-                                nonempty, eps)
+    r"""Gradients of :func:`combine` for the readings (given by their
+    shapes: the backward pass does not read them), dots and values, in that
+    order; :obj:`None` where :obj:`needs` is false."""
+    args, width = _combine_args(
+        table, [None] * len(reading_shapes),
+        [shape[-1] for shape in reading_shapes], dots, positions, values,
+        nonempty, eps)
     grad = grad.contiguous()  # (kept alive through the call)
-    grads = [torch.zeros_like(t) if need else None
-             for t, need in zip([*readings, *dots, *values], needs)]
-    n_r, n_d = len(readings), len(dots)
+    n_r, n_d = len(reading_shapes), len(dots)
+    grads = [out.new_zeros(shape) if need else None
+             for shape, need in zip(reading_shapes, needs)]
+    grads += [torch.zeros_like(t) if need else None
+              for t, need in zip([*dots, *values], needs[n_r:])]
     _function('combine_backward', out.dtype)(
         *args, out.data_ptr(), den.data_ptr(), grad.data_ptr(),
         _pointers(grads[:n_r]), _pointers(grads[n_r:n_r + n_d]),
