@@ -34,7 +34,8 @@ def _both_modes(fn):
 @pytest.mark.parametrize('dtype', [torch.float64, torch.float32])
 def test_native_equals_torch_in_values_and_gradients(channels, dtype):
     k, v, index, q, q_index = _inputs(150, 7, 3, 5, channels, dtype)
-    grad_out = torch.randn(q.shape[:2] + (channels, ), dtype=dtype)
+    grad_out = torch.randn(q.shape[:2] + (channels, ), dtype=dtype,
+                           generator=torch.Generator().manual_seed(1))
 
     def run():
         leaves = [t.clone().requires_grad_() for t in (k, v, q)]
@@ -111,3 +112,30 @@ def test_other_dtypes_take_the_torch_path():
         assert not native.applies(k, v.float())
     with native.use_native('off'):
         assert not native.applies(k, v)
+
+
+@pytest.mark.parametrize('groups', [3, 40])
+def test_threads_split_at_group_boundaries(groups, monkeypatch):
+    # few groups: the splits collapse onto group starts; many: one each
+    monkeypatch.setattr(native, 'MIN_ROWS_PER_THREAD', 8)
+    k, v, index, q, q_index = _inputs(300, groups, 2, 5, 11, torch.float64)
+    grad = torch.randn(q.shape[:2] + (11, ), dtype=torch.float64)
+
+    def run():
+        leaves = [t.clone().requires_grad_() for t in (k, v, q)]
+        with native.use_native('on'):
+            summary = ka.segment_outer_sum(leaves[0], leaves[1], index,
+                                           groups)
+            out = ka.gather_contract(leaves[2], summary, q_index)
+            grads = torch.autograd.grad(out, leaves, grad)
+        return (summary, out) + grads
+
+    single = run()
+    threads = torch.get_num_threads()
+    torch.set_num_threads(3)
+    try:
+        split = run()
+    finally:
+        torch.set_num_threads(threads)
+    for a, b in zip(single, split):  # each group is summed by one thread,
+        assert torch.equal(a, b)  # in the same order

@@ -20,8 +20,10 @@ The choice can be forced with the environment variable
 ``TORCH_GEOMETRIC_HOT_NATIVE`` (``"auto"``: use the kernels when they build;
 ``"off"``; ``"on"``: fail when they do not build) or, at run time, with
 :func:`use_native`. The kernels run on contiguous float32/float64 CPU
-tensors, one thread; anything else (and tracing by ``torch.compile``) takes
-the torch path.
+tensors (anything else, and tracing by ``torch.compile``, takes the torch
+path). The summary kernels split their rows across
+``torch.get_num_threads()`` threads at group boundaries (no two threads
+write the same summary block); the class combination runs on one thread.
 """
 import contextlib
 import ctypes
@@ -32,7 +34,8 @@ import shutil
 import subprocess
 import tempfile
 import warnings
-from typing import Iterator, List, NamedTuple, Optional, Sequence, Tuple
+from concurrent.futures import ThreadPoolExecutor
+from typing import Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
 import torch
 from torch import Tensor
@@ -191,10 +194,43 @@ def _function(name: str, dtype: torch.dtype):
     return getattr(_state['library'], f'{name}_{suffix}')
 
 
+#: Rows below which a kernel call is not split across threads.
+MIN_ROWS_PER_THREAD = 4096
+_pool: Dict[int, ThreadPoolExecutor] = {}
+
+
+def _segments(index: Tensor, order: Tensor, threads: int) -> List[int]:
+    # Split points of the sorted rows, each at the start of a group, so
+    # that no two threads write the same summary block.
+    rows = order.numel()
+    groups = index.index_select(0, order)
+    targets = torch.arange(1, threads, device=index.device) * rows // threads
+    starts = torch.searchsorted(groups, groups.index_select(0, targets))
+    return sorted({0, rows, *starts.tolist()})
+
+
 def _call(name: str, dtype: torch.dtype, *tensors: Optional[Tensor],
           shape: Tuple[int, int, int, int]) -> None:
+    # tensors[index_at], tensors[index_at + 1]: the group index and order
+    index_at = 2 if name in ('outer_sum', 'contract') else 3
+    index, order = tensors[index_at], tensors[index_at + 1]
     pointers = [None if t is None else t.data_ptr() for t in tensors]
-    _function(name, dtype)(*pointers, *shape)
+    function = _function(name, dtype)
+    threads = min(torch.get_num_threads(), shape[0] // MIN_ROWS_PER_THREAD)
+    if threads <= 1:
+        function(*pointers, *shape)
+        return
+    # ctypes releases the GIL: the segments run in parallel
+    bounds = _segments(index, order, threads)
+    if threads not in _pool:
+        _pool[threads] = ThreadPoolExecutor(threads)
+
+    def run(start: int, stop: int) -> None:
+        args = list(pointers)
+        args[index_at + 1] = order.data_ptr() + start * order.element_size()
+        function(*args, stop - start, *shape[1:])
+
+    list(_pool[threads].map(run, bounds[:-1], bounds[1:]))
 
 
 def outer_sum(k: Tensor, v: Tensor, index: Tensor, order: Tensor,
