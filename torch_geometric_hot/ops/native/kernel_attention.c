@@ -20,6 +20,15 @@
 /* Rows accumulated in registers before a summary block is updated. */
 #define RUN_CHUNK 64
 
+/* Runs `...` for every run of rows of one group (g: the group, order + t:
+   its n rows) and every head h. */
+#define FOR_EACH_RUN_AND_HEAD(SUF, ...)                                       \
+    for (int64_t t = 0, n; t < E; t += n) {                                   \
+        n = run_##SUF(index, order, t, E);                                    \
+        const int64_t g = index[order[t]];                                    \
+        for (int64_t h = 0; h < H; ++h) { __VA_ARGS__ }                       \
+    }
+
 #define DEFINE_KERNELS(T, SUF)                                                \
 typedef T vec_##SUF __attribute__((vector_size(VEC_BYTES), aligned(sizeof(T))));\
 enum { W_##SUF = VEC_BYTES / sizeof(T) };                                     \
@@ -154,26 +163,18 @@ static inline int64_t run_##SUF(const int64_t *index, const int64_t *order,   \
 void outer_sum_##SUF(const T *k, const T *v, const int64_t *index,            \
                      const int64_t *order, T *S, int64_t E, int64_t H,        \
                      int64_t R, int64_t C) {                                  \
-    for (int64_t t = 0, n; t < E; t += n) {                                   \
-        n = run_##SUF(index, order, t, E);                                    \
-        const int64_t g = index[order[t]];                                    \
-        for (int64_t h = 0; h < H; ++h)                                       \
-            outer_run_##SUF(k + h * R, H * R, v + h * C, H * C, order + t, n, \
-                            S + (g * H + h) * R * C, R, C);                   \
-    }                                                                         \
+    FOR_EACH_RUN_AND_HEAD(SUF,                                                \
+        outer_run_##SUF(k + h * R, H * R, v + h * C, H * C, order + t, n,     \
+                        S + (g * H + h) * R * C, R, C);)                      \
 }                                                                             \
                                                                               \
 /* out[e] = q[e]^T S[index[e]], per head. */                                  \
 void contract_##SUF(const T *q, const T *S, const int64_t *index,             \
                     const int64_t *order, T *out, int64_t E, int64_t H,       \
                     int64_t R, int64_t C) {                                   \
-    for (int64_t t = 0, n; t < E; t += n) {                                   \
-        n = run_##SUF(index, order, t, E);                                    \
-        const int64_t g = index[order[t]];                                    \
-        for (int64_t h = 0; h < H; ++h)                                       \
-            contract_run_##SUF(q + h * R, H * R, S + (g * H + h) * R * C, R,  \
-                               C, out + h * C, H * C, order + t, n);          \
-    }                                                                         \
+    FOR_EACH_RUN_AND_HEAD(SUF,                                                \
+        contract_run_##SUF(q + h * R, H * R, S + (g * H + h) * R * C, R, C,   \
+                           out + h * C, H * C, order + t, n);)                \
 }                                                                             \
                                                                               \
 /* Backward of contract: grad_q[e] = S[index[e]] grad[e] (when grad_q is    \
@@ -182,19 +183,14 @@ void contract_backward_##SUF(const T *q, const T *S, const T *grad,           \
                              const int64_t *index, const int64_t *order,      \
                              T *grad_q, T *grad_S, int64_t E, int64_t H,      \
                              int64_t R, int64_t C) {                          \
-    for (int64_t t = 0, n; t < E; t += n) {                                   \
-        n = run_##SUF(index, order, t, E);                                    \
-        const int64_t g = index[order[t]];                                    \
-        for (int64_t h = 0; h < H; ++h) {                                     \
-            const int64_t block = (g * H + h) * R * C;                        \
-            if (grad_q)                                                       \
-                dot_run_##SUF(grad + h * C, H * C, S + block, R, C,           \
-                              grad_q + h * R, H * R, order + t, n);           \
-            if (grad_S)                                                       \
-                outer_run_##SUF(q + h * R, H * R, grad + h * C, H * C,        \
-                                order + t, n, grad_S + block, R, C);          \
-        }                                                                     \
-    }                                                                         \
+    FOR_EACH_RUN_AND_HEAD(SUF,                                                \
+        const int64_t block = (g * H + h) * R * C;                            \
+        if (grad_q)                                                           \
+            dot_run_##SUF(grad + h * C, H * C, S + block, R, C,               \
+                          grad_q + h * R, H * R, order + t, n);               \
+        if (grad_S)                                                           \
+            outer_run_##SUF(q + h * R, H * R, grad + h * C, H * C, order + t, \
+                            n, grad_S + block, R, C);)                        \
 }                                                                             \
                                                                               \
 /* Backward of outer_sum: grad_k[e] = grad_S[index[e]] v[e] and             \
@@ -203,19 +199,14 @@ void outer_sum_backward_##SUF(const T *k, const T *v, const T *grad_S,        \
                               const int64_t *index, const int64_t *order,     \
                               T *grad_k, T *grad_v, int64_t E, int64_t H,     \
                               int64_t R, int64_t C) {                         \
-    for (int64_t t = 0, n; t < E; t += n) {                                   \
-        n = run_##SUF(index, order, t, E);                                    \
-        const int64_t g = index[order[t]];                                    \
-        for (int64_t h = 0; h < H; ++h) {                                     \
-            const T *block = grad_S + (g * H + h) * R * C;                    \
-            if (grad_k)                                                       \
-                dot_run_##SUF(v + h * C, H * C, block, R, C, grad_k + h * R,  \
-                              H * R, order + t, n);                           \
-            if (grad_v)                                                       \
-                contract_run_##SUF(k + h * R, H * R, block, R, C,             \
-                                   grad_v + h * C, H * C, order + t, n);      \
-        }                                                                     \
-    }                                                                         \
+    FOR_EACH_RUN_AND_HEAD(SUF,                                                \
+        const T *block = grad_S + (g * H + h) * R * C;                        \
+        if (grad_k)                                                           \
+            dot_run_##SUF(v + h * C, H * C, block, R, C, grad_k + h * R,      \
+                          H * R, order + t, n);                               \
+        if (grad_v)                                                           \
+            contract_run_##SUF(k + h * R, H * R, block, R, C, grad_v + h * C, \
+                               H * C, order + t, n);)                         \
 }
 
 DEFINE_KERNELS(float, f32)
