@@ -139,3 +139,15 @@ def test_threads_split_at_group_boundaries(groups, monkeypatch):
         torch.set_num_threads(threads)
     for a, b in zip(single, split):  # each group is summed by one thread,
         assert torch.equal(a, b)  # in the same order
+
+
+def test_int32_and_strided_group_indices():
+    k, v, index, q, q_index = _inputs(40, 5, 2, 3, 4, torch.float64)
+    expected = ka.gather_contract(q, ka.segment_outer_sum(k, v, index, 5),
+                                  q_index)
+    with native.use_native('on'):
+        strided = torch.stack([index, index], 1)[:, 0]  # not contiguous
+        assert not strided.is_contiguous()
+        out = ka.gather_contract(
+            q, ka.segment_outer_sum(k, v, strided, 5), q_index.int())
+    torch.testing.assert_close(out, expected)

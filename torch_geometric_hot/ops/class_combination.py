@@ -135,12 +135,15 @@ def combine_classes(terms: Sequence[Sequence[Term]],
 
     :rtype: :class:`torch.Tensor` :obj:`[rows, classes, H, D]`
     """
-    tensors = [*readings, *dots, *positions, *values]
     if not native.applies(*readings, *dots, *values):
         return combine_classes_reference(terms, readings, dots, positions,
                                          values, nonempty, eps)
     rows, (inputs, H, D) = nonempty.size(0), values[0].shape
     # the kernel reads memory at these shapes and rows: check them
+    if not len(terms) == len(values) == nonempty.size(1):
+        raise ValueError(f'need one term list and one value tensor per '
+                         f'class ({nonempty.size(1)} classes), got '
+                         f'{len(terms)} and {len(values)}')
     if any(t.shape[:2] != (rows, H) for t in [*readings, *dots]) or any(
             v.shape != (inputs, H, D) for v in values) or any(
                 t.size(-1) < o + D + 1 for cls in terms for o, t in
@@ -152,12 +155,13 @@ def combine_classes(terms: Sequence[Sequence[Term]],
            if t.kind == SINGLE_KEY) or len(positions) != len(dots):
         raise ValueError('single-key terms need a dot and a position each')
     for p in positions:
-        if p.shape != (rows, ):
-            raise ValueError(f'positions must have {rows} rows, got '
-                             f'{tuple(p.shape)}')
+        if p.shape != (rows, ) or p.dtype != torch.long:
+            raise ValueError(f'positions must be long tensors of {rows} '
+                             f'rows, got {p.dtype} {tuple(p.shape)}')
         if p.numel() and (int(p.min()) < 0 or int(p.max()) >= inputs):
             raise IndexError('single-key position out of range')
-    tensors = [t.contiguous() for t in tensors]
+    tensors = [t.contiguous() for t in [*readings, *dots, *positions,
+                                        *values]]
     return _CombineClasses.apply(_table(terms, nonempty.device),
                                  (len(readings), len(dots)),
                                  nonempty.to(torch.uint8).contiguous(), eps,

@@ -73,11 +73,17 @@ def _contract(q: Tensor, summary: Tensor, index: Tensor) -> Tensor:
     return out
 
 
+def _native(index: Tensor, *tensors: Tensor) -> bool:
+    # the kernels read the group index as contiguous int64
+    return index.dtype == torch.long and native.applies(*tensors)
+
+
 class _SegmentOuterSum(torch.autograd.Function):
     @staticmethod
     def forward(ctx, k, v, index, num_groups):
         order = None
-        if num_groups > 1 and native.applies(k, v):
+        if num_groups > 1 and _native(index, k, v):
+            index = index.contiguous()
             order = native.sort_rows(index, num_groups)
             out = native.outer_sum(k, v, index, order, num_groups)
         else:
@@ -106,7 +112,8 @@ class _GatherContract(torch.autograd.Function):
     @staticmethod
     def forward(ctx, q, summary, index):
         order = None
-        if summary.size(0) > 1 and native.applies(q, summary):
+        if summary.size(0) > 1 and _native(index, q, summary):
+            index = index.contiguous()
             order = native.sort_rows(index, summary.size(0))
             out = native.contract(q, summary, index, order)
         else:
