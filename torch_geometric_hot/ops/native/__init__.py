@@ -196,7 +196,7 @@ def _function(name: str, dtype: torch.dtype):
 
 #: Rows below which a kernel call is not split across threads.
 MIN_ROWS_PER_THREAD = 4096
-_pool: Dict[int, ThreadPoolExecutor] = {}
+_pool: Dict[Tuple[int, int], ThreadPoolExecutor] = {}
 
 
 def _segments(index: Tensor, order: Tensor, threads: int) -> List[int]:
@@ -222,15 +222,16 @@ def _call(name: str, dtype: torch.dtype, *tensors: Optional[Tensor],
         return
     # ctypes releases the GIL: the segments run in parallel
     bounds = _segments(index, order, threads)
-    if threads not in _pool:
-        _pool[threads] = ThreadPoolExecutor(threads)
+    key = (os.getpid(), threads)  # a forked child starts its own pool
+    if key not in _pool:
+        _pool[key] = ThreadPoolExecutor(threads)
 
     def run(start: int, stop: int) -> None:
         args = list(pointers)
         args[index_at + 1] = order.data_ptr() + start * order.element_size()
         function(*args, stop - start, *shape[1:])
 
-    list(_pool[threads].map(run, bounds[:-1], bounds[1:]))
+    list(_pool[key].map(run, bounds[:-1], bounds[1:]))
 
 
 def outer_sum(k: Tensor, v: Tensor, index: Tensor, order: Tensor,
