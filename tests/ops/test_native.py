@@ -151,3 +151,33 @@ def test_int32_and_strided_group_indices():
         out = ka.gather_contract(
             q, ka.segment_outer_sum(k, v, strided, 5), q_index.int())
     torch.testing.assert_close(out, expected)
+
+
+def _split_sum_in_child(queue, k, v, index, expected):
+    torch.set_num_threads(2)  # (torch resets the count in a forked child)
+    queue.put(torch.equal(ka.segment_outer_sum(k, v, index, 20), expected))
+
+
+@pytest.mark.skipif(not hasattr(__import__('os'), 'fork'),
+                    reason='needs fork')
+def test_forked_child_gets_its_own_thread_pool(monkeypatch):
+    import multiprocessing
+    monkeypatch.setattr(native, 'MIN_ROWS_PER_THREAD', 8)
+    k, v, index, _, _ = _inputs(500, 20, 2, 3, 4, torch.float64)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        with native.use_native('on'):
+            expected = ka.segment_outer_sum(k, v, index, 20)  # parent pool
+            context = multiprocessing.get_context('fork')
+            queue = context.Queue()
+            child = context.Process(target=_split_sum_in_child,
+                                    args=(queue, k, v, index, expected),
+                                    daemon=True)
+            child.start()
+            try:  # with the parent's pool the child waits forever
+                assert queue.get(timeout=60)
+            finally:
+                child.kill()
+    finally:
+        torch.set_num_threads(threads)
