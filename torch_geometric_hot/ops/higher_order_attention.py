@@ -226,7 +226,7 @@ def kernel_class_attention(classes: Sequence[EquivariantClass],
     # Per (summary, selector): one reading of every class's slot and the
     # denominator (the last column).
     readings: List[Tensor] = []
-    terms_of: Dict[Tuple[str, object, int], Term] = {}
+    reading_terms: Dict[Tuple[str, object, int], Term] = {}
     for summary, cs in users.items():
         pool = KeyPool(summary, view, in_order)
         ones = phi_k.new_ones(pool.position.numel(), phi_k.size(1), 1)
@@ -239,13 +239,14 @@ def kernel_class_attention(classes: Sequence[EquivariantClass],
             index = target.index(summary, selector)[0]
             readings.append(gather_contract(phi_q, summ, index))
             for k, c in enumerate(cs):
-                terms_of[(summary, selector, c)] = Term(
+                reading_terms[(summary, selector, c)] = Term(
                     1, READING, len(readings) - 1, k * d_v)
 
     # phi(q)^T phi(k_x) of every single-key term, once per (summary,
     # selector) for all classes.
     dots: List[Tensor] = []
     positions: List[Tensor] = []
+    single_key_terms: Dict[Tuple[str, object], Term] = {}
     for summary, selector in {(s, sel) for class_terms in terms
                               for _, s, sel in class_terms
                               if s in _SINGLE_KEY}:
@@ -255,15 +256,15 @@ def kernel_class_attention(classes: Sequence[EquivariantClass],
             dot = dot * mask.unsqueeze(-1).to(dot.dtype)
         dots.append(dot)
         positions.append(position)
-        for c in range(len(classes)):
-            terms_of[(summary, selector, c)] = Term(1, SINGLE_KEY,
-                                                    len(dots) - 1)
+        single_key_terms[(summary, selector)] = Term(1, SINGLE_KEY,
+                                                     len(dots) - 1)
 
     counts = summary_counts(view, in_order)
     nonempty = torch.stack([class_counts(cls, target, counts) > 0
                             for cls in classes], dim=1)
     return combine_classes(
-        [[terms_of[(s, sel, c)]._replace(sign=sign)
+        [[(single_key_terms[(s, sel)] if s in _SINGLE_KEY else
+           reading_terms[(s, sel, c)])._replace(sign=sign)
           for sign, s, sel in class_terms]
          for c, class_terms in enumerate(terms)],
         readings, dots, positions, values, nonempty, eps)

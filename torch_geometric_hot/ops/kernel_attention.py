@@ -16,7 +16,7 @@ Naive references (:func:`segment_outer_sum_reference`,
 :func:`gather_contract_reference`) hold everything at once and exist for
 tests.
 """
-from typing import Optional
+from typing import Optional, Tuple
 
 import torch
 from torch import Tensor
@@ -73,21 +73,24 @@ def _contract(q: Tensor, summary: Tensor, index: Tensor) -> Tensor:
     return out
 
 
-def _native(index: Tensor, *tensors: Tensor) -> bool:
-    # the kernels read the group index as contiguous int64
-    return index.dtype == torch.long and native.applies(*tensors)
+def _native_order(index: Tensor, num_groups: int,
+                  *tensors: Tensor) -> Tuple[Tensor, Optional[Tensor]]:
+    # (index, the native kernels' row order), or (index, None) for the
+    # torch path; the kernels read the index as contiguous int64, and one
+    # group is a batched matmul
+    if num_groups > 1 and index.dtype == torch.long and \
+            native.applies(*tensors):
+        index = index.contiguous()
+        return index, native.sort_rows(index, num_groups)
+    return index, None
 
 
 class _SegmentOuterSum(torch.autograd.Function):
     @staticmethod
     def forward(ctx, k, v, index, num_groups):
-        order = None
-        if num_groups > 1 and _native(index, k, v):
-            index = index.contiguous()
-            order = native.sort_rows(index, num_groups)
-            out = native.outer_sum(k, v, index, order, num_groups)
-        else:
-            out = _outer_sum(k, v, index, num_groups)
+        index, order = _native_order(index, num_groups, k, v)
+        out = _outer_sum(k, v, index, num_groups) if order is None else \
+            native.outer_sum(k, v, index, order, num_groups)
         ctx.save_for_backward(k, v, index, order)
         return out
 
@@ -111,13 +114,9 @@ class _SegmentOuterSum(torch.autograd.Function):
 class _GatherContract(torch.autograd.Function):
     @staticmethod
     def forward(ctx, q, summary, index):
-        order = None
-        if summary.size(0) > 1 and _native(index, q, summary):
-            index = index.contiguous()
-            order = native.sort_rows(index, summary.size(0))
-            out = native.contract(q, summary, index, order)
-        else:
-            out = _contract(q, summary, index)
+        index, order = _native_order(index, summary.size(0), q, summary)
+        out = _contract(q, summary, index) if order is None else \
+            native.contract(q, summary, index, order)
         ctx.save_for_backward(q, summary, index, order)
         return out
 
