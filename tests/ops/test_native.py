@@ -28,12 +28,15 @@ def _both_modes(fn):
     return outs
 
 
-# channel counts hit every vector path: 4-vector blocks, single vectors
-# and scalar tails, in float32 (8 lanes) and float64 (4 lanes)
+# channel counts hit every register tile (1-3 vectors wide) and the scalar
+# tails, in float32 (8 lanes) and float64 (4 lanes); feature counts hit
+# tiles 1-4 rows high
 @pytest.mark.parametrize('channels', [1, 5, 8, 17, 33, 41, 70])
+@pytest.mark.parametrize('features', [5, 7])
 @pytest.mark.parametrize('dtype', [torch.float64, torch.float32])
-def test_native_equals_torch_in_values_and_gradients(channels, dtype):
-    k, v, index, q, q_index = _inputs(150, 7, 3, 5, channels, dtype)
+def test_native_equals_torch_in_values_and_gradients(channels, features,
+                                                     dtype):
+    k, v, index, q, q_index = _inputs(150, 7, 3, features, channels, dtype)
     grad_out = torch.randn(q.shape[:2] + (channels, ), dtype=dtype,
                            generator=torch.Generator().manual_seed(1))
 
@@ -46,6 +49,28 @@ def test_native_equals_torch_in_values_and_gradients(channels, dtype):
 
     tol = dict(rtol=1e-12, atol=1e-12) if dtype == torch.float64 else \
         dict(rtol=1e-4, atol=1e-4)
+    for a, b in zip(*_both_modes(run)):
+        torch.testing.assert_close(a, b, **tol)
+
+
+@pytest.mark.parametrize('dtype', [torch.float64, torch.float32])
+def test_one_group_equals_the_batched_matmul_path(dtype):
+    # a single group (one graph's global summary) runs natively as one run;
+    # the torch path is a bmm
+    k, v, _, q, _ = _inputs(200, 1, 4, 17, 25, dtype)
+    index, q_index = torch.zeros(200, dtype=torch.long), torch.zeros(
+        203, dtype=torch.long)
+    grad_out = torch.randn(203, 4, 25, dtype=dtype,
+                           generator=torch.Generator().manual_seed(1))
+
+    def run():
+        leaves = [t.clone().requires_grad_() for t in (k, v, q)]
+        summary = ka.segment_outer_sum(leaves[0], leaves[1], index, 1)
+        out = ka.gather_contract(leaves[2], summary, q_index)
+        return (summary, out) + torch.autograd.grad(out, leaves, grad_out)
+
+    tol = dict(rtol=1e-12, atol=1e-12) if dtype == torch.float64 else \
+        dict(rtol=1e-4, atol=1e-3)
     for a, b in zip(*_both_modes(run)):
         torch.testing.assert_close(a, b, **tol)
 

@@ -49,7 +49,7 @@ _MODES = ('auto', 'on', 'off')
 _FUNCTIONS = {  # name: number of pointer arguments (then E, H, R, C)
     'outer_sum': 5,
     'contract': 5,
-    'contract_backward': 7,
+    'contract_backward': 7,  # these two return -1 when out of memory
     'outer_sum_backward': 7,
 }
 
@@ -119,7 +119,7 @@ def _declare(library: ctypes.CDLL) -> ctypes.CDLL:
         for name, pointers in _FUNCTIONS.items():
             function = getattr(library, f'{name}_{suffix}')
             function.argtypes = [pointer] * pointers + [integer] * 4
-            function.restype = None
+            function.restype = ctypes.c_int if pointers == 7 else None
         # rows, H, D, classes; 11 tables and sources; eps; outputs
         combine = [integer] * 4 + [pointer] * 11 + [real]
         getattr(library, f'combine_{suffix}').argtypes = combine + [
@@ -218,7 +218,7 @@ def _call(name: str, dtype: torch.dtype, *tensors: Optional[Tensor],
     function = _function(name, dtype)
     threads = min(torch.get_num_threads(), shape[0] // MIN_ROWS_PER_THREAD)
     if threads <= 1:
-        function(*pointers, *shape)
+        _check(function(*pointers, *shape))
         return
     # ctypes releases the GIL: the segments run in parallel
     bounds = _segments(index, order, threads)
@@ -226,12 +226,19 @@ def _call(name: str, dtype: torch.dtype, *tensors: Optional[Tensor],
     if key not in _pool:
         _pool[key] = ThreadPoolExecutor(threads)
 
-    def run(start: int, stop: int) -> None:
+    def run(start: int, stop: int) -> Optional[int]:
         args = list(pointers)
         args[index_at + 1] = order.data_ptr() + start * order.element_size()
-        function(*args, stop - start, *shape[1:])
+        return function(*args, stop - start, *shape[1:])
 
-    list(_pool[key].map(run, bounds[:-1], bounds[1:]))
+    for status in _pool[key].map(run, bounds[:-1], bounds[1:]):
+        _check(status)
+
+
+def _check(status: Optional[int]) -> None:
+    if status is not None and status < 0:
+        raise MemoryError('native kernel: out of memory for its scratch '
+                          'block')
 
 
 def outer_sum(k: Tensor, v: Tensor, index: Tensor, order: Tensor,

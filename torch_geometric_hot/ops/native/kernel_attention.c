@@ -10,22 +10,47 @@
  * processed. Outputs are written, never read, except the summaries, which
  * are accumulated into (the caller zero-fills them).
  *
+ * Everything reduces to two register-tiled loops over a run:
+ *   contract: out[t, :N] = sum_k a[t, k] M[k, :N]   (reading a block)
+ *   outer:    M[k, :N]  += sum_t a[t, k] b[t, :N]   (accumulating a block)
+ * Each tile keeps TILE_ROWS x TILE_VECS vector accumulators in registers
+ * (independent FMA chains; every loaded vector feeds TILE_ROWS of them).
+ * Columns past the last full vector (C = 8 * classes + 1 always has one)
+ * are dot products over k instead.
+ *
  * Plain C11 with GCC vector extensions (VEC_BYTES-wide vectors, lowered to
  * whatever the target has); compiled at first use by
  * torch_geometric_hot.ops.native. Single-threaded.
  */
 #include <stdint.h>
+#include <stdlib.h>
 
 #define VEC_BYTES 32
 /* Rows accumulated in registers before a summary block is updated. */
 #define RUN_CHUNK 64
+/* Register tile: rows x vectors of accumulators (12 of 16 registers). */
+#define TILE_ROWS 4
+#define TILE_VECS 3
+#define INLINE static inline __attribute__((always_inline))
+#define MIN(a, b) ((a) < (b) ? (a) : (b))
+
+/* Calls TILE(rows, vecs) with compile-time constants for mr x nv. */
+#define DISPATCH_TILE(TILE, mr, nv)                                           \
+    switch ((mr) * 4 + (nv)) {                                                \
+    case 5: TILE(1, 1); break;  case 6: TILE(1, 2); break;                    \
+    case 7: TILE(1, 3); break;  case 9: TILE(2, 1); break;                    \
+    case 10: TILE(2, 2); break; case 11: TILE(2, 3); break;                   \
+    case 13: TILE(3, 1); break; case 14: TILE(3, 2); break;                   \
+    case 15: TILE(3, 3); break; case 17: TILE(4, 1); break;                   \
+    case 18: TILE(4, 2); break; default: TILE(4, 3); break;                   \
+    }
 
 /* Runs `...` for every run of rows of one group (g: the group, order + t:
    its n rows) and every head h. */
-#define FOR_EACH_RUN_AND_HEAD(SUF, ...)                                       \
+#define FOR_EACH_RUN_AND_HEAD(...)                                            \
     for (int64_t t = 0, n; t < E; t += n) {                                   \
-        n = run_##SUF(index, order, t, E);                                    \
         const int64_t g = index[order[t]];                                    \
+        for (n = 1; t + n < E && index[order[t + n]] == g; ++n) {}            \
         for (int64_t h = 0; h < H; ++h) { __VA_ARGS__ }                       \
     }
 
@@ -33,137 +58,126 @@
 typedef T vec_##SUF __attribute__((vector_size(VEC_BYTES), aligned(sizeof(T))));\
 enum { W_##SUF = VEC_BYTES / sizeof(T) };                                     \
                                                                               \
-static inline vec_##SUF ld_##SUF(const T *p) { return *(const vec_##SUF *)p; }\
-static inline void st_##SUF(T *p, vec_##SUF x) { *(vec_##SUF *)p = x; }       \
+INLINE vec_##SUF ld_##SUF(const T *p) { return *(const vec_##SUF *)p; }       \
+INLINE void st_##SUF(T *p, vec_##SUF x) { *(vec_##SUF *)p = x; }              \
                                                                               \
-/* S[R, C] += sum_t a[rows[t]] b[rows[t]]^T, rows of a/b lda/ldb apart. */    \
-static void outer_run_##SUF(const T *a, int64_t lda, const T *b, int64_t ldb, \
-                            const int64_t *rows, int64_t n, T *S, int64_t R,  \
-                            int64_t C) {                                      \
-    const int64_t W = W_##SUF, full = C - C % W;                              \
-    for (int64_t t0 = 0; t0 < n; t0 += RUN_CHUNK) {                           \
-        const int64_t t1 = t0 + RUN_CHUNK < n ? t0 + RUN_CHUNK : n;           \
-        for (int64_t r = 0; r < R; ++r) {                                     \
-            T *out = S + r * C;                                               \
-            int64_t c = 0;                                                    \
-            for (; c + 4 * W <= full; c += 4 * W) {                           \
-                vec_##SUF s0 = {0}, s1 = {0}, s2 = {0}, s3 = {0};             \
-                for (int64_t t = t0; t < t1; ++t) {                           \
-                    const T w = a[rows[t] * lda + r];                         \
-                    const T *x = b + rows[t] * ldb + c;                       \
-                    s0 += w * ld_##SUF(x);                                    \
-                    s1 += w * ld_##SUF(x + W);                                \
-                    s2 += w * ld_##SUF(x + 2 * W);                            \
-                    s3 += w * ld_##SUF(x + 3 * W);                            \
-                }                                                             \
-                st_##SUF(out + c, ld_##SUF(out + c) + s0);                    \
-                st_##SUF(out + c + W, ld_##SUF(out + c + W) + s1);            \
-                st_##SUF(out + c + 2 * W, ld_##SUF(out + c + 2 * W) + s2);    \
-                st_##SUF(out + c + 3 * W, ld_##SUF(out + c + 3 * W) + s3);    \
-            }                                                                 \
-            for (; c < full; c += W) {                                        \
-                vec_##SUF s0 = {0};                                           \
-                for (int64_t t = t0; t < t1; ++t)                             \
-                    s0 += a[rows[t] * lda + r] * ld_##SUF(b + rows[t] * ldb + c);\
-                st_##SUF(out + c, ld_##SUF(out + c) + s0);                    \
-            }                                                                 \
-        }                                                                     \
-        /* tail columns: vectorised over r instead of c */                    \
-        for (int64_t c = full; c < C; ++c) {                                  \
-            T acc[R];                                                         \
-            for (int64_t r = 0; r < R; ++r) acc[r] = 0;                       \
-            for (int64_t t = t0; t < t1; ++t) {                               \
-                const T w = b[rows[t] * ldb + c], *x = a + rows[t] * lda;     \
-                for (int64_t r = 0; r < R; ++r) acc[r] += w * x[r];           \
-            }                                                                 \
-            for (int64_t r = 0; r < R; ++r) S[r * C + c] += acc[r];           \
+/* o[m][c + v W ..] = sum_k a[m][k] M[k, c + v W ..], m < MR, v < NV */       \
+INLINE void contract_tile_##SUF(const T *const *a, const T *M, int64_t ldm,   \
+                                int64_t K, T *const *o, int64_t c,            \
+                                const int MR, const int NV) {                 \
+    vec_##SUF acc[TILE_ROWS][TILE_VECS] = {{{0}}};                            \
+    for (int64_t k = 0; k < K; ++k) {                                         \
+        vec_##SUF y[TILE_VECS];                                               \
+        for (int v = 0; v < NV; ++v) y[v] = ld_##SUF(M + k * ldm + c + v * W_##SUF);\
+        for (int m = 0; m < MR; ++m) {                                        \
+            const T w = a[m][k];                                              \
+            for (int v = 0; v < NV; ++v) acc[m][v] += w * y[v];               \
         }                                                                     \
     }                                                                         \
+    for (int m = 0; m < MR; ++m)                                              \
+        for (int v = 0; v < NV; ++v) st_##SUF(o[m] + c + v * W_##SUF, acc[m][v]);\
 }                                                                             \
                                                                               \
-/* out[rows[t]][:C] = sum_r a[rows[t]][r] S[r, :] */                          \
-static void contract_run_##SUF(const T *a, int64_t lda, const T *S,           \
-                               int64_t R, int64_t C, T *out, int64_t ldo,     \
+/* out[rows[t]][:N] = sum_k a[rows[t]][k] M[k, :N] */                         \
+static void contract_run_##SUF(const T *a, int64_t lda, const T *M,           \
+                               int64_t K, int64_t N, T *out, int64_t ldo,     \
                                const int64_t *rows, int64_t n) {              \
-    const int64_t W = W_##SUF, full = C - C % W;                              \
-    /* tail columns of S, transposed: contiguous dot products over r */       \
-    T tail[(C - full) * R + 1];                                               \
-    for (int64_t c = full; c < C; ++c)                                        \
-        for (int64_t r = 0; r < R; ++r) tail[(c - full) * R + r] = S[r * C + c];\
-    for (int64_t t = 0; t < n; ++t) {                                         \
-        const T *w = a + rows[t] * lda;                                       \
-        T *o = out + rows[t] * ldo;                                           \
-        int64_t c = 0;                                                        \
-        for (; c + 4 * W <= full; c += 4 * W) {                               \
-            vec_##SUF s0 = {0}, s1 = {0}, s2 = {0}, s3 = {0};                 \
-            for (int64_t r = 0; r < R; ++r) {                                 \
-                const T *x = S + r * C + c;                                   \
-                s0 += w[r] * ld_##SUF(x);                                     \
-                s1 += w[r] * ld_##SUF(x + W);                                 \
-                s2 += w[r] * ld_##SUF(x + 2 * W);                             \
-                s3 += w[r] * ld_##SUF(x + 3 * W);                             \
+    const int64_t W = W_##SUF, full = N - N % W;                              \
+    T tail[(N - full) * K + 1]; /* tail columns of M, transposed */           \
+    for (int64_t c = full; c < N; ++c)                                        \
+        for (int64_t k = 0; k < K; ++k) tail[(c - full) * K + k] = M[k * N + c];\
+    for (int64_t t = 0; t < n; t += TILE_ROWS) {                              \
+        const int mr = (int)MIN(TILE_ROWS, n - t);                            \
+        const T *ar[TILE_ROWS];                                               \
+        T *orow[TILE_ROWS];                                                   \
+        for (int m = 0; m < mr; ++m) {                                        \
+            ar[m] = a + rows[t + m] * lda;                                     \
+            orow[m] = out + rows[t + m] * ldo;                                \
+        }                                                                     \
+        for (int64_t c = 0; c < full; c += TILE_VECS * W) {                   \
+            const int nv = (int)MIN(TILE_VECS, (full - c) / W);               \
+            _Pragma("GCC diagnostic push")                                    \
+            _Pragma("GCC diagnostic ignored \"-Wmaybe-uninitialized\"")       \
+            DISPATCH_TILE(CONTRACT_TILE_##SUF, mr, nv)                        \
+            _Pragma("GCC diagnostic pop")                                     \
+        }                                                                     \
+        for (int64_t c = full; c < N; ++c)                                    \
+            for (int m = 0; m < mr; ++m) {                                    \
+                const T *x = ar[m], *y = tail + (c - full) * K;               \
+                T s = 0;                                                      \
+                _Pragma("omp simd reduction(+:s)")                            \
+                for (int64_t k = 0; k < K; ++k) s += x[k] * y[k];             \
+                orow[m][c] = s;                                               \
             }                                                                 \
-            st_##SUF(o + c, s0);                                              \
-            st_##SUF(o + c + W, s1);                                          \
-            st_##SUF(o + c + 2 * W, s2);                                      \
-            st_##SUF(o + c + 3 * W, s3);                                      \
+    }                                                                         \
+}                                                                             \
+                                                                              \
+/* M[k0 + m, c + v W ..] += sum_t a[rows[t]][k0 + m] b[rows[t]][c + v W ..] */\
+INLINE void outer_tile_##SUF(const T *a, int64_t lda, const T *b, int64_t ldb,\
+                             const int64_t *rows, int64_t n, T *M,            \
+                             int64_t ldm, int64_t k0, int64_t c,              \
+                             const int MR, const int NV) {                    \
+    vec_##SUF acc[TILE_ROWS][TILE_VECS] = {{{0}}};                            \
+    for (int64_t t = 0; t < n; ++t) {                                         \
+        const T *x = a + rows[t] * lda + k0, *y = b + rows[t] * ldb + c;      \
+        vec_##SUF z[TILE_VECS];                                               \
+        for (int v = 0; v < NV; ++v) z[v] = ld_##SUF(y + v * W_##SUF);        \
+        for (int m = 0; m < MR; ++m) {                                        \
+            const T w = x[m];                                                 \
+            for (int v = 0; v < NV; ++v) acc[m][v] += w * z[v];               \
         }                                                                     \
-        for (; c < full; c += W) {                                            \
-            vec_##SUF s0 = {0};                                               \
-            for (int64_t r = 0; r < R; ++r)                                   \
-                s0 += w[r] * ld_##SUF(S + r * C + c);                         \
-            st_##SUF(o + c, s0);                                              \
+    }                                                                         \
+    for (int m = 0; m < MR; ++m)                                              \
+        for (int v = 0; v < NV; ++v) {                                        \
+            T *p = M + (k0 + m) * ldm + c + v * W_##SUF;                      \
+            st_##SUF(p, ld_##SUF(p) + acc[m][v]);                             \
         }                                                                     \
-        for (; c < C; ++c) {                                                  \
-            const T *y = tail + (c - full) * R;                               \
-            T s = 0;                                                          \
-            _Pragma("omp simd reduction(+:s)")                                \
-            for (int64_t r = 0; r < R; ++r) s += w[r] * y[r];                 \
-            o[c] = s;                                                         \
+}                                                                             \
+                                                                              \
+/* M[k, :N] += sum_t a[rows[t]][k] b[rows[t]][:N] */                          \
+static void outer_run_##SUF(const T *a, int64_t lda, const T *b, int64_t ldb, \
+                            const int64_t *rows, int64_t n, T *M, int64_t K,  \
+                            int64_t N) {                                      \
+    const int64_t W = W_##SUF, full = N - N % W;                              \
+    for (int64_t t0 = 0; t0 < n; t0 += RUN_CHUNK) {                           \
+        const int64_t *r = rows + t0;                                         \
+        const int64_t len = MIN(RUN_CHUNK, n - t0);                           \
+        for (int64_t k0 = 0; k0 < K; k0 += TILE_ROWS) {                       \
+            const int mr = (int)MIN(TILE_ROWS, K - k0);                       \
+            for (int64_t c = 0; c < full; c += TILE_VECS * W) {               \
+                const int nv = (int)MIN(TILE_VECS, (full - c) / W);           \
+                DISPATCH_TILE(OUTER_TILE_##SUF, mr, nv)                       \
+            }                                                                 \
+        }                                                                     \
+        /* tail columns: vectorised over k instead of c */                    \
+        for (int64_t c = full; c < N; ++c) {                                  \
+            T acc[K];                                                         \
+            for (int64_t k = 0; k < K; ++k) acc[k] = 0;                       \
+            for (int64_t t = 0; t < len; ++t) {                               \
+                const T w = b[r[t] * ldb + c], *x = a + r[t] * lda;           \
+                _Pragma("omp simd")                                           \
+                for (int64_t k = 0; k < K; ++k) acc[k] += w * x[k];           \
+            }                                                                 \
+            for (int64_t k = 0; k < K; ++k) M[k * N + c] += acc[k];           \
         }                                                                     \
     }                                                                         \
 }                                                                             \
                                                                               \
-/* out[rows[t]][r] = sum_c b[rows[t]][c] S[r, c] */                           \
-static void dot_run_##SUF(const T *b, int64_t ldb, const T *S, int64_t R,     \
-                          int64_t C, T *out, int64_t ldo,                     \
-                          const int64_t *rows, int64_t n) {                   \
-    const int64_t W = W_##SUF, full = C - C % W;                              \
-    for (int64_t t = 0; t < n; ++t) {                                         \
-        const T *x = b + rows[t] * ldb;                                       \
-        T *o = out + rows[t] * ldo;                                           \
-        for (int64_t r = 0; r < R; ++r) {                                     \
-            const T *y = S + r * C;                                           \
-            vec_##SUF s0 = {0}, s1 = {0};                                     \
-            int64_t c = 0;                                                    \
-            for (; c + 2 * W <= full; c += 2 * W) {                           \
-                s0 += ld_##SUF(x + c) * ld_##SUF(y + c);                      \
-                s1 += ld_##SUF(x + c + W) * ld_##SUF(y + c + W);              \
-            }                                                                 \
-            for (; c < full; c += W) s0 += ld_##SUF(x + c) * ld_##SUF(y + c); \
-            s0 += s1;                                                         \
-            T s = 0;                                                          \
-            for (int64_t i = 0; i < W; ++i) s += s0[i];                       \
-            for (; c < C; ++c) s += x[c] * y[c];                              \
-            o[r] = s;                                                         \
-        }                                                                     \
-    }                                                                         \
-}                                                                             \
-                                                                              \
-/* Length of the run of equal groups starting at order[t]. */                 \
-static inline int64_t run_##SUF(const int64_t *index, const int64_t *order,   \
-                                int64_t t, int64_t E) {                       \
-    const int64_t g = index[order[t]];                                        \
-    int64_t end = t + 1;                                                      \
-    while (end < E && index[order[end]] == g) ++end;                          \
-    return end - t;                                                           \
+/* out[rows[t]][k] = sum_c b[rows[t]][c] M[k, c]: a contraction with the     \
+   block transposed into `scratch` [N, K] */                                  \
+static void dot_run_##SUF(const T *b, int64_t ldb, const T *M, int64_t K,     \
+                          int64_t N, T *out, int64_t ldo,                     \
+                          const int64_t *rows, int64_t n, T *scratch) {       \
+    for (int64_t k = 0; k < K; ++k)                                           \
+        for (int64_t c = 0; c < N; ++c) scratch[c * K + k] = M[k * N + c];    \
+    contract_run_##SUF(b, ldb, scratch, N, K, out, ldo, rows, n);             \
 }                                                                             \
                                                                               \
 /* S[g] += sum_{e : index[e] = g} k[e] v[e]^T, per head. */                   \
 void outer_sum_##SUF(const T *k, const T *v, const int64_t *index,            \
                      const int64_t *order, T *S, int64_t E, int64_t H,        \
                      int64_t R, int64_t C) {                                  \
-    FOR_EACH_RUN_AND_HEAD(SUF,                                                \
+    FOR_EACH_RUN_AND_HEAD(                                                    \
         outer_run_##SUF(k + h * R, H * R, v + h * C, H * C, order + t, n,     \
                         S + (g * H + h) * R * C, R, C);)                      \
 }                                                                             \
@@ -172,42 +186,59 @@ void outer_sum_##SUF(const T *k, const T *v, const int64_t *index,            \
 void contract_##SUF(const T *q, const T *S, const int64_t *index,             \
                     const int64_t *order, T *out, int64_t E, int64_t H,       \
                     int64_t R, int64_t C) {                                   \
-    FOR_EACH_RUN_AND_HEAD(SUF,                                                \
+    FOR_EACH_RUN_AND_HEAD(                                                    \
         contract_run_##SUF(q + h * R, H * R, S + (g * H + h) * R * C, R, C,   \
                            out + h * C, H * C, order + t, n);)                \
 }                                                                             \
                                                                               \
 /* Backward of contract: grad_q[e] = S[index[e]] grad[e] (when grad_q is    \
-   not NULL) and grad_S[g] += sum q[e] grad[e]^T (when grad_S is not NULL).*/\
-void contract_backward_##SUF(const T *q, const T *S, const T *grad,           \
+   not NULL) and grad_S[g] += sum q[e] grad[e]^T (when grad_S is not NULL).\
+   Returns -1 when its scratch block cannot be allocated, else 0. */        \
+int contract_backward_##SUF(const T *q, const T *S, const T *grad,           \
                              const int64_t *index, const int64_t *order,      \
                              T *grad_q, T *grad_S, int64_t E, int64_t H,      \
                              int64_t R, int64_t C) {                          \
-    FOR_EACH_RUN_AND_HEAD(SUF,                                                \
+    T *scratch = grad_q ? malloc(sizeof(T) * R * C) : NULL;                   \
+    if (grad_q && !scratch) return -1;                                        \
+    FOR_EACH_RUN_AND_HEAD(                                                    \
         const int64_t block = (g * H + h) * R * C;                            \
         if (grad_q)                                                           \
             dot_run_##SUF(grad + h * C, H * C, S + block, R, C,               \
-                          grad_q + h * R, H * R, order + t, n);               \
+                          grad_q + h * R, H * R, order + t, n, scratch);      \
         if (grad_S)                                                           \
             outer_run_##SUF(q + h * R, H * R, grad + h * C, H * C, order + t, \
                             n, grad_S + block, R, C);)                        \
+    free(scratch);                                                            \
+    return 0;                                                                 \
 }                                                                             \
                                                                               \
 /* Backward of outer_sum: grad_k[e] = grad_S[index[e]] v[e] and             \
-   grad_v[e] = grad_S[index[e]]^T k[e] (each skipped when NULL). */           \
-void outer_sum_backward_##SUF(const T *k, const T *v, const T *grad_S,        \
+   grad_v[e] = grad_S[index[e]]^T k[e] (each skipped when NULL); returns -1  \
+   when its scratch block cannot be allocated, else 0. */                   \
+int outer_sum_backward_##SUF(const T *k, const T *v, const T *grad_S,        \
                               const int64_t *index, const int64_t *order,     \
                               T *grad_k, T *grad_v, int64_t E, int64_t H,     \
                               int64_t R, int64_t C) {                         \
-    FOR_EACH_RUN_AND_HEAD(SUF,                                                \
+    T *scratch = grad_k ? malloc(sizeof(T) * R * C) : NULL;                   \
+    if (grad_k && !scratch) return -1;                                        \
+    FOR_EACH_RUN_AND_HEAD(                                                    \
         const T *block = grad_S + (g * H + h) * R * C;                        \
         if (grad_k)                                                           \
             dot_run_##SUF(v + h * C, H * C, block, R, C, grad_k + h * R,      \
-                          H * R, order + t, n);                               \
+                          H * R, order + t, n, scratch);                      \
         if (grad_v)                                                           \
             contract_run_##SUF(k + h * R, H * R, block, R, C, grad_v + h * C, \
                                H * C, order + t, n);)                         \
+    free(scratch);                                                            \
+    return 0;                                                                 \
 }
+
+#define CONTRACT_TILE_f32(MR, NV) contract_tile_f32(ar, M, N, K, orow, c, MR, NV)
+#define CONTRACT_TILE_f64(MR, NV) contract_tile_f64(ar, M, N, K, orow, c, MR, NV)
+#define OUTER_TILE_f32(MR, NV) \
+    outer_tile_f32(a, lda, b, ldb, r, len, M, N, k0, c, MR, NV)
+#define OUTER_TILE_f64(MR, NV) \
+    outer_tile_f64(a, lda, b, ldb, r, len, M, N, k0, c, MR, NV)
 
 DEFINE_KERNELS(float, f32)
 DEFINE_KERNELS(double, f64)
