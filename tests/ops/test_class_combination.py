@@ -17,8 +17,8 @@ def _problem(dtype, seed=0):
     positions = [torch.randperm(inputs, generator=gen)[:12]
                  .repeat(2)[:rows],  # repeated rows: scatter-adds collide
                  torch.randint(inputs, (rows, ), generator=gen)]
-    values = [torch.randn(inputs, H, D, dtype=dtype, generator=gen)
-              for _ in range(3)]
+    # four value slots, read by the three classes out of order (one unused)
+    values = torch.randn(inputs, 4, H, D, dtype=dtype, generator=gen)
     terms = [
         [Term(1, READING, 0, 0), Term(-1, SINGLE_KEY, 0)],
         [Term(1, READING, 0, D), Term(-1, READING, 1, 0),
@@ -29,11 +29,14 @@ def _problem(dtype, seed=0):
     return terms, readings, dots, positions, values, nonempty
 
 
+SLOTS = (2, 0, 3)
+
+
 @pytest.mark.skipif(native._compiler() is None, reason='no C compiler')
 @pytest.mark.parametrize('dtype', [torch.float64, torch.float32])
 def test_native_combination_equals_reference(dtype):
     terms, readings, dots, positions, values, nonempty = _problem(dtype)
-    leaves = [*readings, *dots, *values]
+    leaves = [*readings, *dots, values]
     grad = torch.randn(23, 3, 3, 5, dtype=dtype,
                        generator=torch.Generator().manual_seed(1))
     results = []
@@ -41,7 +44,7 @@ def test_native_combination_equals_reference(dtype):
         inputs = [t.clone().requires_grad_() for t in leaves]
         with native.use_native(mode):
             out = combine_classes(terms, inputs[:2], inputs[2:4], positions,
-                                  inputs[4:], nonempty, eps=0.05)
+                                  inputs[4], SLOTS, nonempty, eps=0.05)
         results.append([out, *torch.autograd.grad(out, inputs, grad)])
     # float32: the two paths round in different orders, and a denominator
     # near eps amplifies that
@@ -49,27 +52,35 @@ def test_native_combination_equals_reference(dtype):
         dict(rtol=1e-4, atol=1e-5)
     for a, b in zip(*results):
         torch.testing.assert_close(a, b, **tol)
-    out = results[0][0]
+    out, grad_values = results[0][0], results[0][-1]
     assert (out[~nonempty] == 0).all() and torch.isfinite(out).all()
+    assert (grad_values[:, 1] == 0).all()  # the unused slot
 
 
 @pytest.mark.skipif(native._compiler() is None, reason='no C compiler')
 def test_native_combination_gradcheck_and_bad_positions():
     terms, readings, dots, positions, values, nonempty = _problem(
         torch.float64, seed=1)
-    leaves = [t.requires_grad_() for t in [*readings, *dots, *values]]
+    leaves = [t.requires_grad_() for t in [*readings, *dots, values]]
     with native.use_native('on'):
         assert torch.autograd.gradcheck(
             lambda *t: combine_classes(terms, t[:2], t[2:4], positions,
-                                       t[4:], nonempty, eps=1e-3), leaves)
+                                       t[4], SLOTS, nonempty, eps=1e-3),
+            leaves)
         with pytest.raises(IndexError, match='position'):
             combine_classes(terms, readings, dots,
                             [positions[0], positions[1] + 100], values,
-                            nonempty)
+                            SLOTS, nonempty)
         with pytest.raises(ValueError, match='positions'):
             combine_classes(terms, readings, dots,
                             [positions[0][:5], positions[1]], values,
-                            nonempty)
+                            SLOTS, nonempty)
+        with pytest.raises(IndexError, match='slot'):
+            combine_classes(terms, readings, dots, positions, values,
+                            (2, 0, 4), nonempty)
+        with pytest.raises(ValueError, match='slot per class'):
+            combine_classes(terms, readings, dots, positions, values,
+                            (2, 0), nonempty)
 
 
 def test_reference_is_the_fallback():
@@ -77,7 +88,7 @@ def test_reference_is_the_fallback():
         torch.float64)
     with native.use_native('off'):
         out = combine_classes(terms, readings, dots, positions, values,
-                              nonempty)
+                              SLOTS, nonempty)
     torch.testing.assert_close(
         out, combine_classes_reference(terms, readings, dots, positions,
-                                       values, nonempty, 1e-6))
+                                       values, SLOTS, nonempty, 1e-6))

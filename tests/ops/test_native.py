@@ -206,3 +206,61 @@ def test_forked_child_gets_its_own_thread_pool(monkeypatch):
                 child.kill()
     finally:
         torch.set_num_threads(threads)
+
+
+def _pools(rows, gen):
+    # three pools over a subset of the rows (some rows in none), sharing
+    # slots out of order, one of them a single group
+    sub = torch.randperm(rows, generator=gen)[:rows - 7]
+    return [ka.Pool(sub, torch.randint(9, (sub.numel(), ), generator=gen), 9,
+                    (3, 0)),
+            ka.Pool(sub.flip(0), torch.randint(4, (sub.numel(), ),
+                                               generator=gen), 4, (0, 1, 3)),
+            ka.Pool(sub[:20], torch.zeros(20, dtype=torch.long), 1, (2, ))]
+
+
+@pytest.mark.parametrize('channels', [5, 8, 12])
+@pytest.mark.parametrize('dtype', [torch.float64, torch.float32])
+def test_pool_outer_sums_equal_gathered_copies(channels, dtype):
+    gen = torch.Generator().manual_seed(0)
+    k = torch.rand(60, 3, 7, dtype=dtype, generator=gen)
+    values = torch.randn(60, 4, 3, channels, dtype=dtype, generator=gen)
+    pools = _pools(60, gen)
+    grads = [torch.randn(p.num_groups, 3, 7, len(p.slots) * channels + 1,
+                         dtype=dtype, generator=gen) for p in pools]
+
+    def run():
+        leaves = [t.clone().requires_grad_() for t in (k, values)]
+        outs = ka.pool_outer_sums(*leaves, pools)
+        return outs + list(torch.autograd.grad(outs, leaves, grads))
+
+    on, off = _both_modes(run)
+    tol = dict(rtol=1e-12, atol=1e-12) if dtype == torch.float64 else \
+        dict(rtol=1e-4, atol=1e-4)
+    for a, b in zip(on, off):
+        torch.testing.assert_close(a, b, **tol)
+    # the denominator column sums the keys alone
+    torch.testing.assert_close(
+        on[2][0, :, :, -1], k[pools[2].position].sum(0), **tol)
+
+
+def test_pool_outer_sums_gradcheck_and_bad_input():
+    gen = torch.Generator().manual_seed(0)
+    k = torch.rand(30, 2, 3, dtype=torch.float64, generator=gen)
+    values = torch.randn(30, 4, 2, 3, dtype=torch.float64, generator=gen)
+    pools = _pools(30, gen)
+    with native.use_native('on'):
+        assert torch.autograd.gradcheck(
+            lambda k, v: ka.pool_outer_sums(k, v, pools),
+            (k.requires_grad_(), values.requires_grad_()))
+        bad = pools[0]
+        with pytest.raises(IndexError, match='position'):
+            ka.pool_outer_sums(k, values, [bad._replace(
+                position=bad.position + 30)])
+        with pytest.raises(IndexError, match='slot'):
+            ka.pool_outer_sums(k, values, [bad._replace(slots=(4, ))])
+        with pytest.raises(ValueError, match='one group per position'):
+            ka.pool_outer_sums(k, values, [bad._replace(
+                index=bad.index[1:])])
+        with pytest.raises(ValueError, match="'values'"):
+            ka.pool_outer_sums(k, values[:, :, :1], pools)

@@ -187,11 +187,7 @@ class HOTConv(torch.nn.Module):
         if self.feature_map is not None:
             self.feature_map.step()
         keys = self.lin_key(x, view).view(-1, H, D)
-        # One contiguous tensor per class (unbind: a single gradient
-        # buffer, where indexing would allocate a full-size zero gradient
-        # per class; contiguous: flat row gathers).
-        values = [v.contiguous() for v in self.lin_value(x).view(
-            x.size(0), len(self.classes), H, D).unbind(1)]
+        values = self.lin_value(x).view(x.size(0), len(self.classes), H, D)
         queries = self._queries(x, view, hyperedge_index, targets)
         if self.feature_map is not None:
             key_graph = view.entry_batch if self.in_order == 2 else view.batch
@@ -242,14 +238,14 @@ class HOTConv(torch.nn.Module):
             return None
         if self.attention == 'kernel':
             out = kernel_class_attention(classes, target, view,
-                                         self.in_order, q, keys,
-                                         [values[k] for k in index],
-                                         self.exact_exclusion, cache=cache)
+                                         self.in_order, q, keys, values,
+                                         index, self.exact_exclusion,
+                                         cache=cache)
             return torch.nn.functional.dropout(out, self.dropout,
                                                self.training)
         outs = []
         for c, k in zip(classes, index):
-            args = (c, target, view, self.in_order, q, keys, values[k],
+            args = (c, target, view, self.in_order, q, keys, values[:, k],
                     self.dropout, self.training)
             if c.kind == 'global' and weights is None:
                 outs.append(global_softmax_class_attention(*args))

@@ -39,12 +39,12 @@ class Term(NamedTuple):
 def combine_classes_reference(terms: Sequence[Sequence[Term]],
                               readings: Sequence[Tensor],
                               dots: Sequence[Tensor],
-                              positions: Sequence[Tensor],
-                              values: Sequence[Tensor], nonempty: Tensor,
+                              positions: Sequence[Tensor], values: Tensor,
+                              slots: Sequence[int], nonempty: Tensor,
                               eps: float) -> Tensor:
     r""":func:`combine_classes` with torch operations."""
     outputs = []
-    D = values[0].size(-1)
+    D = values.size(-1)
     for c, class_terms in enumerate(terms):
         num = den = None
         for term in class_terms:
@@ -54,8 +54,8 @@ def combine_classes_reference(terms: Sequence[Sequence[Term]],
                 t_den = reading[..., -1]
             else:
                 # flat 2-D gather: index_add (its backward) is slow in 3-D
-                v = values[c].flatten(1).index_select(
-                    0, positions[term.src]).view(-1, *values[c].shape[1:])
+                v = values[:, slots[c]].flatten(1).index_select(
+                    0, positions[term.src]).view(-1, *values.shape[2:])
                 t_den = dots[term.src]
                 t_num = t_den.unsqueeze(-1) * v
             if num is None:
@@ -72,14 +72,14 @@ def combine_classes_reference(terms: Sequence[Sequence[Term]],
 
 class _CombineClasses(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, table, counts, nonempty, eps, *tensors):
+    def forward(ctx, table, counts, slots, nonempty, eps, *tensors):
         n_r, n_d = counts
         readings, others = tensors[:n_r], tensors[n_r:]
         out, den = native.combine(table, readings, others[:n_d],
-                                  others[n_d:2 * n_d], others[2 * n_d:],
+                                  others[n_d:2 * n_d], others[-1], slots,
                                   nonempty, eps)
         # the readings are not needed by the backward pass: not kept
-        ctx.table, ctx.counts, ctx.eps = table, counts, eps
+        ctx.table, ctx.counts, ctx.slots, ctx.eps = table, counts, slots, eps
         ctx.reading_shapes = [r.shape for r in readings]
         ctx.save_for_backward(nonempty, out, den, *others)
         return out
@@ -89,13 +89,13 @@ class _CombineClasses(torch.autograd.Function):
     def backward(ctx, grad):
         nonempty, out, den, *others = ctx.saved_tensors
         n_r, n_d = ctx.counts
-        needs = ctx.needs_input_grad[4:]
+        needs = ctx.needs_input_grad[5:]
         grads = native.combine_backward(
             ctx.table, ctx.reading_shapes, others[:n_d], others[n_d:2 * n_d],
-            others[2 * n_d:], nonempty, ctx.eps, out, den, grad,
-            [*needs[:n_r + n_d], *needs[n_r + 2 * n_d:]])
-        return (None, None, None, None, *grads[:n_r + n_d],
-                *([None] * n_d), *grads[n_r + n_d:])
+            others[-1], ctx.slots, nonempty, ctx.eps, out, den, grad,
+            [*needs[:n_r + n_d], needs[-1]])
+        return (None, ) * 5 + (*grads[:n_r + n_d], *([None] * n_d),
+                               grads[-1])
 
 
 def _table(terms: Sequence[Sequence[Term]],
@@ -116,8 +116,9 @@ def _table(terms: Sequence[Sequence[Term]],
 
 def combine_classes(terms: Sequence[Sequence[Term]],
                     readings: Sequence[Tensor], dots: Sequence[Tensor],
-                    positions: Sequence[Tensor], values: Sequence[Tensor],
-                    nonempty: Tensor, eps: float = 1e-6) -> Tensor:
+                    positions: Sequence[Tensor], values: Tensor,
+                    slots: Sequence[int], nonempty: Tensor,
+                    eps: float = 1e-6) -> Tensor:
     r"""All aggregating classes of one output part, from their terms.
 
     Args:
@@ -128,24 +129,26 @@ def combine_classes(terms: Sequence[Sequence[Term]],
             sources :obj:`[rows, H]` (zero where the key does not exist).
         positions (list): Input row of each single-key source's key
             :obj:`[rows]`.
-        values (list): Per class, values :obj:`[inputs, H, D]`.
+        values (torch.Tensor): Values :obj:`[inputs, slots, H, D]`.
+        slots (list): Per class, its slot in :obj:`values`.
         nonempty (torch.Tensor): :obj:`[rows, classes]`, false where the
             class's group is empty (output 0).
         eps (float): Floor of the denominator.
 
     :rtype: :class:`torch.Tensor` :obj:`[rows, classes, H, D]`
     """
-    if not native.applies(*readings, *dots, *values):
+    if not native.applies(*readings, *dots, values):
         return combine_classes_reference(terms, readings, dots, positions,
-                                         values, nonempty, eps)
-    rows, (inputs, H, D) = nonempty.size(0), values[0].shape
+                                         values, slots, nonempty, eps)
+    rows, (inputs, num_slots, H, D) = nonempty.size(0), values.shape
     # the kernel reads memory at these shapes and rows: check them
-    if not len(terms) == len(values) == nonempty.size(1):
-        raise ValueError(f'need one term list and one value tensor per '
+    if not len(terms) == len(slots) == nonempty.size(1):
+        raise ValueError(f'need one term list and one value slot per '
                          f'class ({nonempty.size(1)} classes), got '
-                         f'{len(terms)} and {len(values)}')
+                         f'{len(terms)} and {len(slots)}')
+    if any(not 0 <= s < num_slots for s in slots):
+        raise IndexError(f'value slot out of range [0, {num_slots})')
     if any(t.shape[:2] != (rows, H) for t in [*readings, *dots]) or any(
-            v.shape != (inputs, H, D) for v in values) or any(
                 t.size(-1) < o + D + 1 for cls in terms for o, t in
                 ((term.offset, readings[term.src]) for term in cls
                  if term.kind == READING)):
@@ -161,8 +164,8 @@ def combine_classes(terms: Sequence[Sequence[Term]],
         if p.numel() and (int(p.min()) < 0 or int(p.max()) >= inputs):
             raise IndexError('single-key position out of range')
     tensors = [t.contiguous() for t in [*readings, *dots, *positions,
-                                        *values]]
+                                        values]]
     return _CombineClasses.apply(_table(terms, nonempty.device),
-                                 (len(readings), len(dots)),
+                                 (len(readings), len(dots)), tuple(slots),
                                  nonempty.to(torch.uint8).contiguous(), eps,
                                  *tensors)

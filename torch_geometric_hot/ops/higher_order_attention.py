@@ -26,8 +26,8 @@ from torch_geometric_hot.ops.class_combination import READING, SINGLE_KEY, \
     Term, combine_classes
 from torch_geometric_hot.ops.equivariant import Target, class_counts, \
     summary_counts
-from torch_geometric_hot.ops.kernel_attention import gather_contract, \
-    segment_outer_sum
+from torch_geometric_hot.ops.kernel_attention import Pool, gather_contract, \
+    pool_outer_sums
 from torch_geometric_hot.ops.scatter import scatter_sum
 from torch_geometric_hot.ops.softmax import grouped_softmax
 
@@ -167,8 +167,8 @@ def softmax_class_attention(
 
 def kernel_class_attention(classes: Sequence[EquivariantClass],
                            target: Target, view, in_order: int,
-                           phi_q: Tensor, phi_k: Tensor,
-                           values: Sequence[Tensor], exact: bool = True,
+                           phi_q: Tensor, phi_k: Tensor, values: Tensor,
+                           slots: Sequence[int], exact: bool = True,
                            eps: float = 1e-6,
                            cache: Optional[Dict] = None) -> Tensor:
     r"""Kernel attention of several aggregating classes writing one part.
@@ -191,12 +191,13 @@ def kernel_class_attention(classes: Sequence[EquivariantClass],
         in_order (int): Input order.
         phi_q (torch.Tensor): Mapped queries :obj:`[rows, H, r]`.
         phi_k (torch.Tensor): Mapped keys :obj:`[inputs, H, r]`.
-        values (list): Per class, values :obj:`[inputs, H, d_v]`.
+        values (torch.Tensor): Values :obj:`[inputs, slots, H, d_v]`.
+        slots (list): Per class, its slot in :obj:`values`.
         exact (bool): Keep the distinct-index exclusions.
         eps (float): Floor of the denominator.
         cache (dict, optional): Shared by the calls of one forward pass
-            (one per output part) so that key and value rows gathered for a
-            key pool are gathered (and kept for backward) once.
+            (one per output part) so that the keys of single-key terms are
+            gathered (and kept for backward) once.
 
     Returns:
         The classes' outputs :obj:`[rows, classes, H, d_v]`
@@ -215,7 +216,7 @@ def kernel_class_attention(classes: Sequence[EquivariantClass],
         return cache[key][-1]
 
     terms = [cls.terms for cls in classes]
-    d_v = values[0].size(-1)
+    d_v = values.size(-1)
     # Which classes read each aggregate summary: one summary build each.
     users: Dict[str, List[int]] = {}
     for c, class_terms in enumerate(terms):
@@ -223,17 +224,17 @@ def kernel_class_attention(classes: Sequence[EquivariantClass],
             if summary not in _SINGLE_KEY and c not in users.setdefault(
                     summary, []):
                 users[summary].append(c)
+    pools = []
+    for summary, cs in users.items():
+        pool = KeyPool(summary, view, in_order)
+        pools.append(Pool(pool.position, pool.group, pool.num_groups,
+                          tuple(slots[c] for c in cs)))
     # Per (summary, selector): one reading of every class's slot and the
     # denominator (the last column).
     readings: List[Tensor] = []
     reading_terms: Dict[Tuple[str, object, int], Term] = {}
-    for summary, cs in users.items():
-        pool = KeyPool(summary, view, in_order)
-        ones = phi_k.new_ones(pool.position.numel(), phi_k.size(1), 1)
-        v = torch.cat([rows(values[c], pool.position) for c in cs] + [ones],
-                      dim=-1)
-        summ = segment_outer_sum(rows(phi_k, pool.position), v, pool.group,
-                                 pool.num_groups)
+    for (summary, cs), summ in zip(users.items(),
+                                   pool_outer_sums(phi_k, values, pools)):
         for selector in {sel for c in cs for _, s, sel in terms[c]
                          if s == summary}:
             index = target.index(summary, selector)[0]
@@ -267,4 +268,4 @@ def kernel_class_attention(classes: Sequence[EquivariantClass],
            reading_terms[(s, sel, c)])._replace(sign=sign)
           for sign, s, sel in class_terms]
          for c, class_terms in enumerate(terms)],
-        readings, dots, positions, values, nonempty, eps)
+        readings, dots, positions, values, slots, nonempty, eps)

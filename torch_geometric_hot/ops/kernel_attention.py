@@ -6,7 +6,10 @@ input:
 * :func:`segment_outer_sum`: per-group key--value summaries
   :math:`S_g = \sum_{e : g(e) = g} \phi(k_e) v_e^\top`;
 * :func:`gather_contract`: every query read against its group's summary,
-  :math:`o_e = \phi(q_e)^\top S_{g(e)}`.
+  :math:`o_e = \phi(q_e)^\top S_{g(e)}`;
+
+and :func:`pool_outer_sums`, the summaries of kernel attention read straight
+from the full key and value tensors (no gathered or concatenated copies).
 
 Each is the other's adjoint, so their backward passes call each other. On
 CPU float32/float64 both run as native kernels
@@ -16,7 +19,7 @@ Naive references (:func:`segment_outer_sum_reference`,
 :func:`gather_contract_reference`) hold everything at once and exist for
 tests.
 """
-from typing import Optional, Tuple
+from typing import List, NamedTuple, Optional, Sequence, Tuple
 
 import torch
 from torch import Tensor
@@ -73,35 +76,45 @@ def _contract(q: Tensor, summary: Tensor, index: Tensor) -> Tensor:
     return out
 
 
-def _native_order(index: Tensor, num_groups: int,
-                  *tensors: Tensor) -> Tuple[Tensor, Optional[Tensor]]:
-    # (index, the native kernels' row order), or (index, None) for the
-    # torch path; the kernels read the index as contiguous int64 (one group
-    # included: faster than the torch path's transposed copies and bmm)
+def _native_runs(index: Tensor, num_groups: int,
+                 *tensors: Tensor) -> Optional[native.Runs]:
+    # The native kernels' visiting order, or None for the torch path (the
+    # kernels read the index as int64)
     if index.dtype == torch.long and native.applies(*tensors):
-        index = index.contiguous()
-        return index, native.sort_rows(index, num_groups)
-    return index, None
+        return native.runs(index, num_groups)
+    return None
+
+
+def _all_columns(v: Tensor) -> Tensor:
+    return torch.arange(v.size(-1), device=v.device)
 
 
 class _SegmentOuterSum(torch.autograd.Function):
     @staticmethod
     def forward(ctx, k, v, index, num_groups):
-        index, order = _native_order(index, num_groups, k, v)
-        out = _outer_sum(k, v, index, num_groups) if order is None else \
-            native.outer_sum(k, v, index, order, num_groups)
-        ctx.save_for_backward(k, v, index, order)
-        return out
+        runs = _native_runs(index, num_groups, k, v)
+        ctx.runs = runs
+        if runs is None:
+            ctx.save_for_backward(k, v, index)
+            return _outer_sum(k, v, index, num_groups)
+        k, v = k.contiguous(), v.contiguous()
+        ctx.save_for_backward(k, v)
+        return native.outer_sum(k, v.flatten(1), runs, num_groups,
+                                v.size(-1), _all_columns(v), False)
 
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, grad):
-        k, v, index, order = ctx.saved_tensors
         need_k, need_v = ctx.needs_input_grad[:2]
-        if order is not None:
-            grad_k, grad_v = native.outer_sum_backward(k, v, grad, index,
-                                                       order, need_k, need_v)
+        if ctx.runs is not None:
+            k, v = ctx.saved_tensors
+            grad_k = torch.zeros_like(k) if need_k else None
+            grad_v = torch.zeros_like(v) if need_v else None
+            native.outer_sum_backward(
+                k, v.flatten(1), grad, ctx.runs, v.size(-1), _all_columns(v),
+                False, grad_k, None if grad_v is None else grad_v.flatten(1))
             return grad_k, grad_v, None, None
+        k, v, index = ctx.saved_tensors
         grad_k = grad_v = None
         if need_k:
             grad_k = _contract(v, grad.transpose(-1, -2).contiguous(), index)
@@ -113,20 +126,20 @@ class _SegmentOuterSum(torch.autograd.Function):
 class _GatherContract(torch.autograd.Function):
     @staticmethod
     def forward(ctx, q, summary, index):
-        index, order = _native_order(index, summary.size(0), q, summary)
-        out = _contract(q, summary, index) if order is None else \
-            native.contract(q, summary, index, order)
-        ctx.save_for_backward(q, summary, index, order)
-        return out
+        runs = _native_runs(index, summary.size(0), q, summary)
+        ctx.runs = runs
+        ctx.save_for_backward(q, summary, index)
+        return _contract(q, summary, index) if runs is None else \
+            native.contract(q, summary, runs)
 
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, grad):
-        q, summary, index, order = ctx.saved_tensors
+        q, summary, index = ctx.saved_tensors
         need_q, need_s = ctx.needs_input_grad[:2]
-        if order is not None:
-            grad_q, grad_s = native.contract_backward(q, summary, grad, index,
-                                                      order, need_q, need_s)
+        if ctx.runs is not None:
+            grad_q, grad_s = native.contract_backward(q, summary, grad,
+                                                      ctx.runs, need_q, need_s)
             return grad_q, grad_s, None
         grad_q = grad_s = None
         if need_q:
@@ -171,6 +184,120 @@ def gather_contract(q: Tensor, summary: Tensor, index: Tensor,
     if mask is not None:
         out = out * mask.view(-1, 1, 1).to(out.dtype)
     return out
+
+
+class Pool(NamedTuple):
+    r"""One summary of :func:`pool_outer_sums`: the input rows it adds up
+    (:obj:`position [K]`), their groups (:obj:`index [K]`, :obj:`num_groups`)
+    and the value slots (classes) it carries."""
+    position: Tensor
+    index: Tensor
+    num_groups: int
+    slots: Tuple[int, ...]
+
+
+def _check_pools(k: Tensor, values: Tensor, pools: Sequence[Pool],
+                 ranges: bool) -> None:
+    # ranges: check the positions and slots too (the native kernels use
+    # them as memory offsets; the torch path's gathers check them)
+    if values.dim() != 4 or k.dim() != 3 or k.shape[:2] != (
+            values.size(0), values.size(2)):
+        raise ValueError(f"'k' [P, H, R] and 'values' [P, slots, H, D] must "
+                         f"agree, got {tuple(k.shape)} and "
+                         f"{tuple(values.shape)}")
+    for pool in pools:
+        if pool.position.shape != pool.index.shape or not pool.slots:
+            raise ValueError('a pool needs one group per position and at '
+                             'least one slot')
+        if not ranges:
+            continue
+        if pool.position.numel() and (int(pool.position.min()) < 0 or int(
+                pool.position.max()) >= values.size(0)):
+            raise IndexError(f'pool position out of range [0, '
+                             f'{values.size(0)})')
+        if min(pool.slots) < 0 or max(pool.slots) >= values.size(1):
+            raise IndexError(f'pool slot out of range [0, {values.size(1)})')
+
+
+class _PoolOuterSums(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, k, values, pools):
+        ctx.set_materialize_grads(False)
+        k, values = k.contiguous(), values.contiguous()
+        P, _, H, D = values.shape
+        flat = values.view(P, -1)
+        plans, outs = [], []
+        for pool in pools:
+            runs = native.runs(pool.index, pool.num_groups, pool.position)
+            # row offsets of the slots' channels (head h adds h * D)
+            columns = (torch.tensor(pool.slots).view(-1, 1) * (H * D) +
+                       torch.arange(D)).view(-1)
+            outs.append(native.outer_sum(k, flat, runs, pool.num_groups, D,
+                                         columns, True))
+            plans.append((runs, columns))
+        ctx.plans = plans
+        ctx.save_for_backward(k, values)
+        return tuple(outs)
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, *grads):
+        k, values = ctx.saved_tensors
+        need_k, need_v = ctx.needs_input_grad[:2]
+        grad_k = torch.zeros_like(k) if need_k else None
+        grad_v = torch.zeros_like(values) if need_v else None
+        D = values.size(-1)
+        for (runs, columns), grad in zip(ctx.plans, grads):
+            if grad is not None:
+                native.outer_sum_backward(
+                    k, values.view(values.size(0), -1), grad, runs, D,
+                    columns, True, grad_k,
+                    None if grad_v is None else grad_v.view(grad_v.size(0),
+                                                            -1))
+        return grad_k, grad_v, None
+
+
+def pool_outer_sums(k: Tensor, values: Tensor,
+                    pools: Sequence[Pool]) -> List[Tensor]:
+    r"""The summaries of kernel attention, one per :class:`Pool`:
+
+    .. math::
+        S_g = \sum_{e : \text{index}_e = g} k_{p_e}
+        [v_{p_e, s_1}, \dots, v_{p_e, s_n}, 1]^\top
+
+    per head, where :math:`p_e` is the pool's input row of key :math:`e` and
+    :math:`s_1 \dots s_n` its slots; the last column sums the keys alone
+    (the denominator). Natively, the rows and slots are read in place and the
+    backward pass accumulates into one gradient per input; otherwise the
+    rows are gathered and concatenated for :func:`segment_outer_sum`.
+
+    Args:
+        k (torch.Tensor): Keys :obj:`[P, H, R]` (feature-mapped).
+        values (torch.Tensor): Values :obj:`[P, slots, H, D]`.
+        pools (list): The summaries to build.
+
+    :rtype: list of :class:`torch.Tensor`
+        :obj:`[num_groups, H, R, len(slots) * D + 1]`
+    """
+    use_native = all(pool.index.dtype == torch.long for pool in pools) and \
+        native.applies(k, values)
+    _check_pools(k, values, pools, use_native)
+    if use_native:
+        return list(_PoolOuterSums.apply(k, values, tuple(pools)))
+    return [pool_outer_sum_reference(k, values, pool) for pool in pools]
+
+
+def pool_outer_sum_reference(k: Tensor, values: Tensor,
+                             pool: Pool) -> Tensor:
+    r""":func:`pool_outer_sums` of one pool from gathered copies."""
+    def rows(x: Tensor) -> Tensor:  # flat 2-D gather: see ops.scatter
+        return x.flatten(1).index_select(0, pool.position).view(
+            (-1, ) + x.shape[1:])
+
+    v = rows(values[:, list(pool.slots)])
+    v = torch.cat([v.transpose(1, 2).flatten(2),
+                   v.new_ones(v.size(0), v.size(2), 1)], dim=-1)
+    return segment_outer_sum(rows(k), v, pool.index, pool.num_groups)
 
 
 def segment_outer_sum_reference(k: Tensor, v: Tensor, index: Tensor,

@@ -46,11 +46,11 @@ _SOURCES = [os.path.join(_HERE, name)
 _FLAGS = [['-O3', '-march=native'], ['-O3']]  # the second if the first fails
 _COMMON = ['-std=gnu11', '-fopenmp-simd', '-shared', '-fPIC']
 _MODES = ('auto', 'on', 'off')
-_FUNCTIONS = {  # name: number of pointer arguments (then E, H, R, C)
-    'outer_sum': 5,
-    'contract': 5,
-    'contract_backward': 7,  # these two return -1 when out of memory
-    'outer_sum_backward': 7,
+_FUNCTIONS = {  # name: (pointer arguments, integer arguments)
+    'outer_sum': (6, 7),
+    'contract': (5, 4),
+    'contract_backward': (7, 4),
+    'outer_sum_backward': (8, 7),
 }
 
 
@@ -116,12 +116,13 @@ def _build() -> ctypes.CDLL:
 def _declare(library: ctypes.CDLL) -> ctypes.CDLL:
     pointer, integer = ctypes.c_void_p, ctypes.c_int64
     for suffix, real in (('f32', ctypes.c_float), ('f64', ctypes.c_double)):
-        for name, pointers in _FUNCTIONS.items():
+        for name, (pointers, integers) in _FUNCTIONS.items():
             function = getattr(library, f'{name}_{suffix}')
-            function.argtypes = [pointer] * pointers + [integer] * 4
-            function.restype = ctypes.c_int if pointers == 7 else None
-        # rows, H, D, classes; 11 tables and sources; eps; outputs
-        combine = [integer] * 4 + [pointer] * 11 + [real]
+            function.argtypes = [pointer] * pointers + [integer] * integers
+            function.restype = ctypes.c_int  # -1: out of memory
+        # rows, H, D, classes, value row stride; 11 tables and sources;
+        # eps; outputs
+        combine = [integer] * 5 + [pointer] * 11 + [real]
         getattr(library, f'combine_{suffix}').argtypes = combine + [
             pointer] * 2
         getattr(library, f'combine_backward_{suffix}').argtypes = \
@@ -176,13 +177,32 @@ def applies(*tensors: Tensor) -> bool:
     return available()
 
 
-def sort_rows(index: Tensor, num_groups: int) -> Tensor:
-    r"""The order that visits the rows group by group (the kernels' runs);
-    checks the groups, which the kernels use as memory offsets."""
+class Runs(NamedTuple):
+    r"""The order in which a kernel visits rows: :obj:`rows[t]` is the data
+    row of visit :obj:`t` and :obj:`groups[t]` its group (sorted, so the
+    visits of a group form a run)."""
+    rows: Tensor
+    groups: Tensor
+
+
+def runs(index: Tensor, num_groups: int,
+         position: Optional[Tensor] = None) -> Runs:
+    r"""The visits of the rows grouped by :obj:`index`; data row
+    :obj:`position[e]` for row :obj:`e` when given. Checks the groups and
+    positions, which the kernels use as memory offsets."""
+    index = index.contiguous()
     if index.numel() and (int(index.min()) < 0
                           or int(index.max()) >= num_groups):
         raise IndexError(f'group index out of range [0, {num_groups})')
-    return torch.argsort(index, stable=True)
+    if num_groups == 1:
+        order = torch.arange(index.numel(), device=index.device)
+        groups = index
+    else:
+        order = torch.argsort(index, stable=True)
+        groups = index.index_select(0, order)
+    rows = order if position is None else \
+        position.index_select(0, order).contiguous()
+    return Runs(rows, groups)
 
 
 def _function(name: str, dtype: torch.dtype):
@@ -199,73 +219,86 @@ MIN_ROWS_PER_THREAD = 4096
 _pool: Dict[Tuple[int, int], ThreadPoolExecutor] = {}
 
 
-def _segments(index: Tensor, order: Tensor, threads: int) -> List[int]:
-    # Split points of the sorted rows, each at the start of a group, so
-    # that no two threads write the same summary block.
-    rows = order.numel()
-    groups = index.index_select(0, order)
-    targets = torch.arange(1, threads, device=index.device) * rows // threads
+def _segments(groups: Tensor, threads: int) -> List[int]:
+    # Split points of the visits, each at the start of a group, so that no
+    # two threads write the same summary block.
+    targets = torch.arange(1, threads, device=groups.device) * \
+        groups.numel() // threads
     starts = torch.searchsorted(groups, groups.index_select(0, targets))
-    return sorted({0, rows, *starts.tolist()})
+    return sorted({0, groups.numel(), *starts.tolist()})
 
 
-def _call(name: str, dtype: torch.dtype, *tensors: Optional[Tensor],
-          shape: Tuple[int, int, int, int]) -> None:
-    # tensors[index_at], tensors[index_at + 1]: the group index and order
-    index_at = 2 if name in ('outer_sum', 'contract') else 3
-    index, order = tensors[index_at], tensors[index_at + 1]
-    pointers = [None if t is None else t.data_ptr() for t in tensors]
+def _call(name: str, dtype: torch.dtype, runs: Runs, pointers: Sequence,
+          integers: Sequence[int]) -> None:
+    # pointers: data before the runs, the runs, data after; integers after
+    # the number of visits
     function = _function(name, dtype)
-    threads = min(torch.get_num_threads(), shape[0] // MIN_ROWS_PER_THREAD)
+    visits = runs.rows.numel()
+    threads = min(torch.get_num_threads(), visits // MIN_ROWS_PER_THREAD)
+
+    def run(start: int, stop: int) -> int:
+        return function(*pointers[:-1], runs.rows[start:].data_ptr(),
+                        runs.groups[start:].data_ptr(), *pointers[-1],
+                        stop - start, *integers)
+
     if threads <= 1:
-        _check(function(*pointers, *shape))
-        return
-    # ctypes releases the GIL: the segments run in parallel
-    bounds = _segments(index, order, threads)
-    key = (os.getpid(), threads)  # a forked child starts its own pool
-    if key not in _pool:
-        _pool[key] = ThreadPoolExecutor(threads)
-
-    def run(start: int, stop: int) -> Optional[int]:
-        args = list(pointers)
-        args[index_at + 1] = order.data_ptr() + start * order.element_size()
-        return function(*args, stop - start, *shape[1:])
-
-    for status in _pool[key].map(run, bounds[:-1], bounds[1:]):
-        _check(status)
+        statuses = [run(0, visits)]
+    else:  # ctypes releases the GIL: the segments run in parallel
+        bounds = _segments(runs.groups, threads)
+        key = (os.getpid(), threads)  # a forked child starts its own pool
+        if key not in _pool:
+            _pool[key] = ThreadPoolExecutor(threads)
+        statuses = list(_pool[key].map(run, bounds[:-1], bounds[1:]))
+    if any(status < 0 for status in statuses):
+        raise MemoryError(f'native {name}: out of memory for its scratch')
 
 
-def _check(status: Optional[int]) -> None:
-    if status is not None and status < 0:
-        raise MemoryError('native kernel: out of memory for its scratch '
-                          'block')
+def _ptr(t: Optional[Tensor]) -> Optional[int]:
+    return None if t is None else t.data_ptr()
 
 
-def outer_sum(k: Tensor, v: Tensor, index: Tensor, order: Tensor,
-              num_groups: int) -> Tensor:
-    r""":obj:`[G, H, R, C]` sums of :obj:`k [E, H, R]` outer
-    :obj:`v [E, H, C]` per group."""
-    k, v = k.contiguous(), v.contiguous()
-    (E, H, R), C = k.shape, v.size(-1)
+def outer_sum(k: Tensor, v: Tensor, runs: Runs, num_groups: int,
+              head_stride: int, columns: Tensor, ones: bool) -> Tensor:
+    r"""Summaries :obj:`[G, H, R, C]` of the visited rows:
+    :obj:`S[g, h] = sum k[row, h] b^T` with :obj:`b = v[row, h * head_stride
+    + columns]` (then 1 when :obj:`ones`), :obj:`k [rows, H, R]`,
+    :obj:`v [rows, L]` (both contiguous), :obj:`columns` long."""
+    (_, H, R), C = k.shape, columns.numel() + ones
     out = k.new_zeros(num_groups, H, R, C)
-    _call('outer_sum', k.dtype, k, v, index, order, out, shape=(E, H, R, C))
+    _call('outer_sum', k.dtype, runs, [k.data_ptr(), v.data_ptr(), [
+        columns.data_ptr(), out.data_ptr()]],
+        [H, R, C, v.size(1), head_stride, int(ones)])
     return out
 
 
-def contract(q: Tensor, summary: Tensor, index: Tensor,
-             order: Tensor) -> Tensor:
-    r""":obj:`[E, H, C]` readings :math:`q_e^\top S_{g(e)}`."""
+def outer_sum_backward(k: Tensor, v: Tensor, grad: Tensor, runs: Runs,
+                       head_stride: int, columns: Tensor, ones: bool,
+                       grad_k: Optional[Tensor], grad_v: Optional[Tensor]
+                       ) -> None:
+    r"""Adds the gradients of :func:`outer_sum` with respect to :obj:`k` and
+    :obj:`v` to :obj:`grad_k` and :obj:`grad_v` (laid out as :obj:`k`,
+    :obj:`v`; each skipped when :obj:`None`), in one pass over the rows."""
+    (_, H, R), C = k.shape, grad.size(-1)
+    grad = grad.contiguous()
+    _call('outer_sum_backward', k.dtype, runs, [
+        k.data_ptr(), v.data_ptr(), grad.data_ptr(),
+        [columns.data_ptr(), _ptr(grad_k), _ptr(grad_v)]],
+        [H, R, C, v.size(1), head_stride, int(ones)])
+
+
+def contract(q: Tensor, summary: Tensor, runs: Runs) -> Tensor:
+    r""":obj:`[E, H, C]` readings :math:`q_e^\top S_{g(e)}` (the runs visit
+    every row of :obj:`q` once)."""
     q, summary = q.contiguous(), summary.contiguous()
     (E, H, R), C = q.shape, summary.size(-1)
     out = q.new_empty(E, H, C)
-    _call('contract', q.dtype, q, summary, index, order, out,
-          shape=(E, H, R, C))
+    _call('contract', q.dtype, runs, [q.data_ptr(), summary.data_ptr(),
+                                      [out.data_ptr()]], [H, R, C])
     return out
 
 
-def contract_backward(q: Tensor, summary: Tensor, grad: Tensor,
-                      index: Tensor, order: Tensor, need_q: bool,
-                      need_summary: bool
+def contract_backward(q: Tensor, summary: Tensor, grad: Tensor, runs: Runs,
+                      need_q: bool, need_summary: bool
                       ) -> Tuple[Optional[Tensor], Optional[Tensor]]:
     r"""Gradients of :func:`contract` with respect to :obj:`q` and
     :obj:`summary`, in one pass over the rows."""
@@ -273,23 +306,10 @@ def contract_backward(q: Tensor, summary: Tensor, grad: Tensor,
     (E, H, R), C = q.shape, summary.size(-1)
     grad_q = q.new_empty(E, H, R) if need_q else None
     grad_s = torch.zeros_like(summary) if need_summary else None
-    _call('contract_backward', q.dtype, q, summary, grad, index, order,
-          grad_q, grad_s, shape=(E, H, R, C))
+    _call('contract_backward', q.dtype, runs, [
+        q.data_ptr(), summary.data_ptr(), grad.data_ptr(),
+        [_ptr(grad_q), _ptr(grad_s)]], [H, R, C])
     return grad_q, grad_s
-
-
-def outer_sum_backward(k: Tensor, v: Tensor, grad: Tensor, index: Tensor,
-                       order: Tensor, need_k: bool, need_v: bool
-                       ) -> Tuple[Optional[Tensor], Optional[Tensor]]:
-    r"""Gradients of :func:`outer_sum` with respect to :obj:`k` and
-    :obj:`v`, in one pass over the rows."""
-    k, v, grad = k.contiguous(), v.contiguous(), grad.contiguous()
-    (E, H, R), C = k.shape, v.size(-1)
-    grad_k = k.new_empty(E, H, R) if need_k else None
-    grad_v = v.new_empty(E, H, C) if need_v else None
-    _call('outer_sum_backward', k.dtype, k, v, grad, index, order, grad_k,
-          grad_v, shape=(E, H, R, C))
-    return grad_k, grad_v
 
 
 def _pointers(tensors: Sequence[Optional[Tensor]]) -> ctypes.Array:
@@ -309,27 +329,36 @@ class CombinationTable(NamedTuple):
 
 
 def _combine_args(table: CombinationTable, readings, widths, dots,
-                  positions, values, nonempty: Tensor, eps: float):
+                  positions, values: Tensor, slots: Sequence[int],
+                  nonempty: Tensor, eps: float):
     rows, nc = nonempty.shape
-    H, D = values[0].shape[1:]
+    P, _, H, D = values.shape
     width = torch.tensor(list(widths) or [0])
-    return [rows, H, D, nc, *(t.data_ptr() for t in table), _pointers(
-        readings), width.data_ptr(), _pointers(dots), _pointers(positions),
-        _pointers(values), nonempty.data_ptr(), eps], width
+    return [rows, H, D, nc, values.stride(0), *(
+        t.data_ptr() for t in table), _pointers(readings), width.data_ptr(),
+        _pointers(dots), _pointers(positions), _slot_pointers(values, slots),
+        nonempty.data_ptr(), eps], width
+
+
+def _slot_pointers(values: Tensor, slots: Sequence[int]) -> ctypes.Array:
+    step = values.stride(1) * values.element_size()
+    return (ctypes.c_void_p * max(len(slots), 1))(
+        *[values.data_ptr() + s * step for s in slots])
 
 
 def combine(table: CombinationTable, readings: Sequence[Tensor],
             dots: Sequence[Tensor], positions: Sequence[Tensor],
-            values: Sequence[Tensor], nonempty: Tensor,
+            values: Tensor, slots: Sequence[int], nonempty: Tensor,
             eps: float) -> Tuple[Tensor, Tensor]:
     r"""The combined classes :obj:`[rows, classes, H, D]` and their
-    denominators :obj:`[rows, classes, H]` (all inputs contiguous)."""
+    denominators :obj:`[rows, classes, H]` (all inputs contiguous; class
+    :obj:`c` reads :obj:`values[:, slots[c]]`)."""
     args, width = _combine_args(table, readings,
                                 [r.size(-1) for r in readings], dots,
-                                positions, values, nonempty, eps)
+                                positions, values, slots, nonempty, eps)
     rows, H, D, nc = args[:4]
-    out = values[0].new_empty(rows, nc, H, D)
-    den = values[0].new_empty(rows, nc, H)
+    out = values.new_empty(rows, nc, H, D)
+    den = values.new_empty(rows, nc, H)
     _function('combine', out.dtype)(*args, out.data_ptr(), den.data_ptr())
     return out, den
 
@@ -337,8 +366,8 @@ def combine(table: CombinationTable, readings: Sequence[Tensor],
 def combine_backward(table: CombinationTable,
                      reading_shapes: Sequence[torch.Size],
                      dots: Sequence[Tensor], positions: Sequence[Tensor],
-                     values: Sequence[Tensor], nonempty: Tensor, eps: float,
-                     out: Tensor, den: Tensor, grad: Tensor,
+                     values: Tensor, slots: Sequence[int], nonempty: Tensor,
+                     eps: float, out: Tensor, den: Tensor, grad: Tensor,
                      needs: Sequence[bool]) -> List[Optional[Tensor]]:
     r"""Gradients of :func:`combine` for the readings (given by their
     shapes: the backward pass does not read them), dots and values, in that
@@ -346,15 +375,17 @@ def combine_backward(table: CombinationTable,
     args, width = _combine_args(
         table, [None] * len(reading_shapes),
         [shape[-1] for shape in reading_shapes], dots, positions, values,
-        nonempty, eps)
+        slots, nonempty, eps)
     grad = grad.contiguous()  # (kept alive through the call)
     n_r, n_d = len(reading_shapes), len(dots)
     grads = [out.new_zeros(shape) if need else None
              for shape, need in zip(reading_shapes, needs)]
     grads += [torch.zeros_like(t) if need else None
-              for t, need in zip([*dots, *values], needs[n_r:])]
+              for t, need in zip([*dots, values], needs[n_r:])]
+    grad_values = _slot_pointers(grads[-1], slots) if needs[-1] else \
+        _pointers([None] * len(slots))
     _function('combine_backward', out.dtype)(
         *args, out.data_ptr(), den.data_ptr(), grad.data_ptr(),
         _pointers(grads[:n_r]), _pointers(grads[n_r:n_r + n_d]),
-        _pointers(grads[n_r + n_d:]))
+        grad_values)
     return grads

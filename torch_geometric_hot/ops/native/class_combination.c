@@ -10,13 +10,15 @@
  * and out[row, c, h, :] = num / max(den, eps) where the class's group is
  * not empty (else 0). Terms are listed class by class: class c owns terms
  * start[c] .. start[c + 1] - 1; src[t] indexes the readings (kind 0) or the
- * single-key (dot, position) pairs (kind 1). Plain C11; see
+ * single-key (dot, position) pairs (kind 1). Class c's values (and their
+ * gradients) are [P, H, D] blocks ldv apart from row to row. Plain C11; see
  * torch_geometric_hot.ops.native. Single-threaded.
  */
 #include <stdint.h>
 
 #define DEFINE_COMBINE(T, SUF)                                                \
 void combine_##SUF(int64_t rows, int64_t H, int64_t D, int64_t nc,            \
+                   int64_t ldv,                                               \
                    const int64_t *start, const int64_t *kind,                 \
                    const int64_t *sign, const int64_t *src,                   \
                    const int64_t *off, T *const *reading,                     \
@@ -44,7 +46,7 @@ void combine_##SUF(int64_t rows, int64_t H, int64_t D, int64_t nc,            \
                     }                                                         \
                 } else {                                                      \
                     const T *d = dot[src[t]] + row * H;                       \
-                    const T *v = value[c] + position[src[t]][row] * HD;       \
+                    const T *v = value[c] + position[src[t]][row] * ldv;      \
                     for (int64_t h = 0; h < H; ++h) {                         \
                         const T sd = s * d[h];                                \
                         const T *vh = v + h * D;                              \
@@ -69,6 +71,7 @@ void combine_##SUF(int64_t rows, int64_t H, int64_t D, int64_t nc,            \
    grad_dot (per single-key source, [rows, H]) and grad_value (per class,    \
    [P, H, D]), all zero-filled by the caller; NULL entries are skipped. */    \
 void combine_backward_##SUF(int64_t rows, int64_t H, int64_t D, int64_t nc,   \
+                            int64_t ldv,                                      \
                             const int64_t *start, const int64_t *kind,        \
                             const int64_t *sign, const int64_t *src,          \
                             const int64_t *off, T *const *reading,            \
@@ -113,7 +116,7 @@ void combine_backward_##SUF(int64_t rows, int64_t H, int64_t D, int64_t nc,   \
                 } else {                                                      \
                     const int64_t p = position[src[t]][row];                  \
                     const T *d = dot[src[t]] + row * H;                       \
-                    const T *v = value[c] + p * HD;                           \
+                    const T *v = value[c] + p * ldv;                          \
                     T *gd = grad_dot[src[t]], *gv = grad_value[c];            \
                     for (int64_t h = 0; h < H; ++h) {                         \
                         const T *nh = g_num + h * D, *vh = v + h * D;         \
@@ -125,7 +128,7 @@ void combine_backward_##SUF(int64_t rows, int64_t H, int64_t D, int64_t nc,   \
                             gd[row * H + h] += s * acc;                       \
                         }                                                     \
                         if (gv) {                                             \
-                            T *gvh = gv + p * HD + h * D;                     \
+                            T *gvh = gv + p * ldv + h * D;                    \
                             const T sd = s * d[h];                            \
                             _Pragma("omp simd")                               \
                             for (int64_t i = 0; i < D; ++i)                   \

@@ -3,24 +3,30 @@
  * sums S_g = sum_{e : g(e) = g} k_e v_e^T and their readings
  * o_e = q_e^T S_{g(e)}, forward and backward, per head.
  *
- * Layouts (all contiguous, row-major): rows [E, H, R] or [E, H, C],
- * summaries [G, H, R, C]. Rows are visited in `order`, a permutation that
- * sorts `index` (the group of every row), so the rows of one group form a
- * run and the group's [R, C] block stays in cache while the run is
- * processed. Outputs are written, never read, except the summaries, which
- * are accumulated into (the caller zero-fills them).
+ * A call visits E rows in runs of equal group: visit t reads data row
+ * rows[t] and belongs to group groups[t] (sorted), so a group's [R, C]
+ * summary block stays in cache while its run is processed. Rows are
+ * [.., H, R] (keys, queries: row stride H R) or anything else for the
+ * values of a summary: row stride ldb, head stride hb, and summary column
+ * j < C' read from offset src[j] of the row's head (so a summary can
+ * gather its columns from several classes' values without a copy); with
+ * `ones`, the last column (j = C') is the sum of the keys alone (the
+ * denominator). Summaries are [G, H, R, C] (C = C' + ones), readings and
+ * their gradients [E, H, C] / [E, H, R].
  *
  * Everything reduces to two register-tiled loops over a run:
- *   contract: out[t, :N] = sum_k a[t, k] M[k, :N]   (reading a block)
- *   outer:    M[k, :N]  += sum_t a[t, k] b[t, :N]   (accumulating a block)
+ *   contract: out[t, :] = sum_k a[t, k] M[k, :]   (reading a block)
+ *   outer:    M[k, :]  += sum_t a[t, k] b[t, :]   (accumulating a block)
  * Each tile keeps TILE_ROWS x TILE_VECS vector accumulators in registers
  * (independent FMA chains; every loaded vector feeds TILE_ROWS of them).
- * Columns past the last full vector (C = 8 * classes + 1 always has one)
- * are dot products over k instead.
+ * Columns that do not form a whole vector of consecutive offsets (the
+ * denominator, and C = 8 * classes + 1 always has one) are handled one
+ * by one, vectorised over k.
  *
  * Plain C11 with GCC vector extensions (VEC_BYTES-wide vectors, lowered to
  * whatever the target has); compiled at first use by
- * torch_geometric_hot.ops.native. Single-threaded.
+ * torch_geometric_hot.ops.native. Single-threaded. Functions that allocate
+ * scratch return -1 when that fails, else 0.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -45,12 +51,39 @@
     case 18: TILE(4, 2); break; default: TILE(4, 3); break;                   \
     }
 
-/* Runs `...` for every run of rows of one group (g: the group, order + t:
-   its n rows) and every head h. */
+/* Columns of a block: `nvec` whole vectors (block column vm[i], row offset
+   vx[i], W consecutive columns each), then `nscal` single columns (sm, sx).
+   Columns past those (the denominator) are the caller's. */
+typedef struct {
+    int64_t nvec, nscal, *vm, *vx, *sm, *sx;
+} colmap;
+
+/* The map of block columns j < n to row offsets src[j] (NULL: j itself),
+   whole vectors where W offsets are consecutive. */
+static int colmap_build(colmap *m, const int64_t *src, int64_t n, int64_t W) {
+    int64_t *buf = malloc(sizeof(int64_t) * 4 * (n + 1));
+    if (!buf) return -1;
+    m->vm = buf; m->vx = buf + n + 1; m->sm = buf + 2 * (n + 1);
+    m->sx = buf + 3 * (n + 1); m->nvec = m->nscal = 0;
+    for (int64_t j = 0; j < n;) {
+        int64_t run = 1;
+        while (run < W && j + run < n &&
+               (src ? src[j + run] == src[j] + run : 1)) ++run;
+        if (run == W) {
+            m->vm[m->nvec] = j; m->vx[m->nvec++] = src ? src[j] : j; j += W;
+        } else {
+            m->sm[m->nscal] = j; m->sx[m->nscal++] = src ? src[j] : j; ++j;
+        }
+    }
+    return 0;
+}
+
+/* Runs `...` for every run of visits of one group (g: the group, t: its
+   first visit, n: its length) and every head h. */
 #define FOR_EACH_RUN_AND_HEAD(...)                                            \
     for (int64_t t = 0, n; t < E; t += n) {                                   \
-        const int64_t g = index[order[t]];                                    \
-        for (n = 1; t + n < E && index[order[t + n]] == g; ++n) {}            \
+        const int64_t g = groups[t];                                          \
+        for (n = 1; t + n < E && groups[t + n] == g; ++n) {}                  \
         for (int64_t h = 0; h < H; ++h) { __VA_ARGS__ }                       \
     }
 
@@ -61,67 +94,79 @@ enum { W_##SUF = VEC_BYTES / sizeof(T) };                                     \
 INLINE vec_##SUF ld_##SUF(const T *p) { return *(const vec_##SUF *)p; }       \
 INLINE void st_##SUF(T *p, vec_##SUF x) { *(vec_##SUF *)p = x; }              \
                                                                               \
-/* o[m][c + v W ..] = sum_k a[m][k] M[k, c + v W ..], m < MR, v < NV */       \
+/* o[m][vx[v]..] (+)= sum_k a[m][k] M[k, vm[v]..], m < MR, v < NV */          \
 INLINE void contract_tile_##SUF(const T *const *a, const T *M, int64_t ldm,   \
-                                int64_t K, T *const *o, int64_t c,            \
-                                const int MR, const int NV) {                 \
+                                int64_t K, T *const *o, const int64_t *vm,    \
+                                const int64_t *vx, int add, const int MR,     \
+                                const int NV) {                               \
     vec_##SUF acc[TILE_ROWS][TILE_VECS] = {{{0}}};                            \
     for (int64_t k = 0; k < K; ++k) {                                         \
         vec_##SUF y[TILE_VECS];                                               \
-        for (int v = 0; v < NV; ++v) y[v] = ld_##SUF(M + k * ldm + c + v * W_##SUF);\
+        for (int v = 0; v < NV; ++v) y[v] = ld_##SUF(M + k * ldm + vm[v]);    \
         for (int m = 0; m < MR; ++m) {                                        \
             const T w = a[m][k];                                              \
             for (int v = 0; v < NV; ++v) acc[m][v] += w * y[v];               \
         }                                                                     \
     }                                                                         \
     for (int m = 0; m < MR; ++m)                                              \
-        for (int v = 0; v < NV; ++v) st_##SUF(o[m] + c + v * W_##SUF, acc[m][v]);\
+        for (int v = 0; v < NV; ++v) {                                        \
+            T *p = o[m] + vx[v];                                              \
+            st_##SUF(p, add ? ld_##SUF(p) + acc[m][v] : acc[m][v]);           \
+        }                                                                     \
 }                                                                             \
                                                                               \
-/* out[rows[t]][:N] = sum_k a[rows[t]][k] M[k, :N] */                         \
-static void contract_run_##SUF(const T *a, int64_t lda, const T *M,           \
-                               int64_t K, int64_t N, T *out, int64_t ldo,     \
-                               const int64_t *rows, int64_t n) {              \
-    const int64_t W = W_##SUF, full = N - N % W;                              \
-    T tail[(N - full) * K + 1]; /* tail columns of M, transposed */           \
-    for (int64_t c = full; c < N; ++c)                                        \
-        for (int64_t k = 0; k < K; ++k) tail[(c - full) * K + k] = M[k * N + c];\
+/* out[rows[t]][cm] (+)= sum_k a_t[k] M[k, cm] over the mapped columns of a   \
+   [K, ldm] block, where a_t = a[rows[t]][:K] or, with `ax`, the gathered   \
+   a[rows[t]][ax[k]] (and 1 for k >= kx: the denominator column), gathered  \
+   into buf [TILE_ROWS, K]; tail holds nscal x K scratch. */                 \
+static void contract_run_##SUF(const T *a, int64_t lda, const int64_t *ax,    \
+                               int64_t kx, const T *M, int64_t K,             \
+                               int64_t ldm, const colmap *cm, T *out,         \
+                               int64_t ldo, int add, const int64_t *rows,     \
+                               int64_t n, T *buf, T *tail) {                  \
+    /* tail [nscal, K]: the single columns of M, transposed */                \
+    for (int64_t s = 0; s < cm->nscal; ++s)                                   \
+        for (int64_t k = 0; k < K; ++k) tail[s * K + k] = M[k * ldm + cm->sm[s]];\
     for (int64_t t = 0; t < n; t += TILE_ROWS) {                              \
         const int mr = (int)MIN(TILE_ROWS, n - t);                            \
         const T *ar[TILE_ROWS];                                               \
         T *orow[TILE_ROWS];                                                   \
         for (int m = 0; m < mr; ++m) {                                        \
-            ar[m] = a + rows[t + m] * lda;                                     \
+            const T *x = a + rows[t + m] * lda;                               \
             orow[m] = out + rows[t + m] * ldo;                                \
+            if (!ax) { ar[m] = x; continue; }                                 \
+            T *y = buf + m * K;                                               \
+            for (int64_t k = 0; k < kx; ++k) y[k] = x[ax[k]];                 \
+            for (int64_t k = kx; k < K; ++k) y[k] = 1;                        \
+            ar[m] = y;                                                        \
         }                                                                     \
-        for (int64_t c = 0; c < full; c += TILE_VECS * W) {                   \
-            const int nv = (int)MIN(TILE_VECS, (full - c) / W);               \
-            _Pragma("GCC diagnostic push")                                    \
-            _Pragma("GCC diagnostic ignored \"-Wmaybe-uninitialized\"")       \
+        for (int64_t v = 0; v < cm->nvec; v += TILE_VECS) {                   \
+            const int nv = (int)MIN(TILE_VECS, cm->nvec - v);                 \
+            const int64_t *vm = cm->vm + v, *vx = cm->vx + v;                 \
             DISPATCH_TILE(CONTRACT_TILE_##SUF, mr, nv)                        \
-            _Pragma("GCC diagnostic pop")                                     \
         }                                                                     \
-        for (int64_t c = full; c < N; ++c)                                    \
+        for (int64_t s = 0; s < cm->nscal; ++s)                               \
             for (int m = 0; m < mr; ++m) {                                    \
-                const T *x = ar[m], *y = tail + (c - full) * K;               \
-                T s = 0;                                                      \
-                _Pragma("omp simd reduction(+:s)")                            \
-                for (int64_t k = 0; k < K; ++k) s += x[k] * y[k];             \
-                orow[m][c] = s;                                               \
+                const T *x = ar[m], *y = tail + s * K;                        \
+                T acc = 0;                                                    \
+                _Pragma("omp simd reduction(+:acc)")                          \
+                for (int64_t k = 0; k < K; ++k) acc += x[k] * y[k];           \
+                T *p = orow[m] + cm->sx[s];                                   \
+                *p = add ? *p + acc : acc;                                    \
             }                                                                 \
     }                                                                         \
 }                                                                             \
                                                                               \
-/* M[k0 + m, c + v W ..] += sum_t a[rows[t]][k0 + m] b[rows[t]][c + v W ..] */\
+/* M[k0 + m, vm[v]..] += sum_t a[rows[t]][k0 + m] b[rows[t]][vx[v]..] */     \
 INLINE void outer_tile_##SUF(const T *a, int64_t lda, const T *b, int64_t ldb,\
                              const int64_t *rows, int64_t n, T *M,            \
-                             int64_t ldm, int64_t k0, int64_t c,              \
-                             const int MR, const int NV) {                    \
+                             int64_t ldm, int64_t k0, const int64_t *vm,      \
+                             const int64_t *vx, const int MR, const int NV) { \
     vec_##SUF acc[TILE_ROWS][TILE_VECS] = {{{0}}};                            \
     for (int64_t t = 0; t < n; ++t) {                                         \
-        const T *x = a + rows[t] * lda + k0, *y = b + rows[t] * ldb + c;      \
+        const T *x = a + rows[t] * lda + k0, *y = b + rows[t] * ldb;          \
         vec_##SUF z[TILE_VECS];                                               \
-        for (int v = 0; v < NV; ++v) z[v] = ld_##SUF(y + v * W_##SUF);        \
+        for (int v = 0; v < NV; ++v) z[v] = ld_##SUF(y + vx[v]);              \
         for (int m = 0; m < MR; ++m) {                                        \
             const T w = x[m];                                                 \
             for (int v = 0; v < NV; ++v) acc[m][v] += w * z[v];               \
@@ -129,116 +174,155 @@ INLINE void outer_tile_##SUF(const T *a, int64_t lda, const T *b, int64_t ldb,\
     }                                                                         \
     for (int m = 0; m < MR; ++m)                                              \
         for (int v = 0; v < NV; ++v) {                                        \
-            T *p = M + (k0 + m) * ldm + c + v * W_##SUF;                      \
+            T *p = M + (k0 + m) * ldm + vm[v];                                \
             st_##SUF(p, ld_##SUF(p) + acc[m][v]);                             \
         }                                                                     \
 }                                                                             \
                                                                               \
-/* M[k, :N] += sum_t a[rows[t]][k] b[rows[t]][:N] */                          \
+/* M[k, cm] += sum_t a[rows[t]][k] b[rows[t]][cm] for a [K, ldm] block, and  \
+   M[k, ones] += sum_t a[rows[t]][k] when ones >= 0. */                       \
 static void outer_run_##SUF(const T *a, int64_t lda, const T *b, int64_t ldb, \
+                            const colmap *cm, int64_t ones,                   \
                             const int64_t *rows, int64_t n, T *M, int64_t K,  \
-                            int64_t N) {                                      \
-    const int64_t W = W_##SUF, full = N - N % W;                              \
+                            int64_t ldm) {                                    \
     for (int64_t t0 = 0; t0 < n; t0 += RUN_CHUNK) {                           \
         const int64_t *r = rows + t0;                                         \
         const int64_t len = MIN(RUN_CHUNK, n - t0);                           \
         for (int64_t k0 = 0; k0 < K; k0 += TILE_ROWS) {                       \
             const int mr = (int)MIN(TILE_ROWS, K - k0);                       \
-            for (int64_t c = 0; c < full; c += TILE_VECS * W) {               \
-                const int nv = (int)MIN(TILE_VECS, (full - c) / W);           \
+            for (int64_t v = 0; v < cm->nvec; v += TILE_VECS) {               \
+                const int nv = (int)MIN(TILE_VECS, cm->nvec - v);             \
+                const int64_t *vm = cm->vm + v, *vx = cm->vx + v;             \
                 DISPATCH_TILE(OUTER_TILE_##SUF, mr, nv)                       \
             }                                                                 \
         }                                                                     \
-        /* tail columns: vectorised over k instead of c */                    \
-        for (int64_t c = full; c < N; ++c) {                                  \
+        /* single columns: vectorised over k instead */                       \
+        for (int64_t s = 0; s < cm->nscal + (ones >= 0); ++s) {               \
             T acc[K];                                                         \
             for (int64_t k = 0; k < K; ++k) acc[k] = 0;                       \
             for (int64_t t = 0; t < len; ++t) {                               \
-                const T w = b[r[t] * ldb + c], *x = a + r[t] * lda;           \
+                const T w = s < cm->nscal ? b[r[t] * ldb + cm->sx[s]] : 1;    \
+                const T *x = a + r[t] * lda;                                  \
                 _Pragma("omp simd")                                           \
                 for (int64_t k = 0; k < K; ++k) acc[k] += w * x[k];           \
             }                                                                 \
-            for (int64_t k = 0; k < K; ++k) M[k * N + c] += acc[k];           \
+            const int64_t j = s < cm->nscal ? cm->sm[s] : ones;               \
+            for (int64_t k = 0; k < K; ++k) M[k * ldm + j] += acc[k];         \
         }                                                                     \
     }                                                                         \
 }                                                                             \
                                                                               \
-/* out[rows[t]][k] = sum_c b[rows[t]][c] M[k, c]: a contraction with the     \
-   block transposed into `scratch` [N, K] */                                  \
-static void dot_run_##SUF(const T *b, int64_t ldb, const T *M, int64_t K,     \
-                          int64_t N, T *out, int64_t ldo,                     \
-                          const int64_t *rows, int64_t n, T *scratch) {       \
-    for (int64_t k = 0; k < K; ++k)                                           \
-        for (int64_t c = 0; c < N; ++c) scratch[c * K + k] = M[k * N + c];    \
-    contract_run_##SUF(b, ldb, scratch, N, K, out, ldo, rows, n);             \
-}                                                                             \
-                                                                              \
-/* S[g] += sum_{e : index[e] = g} k[e] v[e]^T, per head. */                   \
-void outer_sum_##SUF(const T *k, const T *v, const int64_t *index,            \
-                     const int64_t *order, T *S, int64_t E, int64_t H,        \
-                     int64_t R, int64_t C) {                                  \
+/* S[g, h] += sum over the group's visits of a[row, h] [b[row, h, src], 1]^T */\
+int outer_sum_##SUF(const T *a, const T *b, const int64_t *rows,              \
+                    const int64_t *groups, const int64_t *src, T *S,          \
+                    int64_t E, int64_t H, int64_t R, int64_t C, int64_t ldb,  \
+                    int64_t hb, int64_t ones) {                               \
+    colmap cm = {0};                                                          \
+    if (colmap_build(&cm, src, C - ones, W_##SUF)) return -1;                 \
     FOR_EACH_RUN_AND_HEAD(                                                    \
-        outer_run_##SUF(k + h * R, H * R, v + h * C, H * C, order + t, n,     \
+        outer_run_##SUF(a + h * R, H * R, b + h * hb, ldb, &cm,               \
+                        ones ? C - 1 : -1, rows + t, n,                       \
                         S + (g * H + h) * R * C, R, C);)                      \
-}                                                                             \
-                                                                              \
-/* out[e] = q[e]^T S[index[e]], per head. */                                  \
-void contract_##SUF(const T *q, const T *S, const int64_t *index,             \
-                    const int64_t *order, T *out, int64_t E, int64_t H,       \
-                    int64_t R, int64_t C) {                                   \
-    FOR_EACH_RUN_AND_HEAD(                                                    \
-        contract_run_##SUF(q + h * R, H * R, S + (g * H + h) * R * C, R, C,   \
-                           out + h * C, H * C, order + t, n);)                \
-}                                                                             \
-                                                                              \
-/* Backward of contract: grad_q[e] = S[index[e]] grad[e] (when grad_q is    \
-   not NULL) and grad_S[g] += sum q[e] grad[e]^T (when grad_S is not NULL).\
-   Returns -1 when its scratch block cannot be allocated, else 0. */        \
-int contract_backward_##SUF(const T *q, const T *S, const T *grad,           \
-                             const int64_t *index, const int64_t *order,      \
-                             T *grad_q, T *grad_S, int64_t E, int64_t H,      \
-                             int64_t R, int64_t C) {                          \
-    T *scratch = grad_q ? malloc(sizeof(T) * R * C) : NULL;                   \
-    if (grad_q && !scratch) return -1;                                        \
-    FOR_EACH_RUN_AND_HEAD(                                                    \
-        const int64_t block = (g * H + h) * R * C;                            \
-        if (grad_q)                                                           \
-            dot_run_##SUF(grad + h * C, H * C, S + block, R, C,               \
-                          grad_q + h * R, H * R, order + t, n, scratch);      \
-        if (grad_S)                                                           \
-            outer_run_##SUF(q + h * R, H * R, grad + h * C, H * C, order + t, \
-                            n, grad_S + block, R, C);)                        \
-    free(scratch);                                                            \
+    free(cm.vm);                                                              \
     return 0;                                                                 \
 }                                                                             \
                                                                               \
-/* Backward of outer_sum: grad_k[e] = grad_S[index[e]] v[e] and             \
-   grad_v[e] = grad_S[index[e]]^T k[e] (each skipped when NULL); returns -1  \
-   when its scratch block cannot be allocated, else 0. */                   \
-int outer_sum_backward_##SUF(const T *k, const T *v, const T *grad_S,        \
-                              const int64_t *index, const int64_t *order,     \
-                              T *grad_k, T *grad_v, int64_t E, int64_t H,     \
-                              int64_t R, int64_t C) {                         \
-    T *scratch = grad_k ? malloc(sizeof(T) * R * C) : NULL;                   \
-    if (grad_k && !scratch) return -1;                                        \
+/* out[row] = q[row]^T S[g], per head. */                                     \
+int contract_##SUF(const T *q, const T *S, const int64_t *rows,               \
+                   const int64_t *groups, T *out, int64_t E, int64_t H,       \
+                   int64_t R, int64_t C) {                                    \
+    colmap cm = {0};                                                          \
+    T *tail = malloc(sizeof(T) * (R * C + 1));                                \
+    if (!tail || colmap_build(&cm, NULL, C, W_##SUF)) {                       \
+        free(tail);                                                           \
+        return -1;                                                            \
+    }                                                                         \
+    FOR_EACH_RUN_AND_HEAD(                                                    \
+        contract_run_##SUF(q + h * R, H * R, NULL, R, S + (g * H + h) * R * C,\
+                           R, C, &cm, out + h * C, H * C, 0, rows + t, n,     \
+                           NULL, tail);)                                      \
+    free(tail); free(cm.vm);                                                  \
+    return 0;                                                                 \
+}                                                                             \
+                                                                              \
+/* The block transposed into scratch [C, R]: the contraction of row values   \
+   over C that gives the gradient of the R side. */                          \
+static void transpose_##SUF(const T *M, int64_t R, int64_t C, T *out) {       \
+    for (int64_t r = 0; r < R; ++r)                                           \
+        for (int64_t c = 0; c < C; ++c) out[c * R + r] = M[r * C + c];        \
+}                                                                             \
+                                                                              \
+/* Backward of contract: grad_q[row] = S[g] grad[row] (when grad_q is not   \
+   NULL) and grad_S[g] += sum q[row] grad[row]^T (when grad_S is not NULL).*/\
+int contract_backward_##SUF(const T *q, const T *S, const T *grad,            \
+                            const int64_t *rows, const int64_t *groups,       \
+                            T *grad_q, T *grad_S, int64_t E, int64_t H,       \
+                            int64_t R, int64_t C) {                           \
+    colmap all_c = {0}, all_r = {0};                                          \
+    T *scratch = malloc(sizeof(T) * (2 * R * C + 1));                         \
+    if (!scratch || colmap_build(&all_c, NULL, C, W_##SUF) ||                 \
+            colmap_build(&all_r, NULL, R, W_##SUF)) {                         \
+        free(scratch); free(all_c.vm);                                        \
+        return -1;                                                            \
+    }                                                                         \
+    FOR_EACH_RUN_AND_HEAD(                                                    \
+        const int64_t block = (g * H + h) * R * C;                            \
+        if (grad_q) {                                                         \
+            transpose_##SUF(S + block, R, C, scratch);                        \
+            contract_run_##SUF(grad + h * C, H * C, NULL, C, scratch, C, R,   \
+                               &all_r, grad_q + h * R, H * R, 0, rows + t, n, \
+                               NULL, scratch + R * C);                        \
+        }                                                                     \
+        if (grad_S)                                                           \
+            outer_run_##SUF(q + h * R, H * R, grad + h * C, H * C, &all_c, -1,\
+                            rows + t, n, grad_S + block, R, C);)              \
+    free(scratch); free(all_c.vm); free(all_r.vm);                            \
+    return 0;                                                                 \
+}                                                                             \
+                                                                              \
+/* Backward of outer_sum, accumulated into grad_a / grad_b (laid out as a    \
+   and b; each skipped when NULL): grad_a[row] += grad_S[g] [b[row, src], 1] \
+   and grad_b[row, src] += grad_S[g, :, :C'] ^T a[row]. */                    \
+int outer_sum_backward_##SUF(const T *a, const T *b, const T *grad_S,         \
+                             const int64_t *rows, const int64_t *groups,      \
+                             const int64_t *src, T *grad_a, T *grad_b,        \
+                             int64_t E, int64_t H, int64_t R, int64_t C,      \
+                             int64_t ldb, int64_t hb, int64_t ones) {         \
+    const int64_t Cb = C - ones;                                              \
+    colmap to_b = {0}, all_r = {0};                                           \
+    int64_t *ax = malloc(sizeof(int64_t) * (C + 1));                          \
+    /* transposed block [C, R], tail [<= R C], gathered rows [TILE_ROWS, C] */\
+    T *scratch = malloc(sizeof(T) * (2 * R * C + TILE_ROWS * C + 1));         \
+    if (!ax || !scratch || colmap_build(&to_b, src, Cb, W_##SUF) ||           \
+            colmap_build(&all_r, NULL, R, W_##SUF)) {                         \
+        free(ax); free(scratch); free(to_b.vm);                               \
+        return -1;                                                            \
+    }                                                                         \
+    for (int64_t j = 0; j < Cb; ++j) ax[j] = src ? src[j] : j;                \
     FOR_EACH_RUN_AND_HEAD(                                                    \
         const T *block = grad_S + (g * H + h) * R * C;                        \
-        if (grad_k)                                                           \
-            dot_run_##SUF(v + h * C, H * C, block, R, C, grad_k + h * R,      \
-                          H * R, order + t, n, scratch);                      \
-        if (grad_v)                                                           \
-            contract_run_##SUF(k + h * R, H * R, block, R, C, grad_v + h * C, \
-                               H * C, order + t, n);)                         \
-    free(scratch);                                                            \
+        if (grad_a) {                                                         \
+            transpose_##SUF(block, R, C, scratch);                            \
+            contract_run_##SUF(b + h * hb, ldb, ax, Cb, scratch, C, R, &all_r,\
+                               grad_a + h * R, H * R, 1, rows + t, n,         \
+                               scratch + 2 * R * C, scratch + R * C);         \
+        }                                                                     \
+        if (grad_b)                                                           \
+            contract_run_##SUF(a + h * R, H * R, NULL, R, block, R, C, &to_b, \
+                               grad_b + h * hb, ldb, 1, rows + t, n, NULL,    \
+                               scratch + R * C);)                             \
+    free(ax); free(scratch); free(to_b.vm); free(all_r.vm);                   \
     return 0;                                                                 \
 }
 
-#define CONTRACT_TILE_f32(MR, NV) contract_tile_f32(ar, M, N, K, orow, c, MR, NV)
-#define CONTRACT_TILE_f64(MR, NV) contract_tile_f64(ar, M, N, K, orow, c, MR, NV)
+#define CONTRACT_TILE_f32(MR, NV) \
+    contract_tile_f32(ar, M, ldm, K, orow, vm, vx, add, MR, NV)
+#define CONTRACT_TILE_f64(MR, NV) \
+    contract_tile_f64(ar, M, ldm, K, orow, vm, vx, add, MR, NV)
 #define OUTER_TILE_f32(MR, NV) \
-    outer_tile_f32(a, lda, b, ldb, r, len, M, N, k0, c, MR, NV)
+    outer_tile_f32(a, lda, b, ldb, r, len, M, ldm, k0, vm, vx, MR, NV)
 #define OUTER_TILE_f64(MR, NV) \
-    outer_tile_f64(a, lda, b, ldb, r, len, M, N, k0, c, MR, NV)
+    outer_tile_f64(a, lda, b, ldb, r, len, M, ldm, k0, vm, vx, MR, NV)
 
 DEFINE_KERNELS(float, f32)
 DEFINE_KERNELS(double, f64)
