@@ -35,7 +35,11 @@ floor=None, quick_sizes=None) -> list[dict]``
     ``--max-seconds`` and ``--max-mem-gb`` (a variant's sweep stops at the
     first point whose forward+backward or peak memory is over the limit, or
     that fails or times out), ``--thp`` (every point twice: without and
-    with ``THP_MEM_ALLOC_ENABLE=1``).
+    with ``THP_MEM_ALLOC_ENABLE=1``), ``--keep-freed-memory`` (children
+    run with glibc malloc keeping freed memory for reuse:
+    ``MALLOC_MMAP_MAX_=0``, ``MALLOC_TRIM_THRESHOLD_`` and
+    ``MALLOC_TOP_PAD_`` large, so that a large tensor does not get fresh,
+    page-faulting pages every time; recorded as ``allocator='keep'``).
 ``summarize(records, size_key='n_edges') -> list[dict]``
     Per (variant, thp): the log–log slope of peak memory and of time against
     ``size_key`` (least squares), and the min/max/spread (max/min) of the
@@ -237,15 +241,35 @@ def _parse(argv: Optional[Sequence[str]], name: str) -> argparse.Namespace:
     parser.add_argument('--thp', action='store_true',
                         help='run every point without and with '
                         'THP_MEM_ALLOC_ENABLE=1')
+    parser.add_argument('--keep-freed-memory', action='store_true',
+                        help='run the points with glibc malloc keeping '
+                        'freed memory (no mmap, no trimming)')
     parser.add_argument('--point', help=argparse.SUPPRESS)
     return parser.parse_args(argv)
 
 
-def _run_child(point: Dict, thp: bool, timeout: float) -> Dict:
+#: glibc malloc settings of --keep-freed-memory.
+KEEP_FREED_MEMORY = {'MALLOC_MMAP_MAX_': '0',
+                     'MALLOC_TRIM_THRESHOLD_': str(2**31 - 1),
+                     'MALLOC_TOP_PAD_': str(256 << 20)}
+
+
+def child_env(thp: bool, keep_freed_memory: bool) -> Dict[str, str]:
+    r"""The environment of a point's process: this one's, with exactly the
+    allocator settings asked for."""
     env = dict(os.environ)
-    env.pop('THP_MEM_ALLOC_ENABLE', None)
+    for key in ['THP_MEM_ALLOC_ENABLE', *KEEP_FREED_MEMORY]:
+        env.pop(key, None)
     if thp:
         env['THP_MEM_ALLOC_ENABLE'] = '1'
+    if keep_freed_memory:
+        env.update(KEEP_FREED_MEMORY)
+    return env
+
+
+def _run_child(point: Dict, thp: bool, timeout: float,
+               keep_freed_memory: bool = False) -> Dict:
+    env = child_env(thp, keep_freed_memory)
     cmd = [sys.executable, os.path.abspath(sys.argv[0]), '--point',
            json.dumps(point)]
     start = time.perf_counter()
@@ -303,7 +327,8 @@ def run_benchmark(name: str, sizes: Sequence[int],
     common = dict(benchmark=name, device='cpu',
                   torch=torch.__version__.split('+')[0],
                   threads=args.threads or torch.get_num_threads(),
-                  machine=platform.machine())
+                  machine=platform.machine(),
+                  allocator='keep' if args.keep_freed_memory else 'default')
     records, floor_times = [], {}
     for variant in [FLOOR] + names:
         for thp in ([False, True] if args.thp else [False]):
@@ -316,7 +341,8 @@ def run_benchmark(name: str, sizes: Sequence[int],
                               thp=thp)
                 timeout = (args.repeats + args.warmup + 2) * \
                     args.max_seconds + 300  # + start-up and set-up
-                record.update(_run_child(point, thp, timeout))
+                record.update(_run_child(point, thp, timeout,
+                                         args.keep_freed_memory))
                 floor_s = floor_times.get((int(size), thp))
                 if record['status'] == 'ok' and floor_s:
                     record['time_to_floor'] = record['fwd_bwd_s'] / floor_s

@@ -147,6 +147,15 @@ def test_run_benchmark_end_to_end(tmp_path):
     assert (tmp_path / 'toy_summary.json').exists()
 
 
+def test_child_env_sets_exactly_the_asked_allocator(monkeypatch):
+    monkeypatch.setenv('MALLOC_MMAP_MAX_', '7')  # inherited: dropped
+    env = harness.child_env(thp=False, keep_freed_memory=False)
+    assert 'MALLOC_MMAP_MAX_' not in env and 'THP_MEM_ALLOC_ENABLE' not in env
+    env = harness.child_env(thp=True, keep_freed_memory=True)
+    assert env['THP_MEM_ALLOC_ENABLE'] == '1'
+    assert all(env[k] == v for k, v in harness.KEEP_FREED_MEMORY.items())
+
+
 def test_time_fwd_bwd_without_grad_skips_backward():
     fwd, fwd_bwd = harness.time_fwd_bwd(lambda: torch.arange(5), repeats=2)
     assert 0 < fwd <= fwd_bwd
