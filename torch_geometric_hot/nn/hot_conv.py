@@ -187,7 +187,6 @@ class HOTConv(torch.nn.Module):
         if self.feature_map is not None:
             self.feature_map.step()
         keys = self.lin_key(x, view).view(-1, H, D)
-        values = self.lin_value(x).view(x.size(0), len(self.classes), H, D)
         queries = self._queries(x, view, hyperedge_index, targets)
         if self.feature_map is not None:
             key_graph = view.entry_batch if self.in_order == 2 else view.batch
@@ -201,8 +200,8 @@ class HOTConv(torch.nn.Module):
         for p, (name, target) in enumerate(targets.items()):
             classes = self._by_part.get(name, [])
             index = self._part_index.get(name, [])
-            outs = self._attend(classes, index, target, view, queries[name],
-                                keys, values, weights, cache)
+            outs = self._attend(classes, target, view, queries[name], keys,
+                                self._values(x, index), weights, cache)
             if outs is not None:  # one product with the output projections
                 out = outs.reshape(target.num_rows, len(index) * H * D) @ \
                     self.lin_out[index].reshape(len(index) * H * D, -1)
@@ -230,21 +229,33 @@ class HOTConv(torch.nn.Module):
             return {k: v * D**-0.5 for k, v in full.items()}
         return {k: self.feature_map(v, True) for k, v in full.items()}
 
-    def _attend(self, classes, index, target, view, q, keys, values,
-                weights, cache) -> Optional[Tensor]:
+    def _values(self, x: Tensor, index: Sequence[int]) -> Tensor:
+        r"""The values of one part's classes, :obj:`[inputs, classes, H, D]`
+        (projected per part: the gradients of a part's attention then fill
+        and add buffers of its own classes only)."""
+        weight = self.lin_value.weight
+        if len(index) < len(self.classes):
+            width = self.heads * self.head_channels
+            weight = weight.view(len(self.classes), width, -1)[index].flatten(
+                0, 1)
+        return torch.nn.functional.linear(x, weight).view(
+            x.size(0), len(index), self.heads, self.head_channels)
+
+    def _attend(self, classes, target, view, q, keys, values, weights,
+                cache) -> Optional[Tensor]:
         r"""The part's classes, :obj:`[rows, classes, H, D]` (:obj:`None`
-        without classes)."""
+        without classes), from their values :obj:`[inputs, classes, H, D]`."""
         if not classes:
             return None
         if self.attention == 'kernel':
             out = kernel_class_attention(classes, target, view,
                                          self.in_order, q, keys, values,
-                                         index, self.exact_exclusion,
-                                         cache=cache)
+                                         range(len(classes)),
+                                         self.exact_exclusion, cache=cache)
             return torch.nn.functional.dropout(out, self.dropout,
                                                self.training)
         outs = []
-        for c, k in zip(classes, index):
+        for k, c in enumerate(classes):
             args = (c, target, view, self.in_order, q, keys, values[:, k],
                     self.dropout, self.training)
             if c.kind == 'global' and weights is None:
