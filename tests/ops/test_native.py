@@ -141,14 +141,18 @@ def test_other_dtypes_take_the_torch_path():
 
 @pytest.mark.parametrize('groups', [3, 40])
 def test_threads_split_at_group_boundaries(groups, monkeypatch):
-    # few groups: the splits collapse onto group starts; many: one each
+    # few groups: the splits collapse onto group starts; many: one each,
+    # with every odd group empty (the kernels write summaries without a
+    # zero-fill: each thread zeroes the empty groups it owns)
     monkeypatch.setattr(native, 'MIN_ROWS_PER_THREAD', 8)
     k, v, index, q, q_index = _inputs(300, groups, 2, 5, 11, torch.float64)
+    if groups > 3:
+        index = index // 2 * 2
     grad = torch.randn(q.shape[:2] + (11, ), dtype=torch.float64)
 
-    def run():
+    def run(mode='on'):
         leaves = [t.clone().requires_grad_() for t in (k, v, q)]
-        with native.use_native('on'):
+        with native.use_native(mode):
             summary = ka.segment_outer_sum(leaves[0], leaves[1], index,
                                            groups)
             out = ka.gather_contract(leaves[2], summary, q_index)
@@ -162,8 +166,9 @@ def test_threads_split_at_group_boundaries(groups, monkeypatch):
         split = run()
     finally:
         torch.set_num_threads(threads)
-    for a, b in zip(single, split):  # each group is summed by one thread,
-        assert torch.equal(a, b)  # in the same order
+    for a, b, c in zip(single, split, run('off')):
+        assert torch.equal(a, b)  # each group summed by one thread, in order
+        torch.testing.assert_close(a, c, rtol=1e-12, atol=1e-12)
 
 
 def test_int32_and_strided_group_indices():

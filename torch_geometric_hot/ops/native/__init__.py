@@ -47,9 +47,9 @@ _FLAGS = [['-O3', '-march=native'], ['-O3']]  # the second if the first fails
 _COMMON = ['-std=gnu11', '-fopenmp-simd', '-shared', '-fPIC']
 _MODES = ('auto', 'on', 'off')
 _FUNCTIONS = {  # name: (pointer arguments, integer arguments)
-    'outer_sum': (6, 7),
+    'outer_sum': (6, 9),
     'contract': (5, 4),
-    'contract_backward': (7, 4),
+    'contract_backward': (7, 6),
     'outer_sum_backward': (8, 7),
 }
 
@@ -229,17 +229,21 @@ def _segments(groups: Tensor, threads: int) -> List[int]:
 
 
 def _call(name: str, dtype: torch.dtype, runs: Runs, pointers: Sequence,
-          integers: Sequence[int]) -> None:
+          integers: Sequence[int], num_groups: Optional[int] = None) -> None:
     # pointers: data before the runs, the runs, data after; integers after
-    # the number of visits
+    # the number of visits; with num_groups, the kernel writes summary
+    # blocks and is told the groups it owns (g_lo, g_hi)
     function = _function(name, dtype)
     visits = runs.rows.numel()
     threads = min(torch.get_num_threads(), visits // MIN_ROWS_PER_THREAD)
 
     def run(start: int, stop: int) -> int:
+        owned = [] if num_groups is None else [
+            0 if start == 0 else int(runs.groups[start]),
+            num_groups if stop == visits else int(runs.groups[stop])]
         return function(*pointers[:-1], runs.rows[start:].data_ptr(),
                         runs.groups[start:].data_ptr(), *pointers[-1],
-                        stop - start, *integers)
+                        stop - start, *integers, *owned)
 
     if threads <= 1:
         statuses = [run(0, visits)]
@@ -264,10 +268,10 @@ def outer_sum(k: Tensor, v: Tensor, runs: Runs, num_groups: int,
     + columns]` (then 1 when :obj:`ones`), :obj:`k [rows, H, R]`,
     :obj:`v [rows, L]` (both contiguous), :obj:`columns` long."""
     (_, H, R), C = k.shape, columns.numel() + ones
-    out = k.new_zeros(num_groups, H, R, C)
+    out = k.new_empty(num_groups, H, R, C)  # written by the kernel
     _call('outer_sum', k.dtype, runs, [k.data_ptr(), v.data_ptr(), [
         columns.data_ptr(), out.data_ptr()]],
-        [H, R, C, v.size(1), head_stride, int(ones)])
+        [H, R, C, v.size(1), head_stride, int(ones)], num_groups)
     return out
 
 
@@ -305,10 +309,10 @@ def contract_backward(q: Tensor, summary: Tensor, grad: Tensor, runs: Runs,
     q, summary, grad = q.contiguous(), summary.contiguous(), grad.contiguous()
     (E, H, R), C = q.shape, summary.size(-1)
     grad_q = q.new_empty(E, H, R) if need_q else None
-    grad_s = torch.zeros_like(summary) if need_summary else None
+    grad_s = torch.empty_like(summary) if need_summary else None
     _call('contract_backward', q.dtype, runs, [
         q.data_ptr(), summary.data_ptr(), grad.data_ptr(),
-        [_ptr(grad_q), _ptr(grad_s)]], [H, R, C])
+        [_ptr(grad_q), _ptr(grad_s)]], [H, R, C], summary.size(0))
     return grad_q, grad_s
 
 

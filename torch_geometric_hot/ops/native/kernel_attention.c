@@ -21,7 +21,10 @@
  * (independent FMA chains; every loaded vector feeds TILE_ROWS of them).
  * Columns that do not form a whole vector of consecutive offsets (the
  * denominator, and C = 8 * classes + 1 always has one) are handled one
- * by one, vectorised over k.
+ * by one, vectorised over k. Summary blocks (and their gradients) are
+ * written, not added to, so the caller does not zero-fill them: each
+ * group's run writes its block and the blocks of groups without rows are
+ * zeroed.
  *
  * Plain C11 with GCC vector extensions (VEC_BYTES-wide vectors, lowered to
  * whatever the target has); compiled at first use by
@@ -30,6 +33,7 @@
  */
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #define VEC_BYTES 32
 /* Rows accumulated in registers before a summary block is updated. */
@@ -86,6 +90,19 @@ static int colmap_build(colmap *m, const int64_t *src, int64_t n, int64_t W) {
         for (n = 1; t + n < E && groups[t + n] == g; ++n) {}                  \
         for (int64_t h = 0; h < H; ++h) { __VA_ARGS__ }                       \
     }
+
+/* FOR_EACH_RUN_AND_HEAD for a kernel that writes the summary blocks
+   (size elements per group) of groups g_lo .. g_hi - 1: the blocks of
+   groups without visits are zeroed (when S is not NULL). */
+#define FOR_EACH_RUN_AND_HEAD_WRITING(S, size, ...)                           \
+    int64_t next = g_lo;                                                      \
+    FOR_EACH_RUN_AND_HEAD(                                                    \
+        if (h == 0 && S && g > next)                                          \
+            memset(S + next * (size), 0, sizeof(*S) * (g - next) * (size));   \
+        next = g + 1;                                                         \
+        __VA_ARGS__)                                                          \
+    if (S && g_hi > next)                                                     \
+        memset(S + next * (size), 0, sizeof(*S) * (g_hi - next) * (size));
 
 #define DEFINE_KERNELS(T, SUF)                                                \
 typedef T vec_##SUF __attribute__((vector_size(VEC_BYTES), aligned(sizeof(T))));\
@@ -157,11 +174,12 @@ static void contract_run_##SUF(const T *a, int64_t lda, const int64_t *ax,    \
     }                                                                         \
 }                                                                             \
                                                                               \
-/* M[k0 + m, vm[v]..] += sum_t a[rows[t]][k0 + m] b[rows[t]][vx[v]..] */     \
+/* M[k0 + m, vm[v]..] (+)= sum_t a[rows[t]][k0 + m] b[rows[t]][vx[v]..] */  \
 INLINE void outer_tile_##SUF(const T *a, int64_t lda, const T *b, int64_t ldb,\
                              const int64_t *rows, int64_t n, T *M,            \
                              int64_t ldm, int64_t k0, const int64_t *vm,      \
-                             const int64_t *vx, const int MR, const int NV) { \
+                             const int64_t *vx, int add, const int MR,        \
+                             const int NV) {                                  \
     vec_##SUF acc[TILE_ROWS][TILE_VECS] = {{{0}}};                            \
     for (int64_t t = 0; t < n; ++t) {                                         \
         const T *x = a + rows[t] * lda + k0, *y = b + rows[t] * ldb;          \
@@ -175,12 +193,13 @@ INLINE void outer_tile_##SUF(const T *a, int64_t lda, const T *b, int64_t ldb,\
     for (int m = 0; m < MR; ++m)                                              \
         for (int v = 0; v < NV; ++v) {                                        \
             T *p = M + (k0 + m) * ldm + vm[v];                                \
-            st_##SUF(p, ld_##SUF(p) + acc[m][v]);                             \
+            st_##SUF(p, add ? ld_##SUF(p) + acc[m][v] : acc[m][v]);           \
         }                                                                     \
 }                                                                             \
                                                                               \
-/* M[k, cm] += sum_t a[rows[t]][k] b[rows[t]][cm] for a [K, ldm] block, and  \
-   M[k, ones] += sum_t a[rows[t]][k] when ones >= 0. */                       \
+/* M[k, cm] = sum_t a[rows[t]][k] b[rows[t]][cm] for a [K, ldm] block, and   \
+   M[k, ones] = sum_t a[rows[t]][k] when ones >= 0 (written, not added to:   \
+   the run holds all of the group's rows). */                               \
 static void outer_run_##SUF(const T *a, int64_t lda, const T *b, int64_t ldb, \
                             const colmap *cm, int64_t ones,                   \
                             const int64_t *rows, int64_t n, T *M, int64_t K,  \
@@ -188,6 +207,7 @@ static void outer_run_##SUF(const T *a, int64_t lda, const T *b, int64_t ldb, \
     for (int64_t t0 = 0; t0 < n; t0 += RUN_CHUNK) {                           \
         const int64_t *r = rows + t0;                                         \
         const int64_t len = MIN(RUN_CHUNK, n - t0);                           \
+        const int add = t0 > 0;                                               \
         for (int64_t k0 = 0; k0 < K; k0 += TILE_ROWS) {                       \
             const int mr = (int)MIN(TILE_ROWS, K - k0);                       \
             for (int64_t v = 0; v < cm->nvec; v += TILE_VECS) {               \
@@ -207,19 +227,21 @@ static void outer_run_##SUF(const T *a, int64_t lda, const T *b, int64_t ldb, \
                 for (int64_t k = 0; k < K; ++k) acc[k] += w * x[k];           \
             }                                                                 \
             const int64_t j = s < cm->nscal ? cm->sm[s] : ones;               \
-            for (int64_t k = 0; k < K; ++k) M[k * ldm + j] += acc[k];         \
+            for (int64_t k = 0; k < K; ++k)                                   \
+                M[k * ldm + j] = add ? M[k * ldm + j] + acc[k] : acc[k];      \
         }                                                                     \
     }                                                                         \
 }                                                                             \
                                                                               \
-/* S[g, h] += sum over the group's visits of a[row, h] [b[row, h, src], 1]^T */\
+/* S[g, h] = sum over the group's visits of a[row, h] [b[row, h, src], 1]^T  \
+   for groups g_lo .. g_hi - 1 (0 without visits). */                       \
 int outer_sum_##SUF(const T *a, const T *b, const int64_t *rows,              \
                     const int64_t *groups, const int64_t *src, T *S,          \
                     int64_t E, int64_t H, int64_t R, int64_t C, int64_t ldb,  \
-                    int64_t hb, int64_t ones) {                               \
+                    int64_t hb, int64_t ones, int64_t g_lo, int64_t g_hi) {   \
     colmap cm = {0};                                                          \
     if (colmap_build(&cm, src, C - ones, W_##SUF)) return -1;                 \
-    FOR_EACH_RUN_AND_HEAD(                                                    \
+    FOR_EACH_RUN_AND_HEAD_WRITING(S, H * R * C,                               \
         outer_run_##SUF(a + h * R, H * R, b + h * hb, ldb, &cm,               \
                         ones ? C - 1 : -1, rows + t, n,                       \
                         S + (g * H + h) * R * C, R, C);)                      \
@@ -253,11 +275,13 @@ static void transpose_##SUF(const T *M, int64_t R, int64_t C, T *out) {       \
 }                                                                             \
                                                                               \
 /* Backward of contract: grad_q[row] = S[g] grad[row] (when grad_q is not   \
-   NULL) and grad_S[g] += sum q[row] grad[row]^T (when grad_S is not NULL).*/\
+   NULL) and grad_S[g] = sum q[row] grad[row]^T for groups g_lo .. g_hi - 1 \
+   (when grad_S is not NULL). */                                            \
 int contract_backward_##SUF(const T *q, const T *S, const T *grad,            \
                             const int64_t *rows, const int64_t *groups,       \
                             T *grad_q, T *grad_S, int64_t E, int64_t H,       \
-                            int64_t R, int64_t C) {                           \
+                            int64_t R, int64_t C, int64_t g_lo,               \
+                            int64_t g_hi) {                                   \
     colmap all_c = {0}, all_r = {0};                                          \
     T *scratch = malloc(sizeof(T) * (2 * R * C + 1));                         \
     if (!scratch || colmap_build(&all_c, NULL, C, W_##SUF) ||                 \
@@ -265,7 +289,7 @@ int contract_backward_##SUF(const T *q, const T *S, const T *grad,            \
         free(scratch); free(all_c.vm);                                        \
         return -1;                                                            \
     }                                                                         \
-    FOR_EACH_RUN_AND_HEAD(                                                    \
+    FOR_EACH_RUN_AND_HEAD_WRITING(grad_S, H * R * C,                          \
         const int64_t block = (g * H + h) * R * C;                            \
         if (grad_q) {                                                         \
             transpose_##SUF(S + block, R, C, scratch);                        \
@@ -320,9 +344,9 @@ int outer_sum_backward_##SUF(const T *a, const T *b, const T *grad_S,         \
 #define CONTRACT_TILE_f64(MR, NV) \
     contract_tile_f64(ar, M, ldm, K, orow, vm, vx, add, MR, NV)
 #define OUTER_TILE_f32(MR, NV) \
-    outer_tile_f32(a, lda, b, ldb, r, len, M, ldm, k0, vm, vx, MR, NV)
+    outer_tile_f32(a, lda, b, ldb, r, len, M, ldm, k0, vm, vx, add, MR, NV)
 #define OUTER_TILE_f64(MR, NV) \
-    outer_tile_f64(a, lda, b, ldb, r, len, M, ldm, k0, vm, vx, MR, NV)
+    outer_tile_f64(a, lda, b, ldb, r, len, M, ldm, k0, vm, vx, add, MR, NV)
 
 DEFINE_KERNELS(float, f32)
 DEFINE_KERNELS(double, f64)
