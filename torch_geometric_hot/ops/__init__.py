@@ -10,7 +10,8 @@ from torch_geometric_hot.ops.basis import (EquivariantClass, basis,
 from torch_geometric_hot.ops.equivariant import (Target, equivariant_linear,
                                                  input_summaries,
                                                  class_counts)
-from torch_geometric_hot.ops.kernel_attention import (gather_contract,
+from torch_geometric_hot.ops.kernel_attention import (Pool, gather_contract,
+                                                      pool_outer_sums,
                                                       segment_outer_sum)
 from torch_geometric_hot.ops.class_combination import combine_classes
 from torch_geometric_hot.ops.higher_order_attention import (
@@ -23,7 +24,8 @@ __all__ = [
     'current_backend', 'grouped_softmax', 'grouped_softmax_aggregate',
     'FeatureMap', 'KERNELS', 'EquivariantClass', 'basis', 'select_classes',
     'Target', 'equivariant_linear', 'input_summaries', 'class_counts',
-    'gather_contract', 'segment_outer_sum', 'combine_classes',
+    'gather_contract', 'segment_outer_sum', 'Pool', 'pool_outer_sums',
+    'combine_classes',
     'softmax_class_attention',
     'kernel_class_attention', 'global_softmax_class_attention'
 ]
