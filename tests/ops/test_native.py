@@ -269,3 +269,34 @@ def test_pool_outer_sums_gradcheck_and_bad_input():
                 index=bad.index[1:])])
         with pytest.raises(ValueError, match="'values'"):
             ka.pool_outer_sums(k, values[:, :, :1], pools)
+
+
+def test_pool_outer_sums_with_repeated_and_no_positions(monkeypatch):
+    # a pool may add up one input row in several groups (its gradient rows
+    # are then accumulated on one thread) or hold no rows at all
+    monkeypatch.setattr(native, 'MIN_ROWS_PER_THREAD', 8)
+    gen = torch.Generator().manual_seed(0)
+    k = torch.rand(50, 2, 5, dtype=torch.float64, generator=gen)
+    values = torch.randn(50, 3, 2, 4, dtype=torch.float64, generator=gen)
+    pools = [ka.Pool(torch.randint(50, (3000, ), generator=gen),
+                     torch.randint(40, (3000, ), generator=gen), 40, (2, 0)),
+             ka.Pool(torch.empty(0, dtype=torch.long),
+                     torch.empty(0, dtype=torch.long), 6, (1, ))]
+    grads = [torch.randn(40, 2, 5, 9, dtype=torch.float64, generator=gen),
+             torch.randn(6, 2, 5, 5, dtype=torch.float64, generator=gen)]
+
+    def run():
+        leaves = [t.clone().requires_grad_() for t in (k, values)]
+        outs = ka.pool_outer_sums(*leaves, pools)
+        return outs + list(torch.autograd.grad(outs, leaves, grads))
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(3)
+    try:  # several times: two threads adding to one row race only sometimes
+        for _ in range(5):
+            on, off = _both_modes(run)
+            assert on[1].abs().sum() == 0  # the empty pool
+            for a, b in zip(on, off):
+                torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
+    finally:
+        torch.set_num_threads(threads)

@@ -234,7 +234,11 @@ class _PoolOuterSums(torch.autograd.Function):
                        torch.arange(D)).view(-1)
             outs.append(native.outer_sum(k, flat, runs, pool.num_groups, D,
                                          columns, True))
-            plans.append((runs, columns))
+            # a row in two groups: its gradient rows must not be written
+            # by two threads at once
+            distinct = bool((torch.bincount(pool.position, minlength=P)
+                             <= 1).all())
+            plans.append((runs, columns, distinct))
         ctx.plans = plans
         ctx.save_for_backward(k, values)
         return tuple(outs)
@@ -247,13 +251,13 @@ class _PoolOuterSums(torch.autograd.Function):
         grad_k = torch.zeros_like(k) if need_k else None
         grad_v = torch.zeros_like(values) if need_v else None
         D = values.size(-1)
-        for (runs, columns), grad in zip(ctx.plans, grads):
+        for (runs, columns, distinct), grad in zip(ctx.plans, grads):
             if grad is not None:
                 native.outer_sum_backward(
                     k, values.view(values.size(0), -1), grad, runs, D,
                     columns, True, grad_k,
                     None if grad_v is None else grad_v.view(grad_v.size(0),
-                                                            -1))
+                                                            -1), distinct)
         return grad_k, grad_v, None
 
 

@@ -229,13 +229,16 @@ def _segments(groups: Tensor, threads: int) -> List[int]:
 
 
 def _call(name: str, dtype: torch.dtype, runs: Runs, pointers: Sequence,
-          integers: Sequence[int], num_groups: Optional[int] = None) -> None:
+          integers: Sequence[int], num_groups: Optional[int] = None,
+          split: bool = True) -> None:
     # pointers: data before the runs, the runs, data after; integers after
     # the number of visits; with num_groups, the kernel writes summary
-    # blocks and is told the groups it owns (g_lo, g_hi)
+    # blocks and is told the groups it owns (g_lo, g_hi); split=False keeps
+    # it on one thread (it adds to rows that several runs may share)
     function = _function(name, dtype)
     visits = runs.rows.numel()
     threads = min(torch.get_num_threads(), visits // MIN_ROWS_PER_THREAD)
+    threads = threads if split else 1
 
     def run(start: int, stop: int) -> int:
         owned = [] if num_groups is None else [
@@ -277,17 +280,18 @@ def outer_sum(k: Tensor, v: Tensor, runs: Runs, num_groups: int,
 
 def outer_sum_backward(k: Tensor, v: Tensor, grad: Tensor, runs: Runs,
                        head_stride: int, columns: Tensor, ones: bool,
-                       grad_k: Optional[Tensor], grad_v: Optional[Tensor]
-                       ) -> None:
+                       grad_k: Optional[Tensor], grad_v: Optional[Tensor],
+                       distinct_rows: bool = True) -> None:
     r"""Adds the gradients of :func:`outer_sum` with respect to :obj:`k` and
     :obj:`v` to :obj:`grad_k` and :obj:`grad_v` (laid out as :obj:`k`,
-    :obj:`v`; each skipped when :obj:`None`), in one pass over the rows."""
+    :obj:`v`; each skipped when :obj:`None`), in one pass over the rows
+    (split across threads only when the runs visit :obj:`distinct_rows`)."""
     (_, H, R), C = k.shape, grad.size(-1)
     grad = grad.contiguous()
     _call('outer_sum_backward', k.dtype, runs, [
         k.data_ptr(), v.data_ptr(), grad.data_ptr(),
         [columns.data_ptr(), _ptr(grad_k), _ptr(grad_v)]],
-        [H, R, C, v.size(1), head_stride, int(ones)])
+        [H, R, C, v.size(1), head_stride, int(ones)], split=distinct_rows)
 
 
 def contract(q: Tensor, summary: Tensor, runs: Runs) -> Tensor:
