@@ -273,12 +273,13 @@ def test_pool_outer_sums_gradcheck_and_bad_input():
 
 def test_pool_outer_sums_with_repeated_and_no_positions(monkeypatch):
     # a pool may add up one input row in several groups (its gradient rows
-    # are then accumulated on one thread) or hold no rows at all
+    # are then accumulated on one thread), give its positions as int32 or
+    # hold no rows at all
     monkeypatch.setattr(native, 'MIN_ROWS_PER_THREAD', 8)
     gen = torch.Generator().manual_seed(0)
     k = torch.rand(50, 2, 5, dtype=torch.float64, generator=gen)
     values = torch.randn(50, 3, 2, 4, dtype=torch.float64, generator=gen)
-    pools = [ka.Pool(torch.randint(50, (3000, ), generator=gen),
+    pools = [ka.Pool(torch.randint(50, (3000, ), generator=gen).int(),
                      torch.randint(40, (3000, ), generator=gen), 40, (2, 0)),
              ka.Pool(torch.empty(0, dtype=torch.long),
                      torch.empty(0, dtype=torch.long), 6, (1, ))]

@@ -201,7 +201,7 @@ def runs(index: Tensor, num_groups: int,
         order = torch.argsort(index, stable=True)
         groups = index.index_select(0, order)
     rows = order if position is None else \
-        position.index_select(0, order).contiguous()
+        position.long().index_select(0, order)  # the kernels read int64
     return Runs(rows, groups)
 
 
