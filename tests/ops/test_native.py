@@ -224,54 +224,78 @@ def _pools(rows, gen):
             ka.Pool(sub[:20], torch.zeros(20, dtype=torch.long), 1, (2, ))]
 
 
+def _reads(pools, queries, gen):
+    # two readings of the first pool, one of the last, none of the second
+    return [ka.Reading(p, torch.randint(pools[p].num_groups, (queries, ),
+                                        generator=gen)) for p in (0, 2, 0)]
+
+
+def _pool_run(k, values, q, pools, reads, grads):
+    leaves = [t.clone().requires_grad_() for t in (k, values, q)]
+    outs = ka.pool_readings(*leaves, pools, reads)
+    return outs + list(torch.autograd.grad(outs, leaves, grads))
+
+
 @pytest.mark.parametrize('channels', [5, 8, 12])
 @pytest.mark.parametrize('dtype', [torch.float64, torch.float32])
-def test_pool_outer_sums_equal_gathered_copies(channels, dtype):
+def test_pool_readings_equal_gathered_copies(channels, dtype):
     gen = torch.Generator().manual_seed(0)
     k = torch.rand(60, 3, 7, dtype=dtype, generator=gen)
     values = torch.randn(60, 4, 3, channels, dtype=dtype, generator=gen)
+    q = torch.rand(45, 3, 7, dtype=dtype, generator=gen)
     pools = _pools(60, gen)
-    grads = [torch.randn(p.num_groups, 3, 7, len(p.slots) * channels + 1,
-                         dtype=dtype, generator=gen) for p in pools]
-
-    def run():
-        leaves = [t.clone().requires_grad_() for t in (k, values)]
-        outs = ka.pool_outer_sums(*leaves, pools)
-        return outs + list(torch.autograd.grad(outs, leaves, grads))
-
-    on, off = _both_modes(run)
+    reads = _reads(pools, 45, gen)
+    grads = [torch.randn(45, 3, len(pools[r.pool].slots) * channels + 1,
+                         dtype=dtype, generator=gen) for r in reads]
+    on, off = _both_modes(lambda: _pool_run(k, values, q, pools, reads,
+                                            grads))
     tol = dict(rtol=1e-12, atol=1e-12) if dtype == torch.float64 else \
         dict(rtol=1e-4, atol=1e-4)
     for a, b in zip(on, off):
         torch.testing.assert_close(a, b, **tol)
-    # the denominator column sums the keys alone
-    torch.testing.assert_close(
-        on[2][0, :, :, -1], k[pools[2].position].sum(0), **tol)
+    # the denominator column reads the sum of the group's keys
+    summary = k[pools[2].position].sum(0)  # the single group of pool 2
+    torch.testing.assert_close(on[1][..., -1],
+                               (q * summary).sum(-1), **tol)
 
 
-def test_pool_outer_sums_gradcheck_and_bad_input():
+def test_pool_readings_gradcheck_and_bad_input():
     gen = torch.Generator().manual_seed(0)
     k = torch.rand(30, 2, 3, dtype=torch.float64, generator=gen)
     values = torch.randn(30, 4, 2, 3, dtype=torch.float64, generator=gen)
+    q = torch.rand(11, 2, 3, dtype=torch.float64, generator=gen)
     pools = _pools(30, gen)
+    reads = _reads(pools, 11, gen)
     with native.use_native('on'):
         assert torch.autograd.gradcheck(
-            lambda k, v: ka.pool_outer_sums(k, v, pools),
-            (k.requires_grad_(), values.requires_grad_()))
+            lambda k, v, q: ka.pool_readings(k, v, q, pools, reads),
+            (k.requires_grad_(), values.requires_grad_(), q.requires_grad_()))
         bad = pools[0]
         with pytest.raises(IndexError, match='position'):
-            ka.pool_outer_sums(k, values, [bad._replace(
-                position=bad.position + 30)])
+            ka.pool_readings(k, values, q, [bad._replace(
+                position=bad.position + 30)], reads[:1])
         with pytest.raises(IndexError, match='slot'):
-            ka.pool_outer_sums(k, values, [bad._replace(slots=(4, ))])
+            ka.pool_readings(k, values, q, [bad._replace(slots=(4, ))],
+                             reads[:1])
         with pytest.raises(ValueError, match='one group per position'):
-            ka.pool_outer_sums(k, values, [bad._replace(
-                index=bad.index[1:])])
+            ka.pool_readings(k, values, q, [bad._replace(
+                index=bad.index[1:])], reads[:1])
         with pytest.raises(ValueError, match="'values'"):
-            ka.pool_outer_sums(k, values[:, :, :1], pools)
+            ka.pool_readings(k, values[:, :, :1], q, pools, reads)
+        with pytest.raises(ValueError, match="'q'"):
+            ka.pool_readings(k, values, q[..., :2], pools, reads)
+        with pytest.raises(IndexError, match='pool 3'):
+            ka.pool_readings(k, values, q, pools,
+                             [reads[0]._replace(pool=3)])
+        with pytest.raises(ValueError, match='one group per query row'):
+            ka.pool_readings(k, values, q, pools,
+                             [reads[0]._replace(index=reads[0].index[1:])])
+        with pytest.raises(IndexError, match='group'):
+            ka.pool_readings(k, values, q, pools,
+                             [reads[0]._replace(index=reads[0].index + 9)])
 
 
-def test_pool_outer_sums_with_repeated_and_no_positions(monkeypatch):
+def test_pool_readings_with_repeated_and_no_positions(monkeypatch):
     # a pool may add up one input row in several groups (its gradient rows
     # are then accumulated on one thread), give its positions as int32 or
     # hold no rows at all
@@ -279,24 +303,22 @@ def test_pool_outer_sums_with_repeated_and_no_positions(monkeypatch):
     gen = torch.Generator().manual_seed(0)
     k = torch.rand(50, 2, 5, dtype=torch.float64, generator=gen)
     values = torch.randn(50, 3, 2, 4, dtype=torch.float64, generator=gen)
+    q = torch.rand(100, 2, 5, dtype=torch.float64, generator=gen)
     pools = [ka.Pool(torch.randint(50, (3000, ), generator=gen).int(),
                      torch.randint(40, (3000, ), generator=gen), 40, (2, 0)),
              ka.Pool(torch.empty(0, dtype=torch.long),
                      torch.empty(0, dtype=torch.long), 6, (1, ))]
-    grads = [torch.randn(40, 2, 5, 9, dtype=torch.float64, generator=gen),
-             torch.randn(6, 2, 5, 5, dtype=torch.float64, generator=gen)]
-
-    def run():
-        leaves = [t.clone().requires_grad_() for t in (k, values)]
-        outs = ka.pool_outer_sums(*leaves, pools)
-        return outs + list(torch.autograd.grad(outs, leaves, grads))
-
+    reads = [ka.Reading(0, torch.randint(40, (100, ), generator=gen)),
+             ka.Reading(1, torch.randint(6, (100, ), generator=gen))]
+    grads = [torch.randn(100, 2, 9, dtype=torch.float64, generator=gen),
+             torch.randn(100, 2, 5, dtype=torch.float64, generator=gen)]
     threads = torch.get_num_threads()
     torch.set_num_threads(3)
     try:  # several times: two threads adding to one row race only sometimes
         for _ in range(5):
-            on, off = _both_modes(run)
-            assert on[1].abs().sum() == 0  # the empty pool
+            on, off = _both_modes(lambda: _pool_run(k, values, q, pools,
+                                                    reads, grads))
+            assert on[1].abs().sum() == 0  # reads the empty pool
             for a, b in zip(on, off):
                 torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
     finally:

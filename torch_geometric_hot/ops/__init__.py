@@ -10,8 +10,9 @@ from torch_geometric_hot.ops.basis import (EquivariantClass, basis,
 from torch_geometric_hot.ops.equivariant import (Target, equivariant_linear,
                                                  input_summaries,
                                                  class_counts)
-from torch_geometric_hot.ops.kernel_attention import (Pool, gather_contract,
-                                                      pool_outer_sums,
+from torch_geometric_hot.ops.kernel_attention import (Pool, Reading,
+                                                      gather_contract,
+                                                      pool_readings,
                                                       segment_outer_sum)
 from torch_geometric_hot.ops.class_combination import combine_classes
 from torch_geometric_hot.ops.higher_order_attention import (
@@ -24,7 +25,8 @@ __all__ = [
     'current_backend', 'grouped_softmax', 'grouped_softmax_aggregate',
     'FeatureMap', 'KERNELS', 'EquivariantClass', 'basis', 'select_classes',
     'Target', 'equivariant_linear', 'input_summaries', 'class_counts',
-    'gather_contract', 'segment_outer_sum', 'Pool', 'pool_outer_sums',
+    'gather_contract', 'segment_outer_sum', 'Pool', 'Reading',
+    'pool_readings',
     'combine_classes',
     'softmax_class_attention',
     'kernel_class_attention', 'global_softmax_class_attention'

@@ -26,8 +26,8 @@ from torch_geometric_hot.ops.class_combination import READING, SINGLE_KEY, \
     Term, combine_classes
 from torch_geometric_hot.ops.equivariant import Target, class_counts, \
     summary_counts
-from torch_geometric_hot.ops.kernel_attention import Pool, gather_contract, \
-    pool_outer_sums
+from torch_geometric_hot.ops.kernel_attention import Pool, Reading, \
+    pool_readings
 from torch_geometric_hot.ops.scatter import scatter_sum
 from torch_geometric_hot.ops.softmax import grouped_softmax
 
@@ -224,24 +224,22 @@ def kernel_class_attention(classes: Sequence[EquivariantClass],
             if summary not in _SINGLE_KEY and c not in users.setdefault(
                     summary, []):
                 users[summary].append(c)
-    pools = []
-    for summary, cs in users.items():
+    # Per (summary, selector): one reading of every class's slot and the
+    # denominator (the last column).
+    pools: List[Pool] = []
+    reads: List[Reading] = []
+    reading_terms: Dict[Tuple[str, object, int], Term] = {}
+    for p, (summary, cs) in enumerate(users.items()):
         pool = KeyPool(summary, view, in_order)
         pools.append(Pool(pool.position, pool.group, pool.num_groups,
                           tuple(slots[c] for c in cs)))
-    # Per (summary, selector): one reading of every class's slot and the
-    # denominator (the last column).
-    readings: List[Tensor] = []
-    reading_terms: Dict[Tuple[str, object, int], Term] = {}
-    for (summary, cs), summ in zip(users.items(),
-                                   pool_outer_sums(phi_k, values, pools)):
         for selector in {sel for c in cs for _, s, sel in terms[c]
                          if s == summary}:
-            index = target.index(summary, selector)[0]
-            readings.append(gather_contract(phi_q, summ, index))
+            reads.append(Reading(p, target.index(summary, selector)[0]))
             for k, c in enumerate(cs):
                 reading_terms[(summary, selector, c)] = Term(
-                    1, READING, len(readings) - 1, k * d_v)
+                    1, READING, len(reads) - 1, k * d_v)
+    readings = pool_readings(phi_k, values, phi_q, pools, reads)
 
     # phi(q)^T phi(k_x) of every single-key term, once per (summary,
     # selector) for all classes.

@@ -8,8 +8,9 @@ input:
 * :func:`gather_contract`: every query read against its group's summary,
   :math:`o_e = \phi(q_e)^\top S_{g(e)}`;
 
-and :func:`pool_outer_sums`, the summaries of kernel attention read straight
-from the full key and value tensors (no gathered or concatenated copies).
+and :func:`pool_readings`, kernel attention's summaries read straight from the
+full key and value tensors (no gathered or concatenated copies) and their
+readings, as one operation.
 
 Each is the other's adjoint, so their backward passes call each other. On
 CPU float32/float64 both run as native kernels
@@ -138,8 +139,10 @@ class _GatherContract(torch.autograd.Function):
         q, summary, index = ctx.saved_tensors
         need_q, need_s = ctx.needs_input_grad[:2]
         if ctx.runs is not None:
-            grad_q, grad_s = native.contract_backward(q, summary, grad,
-                                                      ctx.runs, need_q, need_s)
+            grad_q = q.new_empty(q.shape) if need_q else None
+            grad_s = summary.new_empty(summary.shape) if need_s else None
+            native.contract_backward(q, summary, grad, ctx.runs, grad_q,
+                                     grad_s)
             return grad_q, grad_s, None
         grad_q = grad_s = None
         if need_q:
@@ -187,7 +190,7 @@ def gather_contract(q: Tensor, summary: Tensor, index: Tensor,
 
 
 class Pool(NamedTuple):
-    r"""One summary of :func:`pool_outer_sums`: the input rows it adds up
+    r"""One summary of :func:`pool_readings`: the input rows it adds up
     (:obj:`position [K]`), their groups (:obj:`index [K]`, :obj:`num_groups`)
     and the value slots (classes) it carries."""
     position: Tensor
@@ -219,81 +222,139 @@ def _check_pools(k: Tensor, values: Tensor, pools: Sequence[Pool],
             raise IndexError(f'pool slot out of range [0, {values.size(1)})')
 
 
-class _PoolOuterSums(torch.autograd.Function):
+class Reading(NamedTuple):
+    r"""One reading of :func:`pool_readings`: the pool whose summaries the
+    query rows read and the group of every query row (:obj:`index [rows]`)."""
+    pool: int
+    index: Tensor
+
+
+def _check_readings(q: Tensor, k: Tensor, pools: Sequence[Pool],
+                    reads: Sequence[Reading]) -> None:
+    if q.dim() != 3 or q.shape[1:] != k.shape[1:]:
+        raise ValueError(f"'q' must be [rows, H, R] with the keys' H, R "
+                         f"{tuple(k.shape[1:])}, got {tuple(q.shape)}")
+    for read in reads:
+        if not 0 <= read.pool < len(pools):
+            raise IndexError(f'reading of pool {read.pool}, but there are '
+                             f'{len(pools)} pools')
+        if read.index.shape != (q.size(0), ):
+            raise ValueError(f'a reading needs one group per query row '
+                             f'({q.size(0)}), got {tuple(read.index.shape)}')
+
+
+class _PoolReadings(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, k, values, pools):
+    def forward(ctx, k, values, q, pools, reads):
         ctx.set_materialize_grads(False)
-        k, values = k.contiguous(), values.contiguous()
+        k, values, q = k.contiguous(), values.contiguous(), q.contiguous()
         P, _, H, D = values.shape
         flat = values.view(P, -1)
-        plans, outs = [], []
+        plans, summaries = [], []
         for pool in pools:
             runs = native.runs(pool.index, pool.num_groups, pool.position)
             # row offsets of the slots' channels (head h adds h * D)
             columns = (torch.tensor(pool.slots).view(-1, 1) * (H * D) +
                        torch.arange(D)).view(-1)
-            outs.append(native.outer_sum(k, flat, runs, pool.num_groups, D,
-                                         columns, True))
+            summaries.append(native.outer_sum(k, flat, runs, pool.num_groups,
+                                              D, columns, True))
             # a row in two groups: its gradient rows must not be written
             # by two threads at once
             distinct = bool((torch.bincount(pool.position, minlength=P)
                              <= 1).all())
             plans.append((runs, columns, distinct))
-        ctx.plans = plans
-        ctx.save_for_backward(k, values)
+        read_runs = [native.runs(read.index, pools[read.pool].num_groups)
+                     for read in reads]
+        outs = [native.contract(q, summaries[read.pool], runs)
+                for read, runs in zip(reads, read_runs)]
+        ctx.plans, ctx.reads, ctx.read_runs = plans, reads, read_runs
+        ctx.save_for_backward(k, values, q, *summaries)
         return tuple(outs)
 
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, *grads):
-        k, values = ctx.saved_tensors
-        need_k, need_v = ctx.needs_input_grad[:2]
+        k, values, q, *summaries = ctx.saved_tensors
+        need_k, need_v, need_q = ctx.needs_input_grad[:3]
+        need_s = need_k or need_v
         grad_k = torch.zeros_like(k) if need_k else None
         grad_v = torch.zeros_like(values) if need_v else None
-        D = values.size(-1)
-        for (runs, columns, distinct), grad in zip(ctx.plans, grads):
-            if grad is not None:
+        grad_q = q.new_empty(q.shape) if need_q else None
+        q_written = False
+        # one gradient buffer for every pool's summaries in turn: the first
+        # reading of a pool writes it, the others add to it
+        scratch = k.new_empty(max(s.numel() for s in summaries)) \
+            if need_s and summaries else None
+        for p, ((runs, columns, distinct), summary) in enumerate(
+                zip(ctx.plans, summaries)):
+            grad_s = None if scratch is None else \
+                scratch[:summary.numel()].view(summary.shape)
+            s_written = False
+            for read, read_runs, grad in zip(ctx.reads, ctx.read_runs, grads):
+                if read.pool != p or grad is None:
+                    continue
+                native.contract_backward(q, summary, grad, read_runs, grad_q,
+                                         grad_s, q_written, s_written)
+                q_written = q_written or need_q
+                s_written = True
+            if s_written:
                 native.outer_sum_backward(
-                    k, values.view(values.size(0), -1), grad, runs, D,
-                    columns, True, grad_k,
+                    k, values.view(values.size(0), -1), grad_s, runs,
+                    values.size(-1), columns, True, grad_k,
                     None if grad_v is None else grad_v.view(grad_v.size(0),
                                                             -1), distinct)
-        return grad_k, grad_v, None
+        if need_q and not q_written:
+            grad_q = None
+        return grad_k, grad_v, grad_q, None, None
 
 
-def pool_outer_sums(k: Tensor, values: Tensor,
-                    pools: Sequence[Pool]) -> List[Tensor]:
-    r"""The summaries of kernel attention, one per :class:`Pool`:
+def pool_readings(k: Tensor, values: Tensor, q: Tensor,
+                  pools: Sequence[Pool],
+                  reads: Sequence[Reading]) -> List[Tensor]:
+    r"""Kernel attention's summaries and their readings, in one operation.
+    Every :class:`Pool` :math:`p` gives per-group summaries
 
     .. math::
-        S_g = \sum_{e : \text{index}_e = g} k_{p_e}
-        [v_{p_e, s_1}, \dots, v_{p_e, s_n}, 1]^\top
+        S^p_g = \sum_{e : \text{index}_e = g} k_{\text{pos}_e}
+        [v_{\text{pos}_e, s_1}, \dots, v_{\text{pos}_e, s_n}, 1]^\top
 
-    per head, where :math:`p_e` is the pool's input row of key :math:`e` and
-    :math:`s_1 \dots s_n` its slots; the last column sums the keys alone
-    (the denominator). Natively, the rows and slots are read in place and the
-    backward pass accumulates into one gradient per input; otherwise the
-    rows are gathered and concatenated for :func:`segment_outer_sum`.
+    per head (:math:`s_1 \dots s_n` its slots; the last column sums the
+    keys alone: the denominator), and every :class:`Reading` :math:`r` the
+    contraction :math:`o^r_i = q_i^\top S^{p(r)}_{\text{index}^r_i}`.
+    Natively, the key and value rows are read in place (no gathered or
+    concatenated copies), and the backward pass keeps one gradient per
+    input and one summary-gradient buffer for all pools (each written by
+    its pool's first reading, added to by the others); otherwise it is
+    :func:`pool_outer_sum_reference` then :func:`gather_contract`.
 
     Args:
         k (torch.Tensor): Keys :obj:`[P, H, R]` (feature-mapped).
         values (torch.Tensor): Values :obj:`[P, slots, H, D]`.
-        pools (list): The summaries to build.
+        q (torch.Tensor): Queries :obj:`[rows, H, R]` (feature-mapped).
+        pools (list): The summaries.
+        reads (list): The readings.
 
     :rtype: list of :class:`torch.Tensor`
-        :obj:`[num_groups, H, R, len(slots) * D + 1]`
+        :obj:`[rows, H, len(slots) * D + 1]`, one per reading
     """
-    use_native = all(pool.index.dtype == torch.long for pool in pools) and \
-        native.applies(k, values)
+    use_native = all(t.dtype == torch.long for t in
+                     [*(pool.index for pool in pools),
+                      *(read.index for read in reads)]) and \
+        native.applies(k, values, q)
     _check_pools(k, values, pools, use_native)
+    _check_readings(q, k, pools, reads)
     if use_native:
-        return list(_PoolOuterSums.apply(k, values, tuple(pools)))
-    return [pool_outer_sum_reference(k, values, pool) for pool in pools]
+        return list(_PoolReadings.apply(k, values, q, tuple(pools),
+                                        tuple(reads)))
+    summaries = [pool_outer_sum_reference(k, values, pool) for pool in pools]
+    return [gather_contract(q, summaries[read.pool], read.index)
+            for read in reads]
 
 
 def pool_outer_sum_reference(k: Tensor, values: Tensor,
                              pool: Pool) -> Tensor:
-    r""":func:`pool_outer_sums` of one pool from gathered copies."""
+    r"""The summaries of one pool of :func:`pool_readings`, from gathered
+    and concatenated copies."""
     def rows(x: Tensor) -> Tensor:  # flat 2-D gather: see ops.scatter
         return x.flatten(1).index_select(0, pool.position).view(
             (-1, ) + x.shape[1:])

@@ -49,7 +49,7 @@ _MODES = ('auto', 'on', 'off')
 _FUNCTIONS = {  # name: (pointer arguments, integer arguments)
     'outer_sum': (6, 9),
     'contract': (5, 4),
-    'contract_backward': (7, 6),
+    'contract_backward': (7, 7),
     'outer_sum_backward': (8, 7),
 }
 
@@ -306,18 +306,18 @@ def contract(q: Tensor, summary: Tensor, runs: Runs) -> Tensor:
 
 
 def contract_backward(q: Tensor, summary: Tensor, grad: Tensor, runs: Runs,
-                      need_q: bool, need_summary: bool
-                      ) -> Tuple[Optional[Tensor], Optional[Tensor]]:
+                      grad_q: Optional[Tensor], grad_summary: Optional[Tensor],
+                      add_q: bool = False, add_summary: bool = False) -> None:
     r"""Gradients of :func:`contract` with respect to :obj:`q` and
-    :obj:`summary`, in one pass over the rows."""
+    :obj:`summary` (contiguous buffers shaped as them, each skipped when
+    :obj:`None`), written or, with :obj:`add_q` / :obj:`add_summary`, added
+    to, in one pass over the rows."""
     q, summary, grad = q.contiguous(), summary.contiguous(), grad.contiguous()
     (E, H, R), C = q.shape, summary.size(-1)
-    grad_q = q.new_empty(E, H, R) if need_q else None
-    grad_s = torch.empty_like(summary) if need_summary else None
     _call('contract_backward', q.dtype, runs, [
         q.data_ptr(), summary.data_ptr(), grad.data_ptr(),
-        [_ptr(grad_q), _ptr(grad_s)]], [H, R, C], summary.size(0))
-    return grad_q, grad_s
+        [_ptr(grad_q), _ptr(grad_summary)]],
+        [H, R, C, int(add_q) + 2 * int(add_summary)], summary.size(0))
 
 
 def _pointers(tensors: Sequence[Optional[Tensor]]) -> ctypes.Array:

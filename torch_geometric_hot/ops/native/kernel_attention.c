@@ -198,16 +198,16 @@ INLINE void outer_tile_##SUF(const T *a, int64_t lda, const T *b, int64_t ldb,\
 }                                                                             \
                                                                               \
 /* M[k, cm] = sum_t a[rows[t]][k] b[rows[t]][cm] for a [K, ldm] block, and   \
-   M[k, ones] = sum_t a[rows[t]][k] when ones >= 0 (written, not added to:   \
-   the run holds all of the group's rows). */                               \
+   M[k, ones] = sum_t a[rows[t]][k] when ones >= 0 (written: the run holds   \
+   all of the group's rows; added to with `accumulate`). */                 \
 static void outer_run_##SUF(const T *a, int64_t lda, const T *b, int64_t ldb, \
                             const colmap *cm, int64_t ones,                   \
                             const int64_t *rows, int64_t n, T *M, int64_t K,  \
-                            int64_t ldm) {                                    \
+                            int64_t ldm, int accumulate) {                    \
     for (int64_t t0 = 0; t0 < n; t0 += RUN_CHUNK) {                           \
         const int64_t *r = rows + t0;                                         \
         const int64_t len = MIN(RUN_CHUNK, n - t0);                           \
-        const int add = t0 > 0;                                               \
+        const int add = accumulate || t0 > 0;                                 \
         for (int64_t k0 = 0; k0 < K; k0 += TILE_ROWS) {                       \
             const int mr = (int)MIN(TILE_ROWS, K - k0);                       \
             for (int64_t v = 0; v < cm->nvec; v += TILE_VECS) {               \
@@ -244,7 +244,7 @@ int outer_sum_##SUF(const T *a, const T *b, const int64_t *rows,              \
     FOR_EACH_RUN_AND_HEAD_WRITING(S, H * R * C,                               \
         outer_run_##SUF(a + h * R, H * R, b + h * hb, ldb, &cm,               \
                         ones ? C - 1 : -1, rows + t, n,                       \
-                        S + (g * H + h) * R * C, R, C);)                      \
+                        S + (g * H + h) * R * C, R, C, 0);)                   \
     free(cm.vm);                                                              \
     return 0;                                                                 \
 }                                                                             \
@@ -276,11 +276,12 @@ static void transpose_##SUF(const T *M, int64_t R, int64_t C, T *out) {       \
                                                                               \
 /* Backward of contract: grad_q[row] = S[g] grad[row] (when grad_q is not   \
    NULL) and grad_S[g] = sum q[row] grad[row]^T for groups g_lo .. g_hi - 1 \
-   (when grad_S is not NULL). */                                            \
+   (when grad_S is not NULL); bit 1 of `add` adds to grad_q instead, bit 2 \
+   to grad_S. */                                                            \
 int contract_backward_##SUF(const T *q, const T *S, const T *grad,            \
                             const int64_t *rows, const int64_t *groups,       \
                             T *grad_q, T *grad_S, int64_t E, int64_t H,       \
-                            int64_t R, int64_t C, int64_t g_lo,               \
+                            int64_t R, int64_t C, int64_t add, int64_t g_lo,  \
                             int64_t g_hi) {                                   \
     colmap all_c = {0}, all_r = {0};                                          \
     T *scratch = malloc(sizeof(T) * (2 * R * C + 1));                         \
@@ -289,17 +290,19 @@ int contract_backward_##SUF(const T *q, const T *S, const T *grad,            \
         free(scratch); free(all_c.vm);                                        \
         return -1;                                                            \
     }                                                                         \
-    FOR_EACH_RUN_AND_HEAD_WRITING(grad_S, H * R * C,                          \
+    T *const fresh = add & 2 ? (T *)0 : grad_S; /* blocks written */          \
+    FOR_EACH_RUN_AND_HEAD_WRITING(fresh, H * R * C,                           \
         const int64_t block = (g * H + h) * R * C;                            \
         if (grad_q) {                                                         \
             transpose_##SUF(S + block, R, C, scratch);                        \
             contract_run_##SUF(grad + h * C, H * C, NULL, C, scratch, C, R,   \
-                               &all_r, grad_q + h * R, H * R, 0, rows + t, n, \
-                               NULL, scratch + R * C);                        \
+                               &all_r, grad_q + h * R, H * R, (int)(add & 1), \
+                               rows + t, n, NULL, scratch + R * C);           \
         }                                                                     \
         if (grad_S)                                                           \
             outer_run_##SUF(q + h * R, H * R, grad + h * C, H * C, &all_c, -1,\
-                            rows + t, n, grad_S + block, R, C);)              \
+                            rows + t, n, grad_S + block, R, C,               \
+                            (int)(add & 2));)                                 \
     free(scratch); free(all_c.vm); free(all_r.vm);                            \
     return 0;                                                                 \
 }                                                                             \
