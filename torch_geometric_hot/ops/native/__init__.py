@@ -313,7 +313,7 @@ def contract_backward(q: Tensor, summary: Tensor, grad: Tensor, runs: Runs,
     :obj:`None`), written or, with :obj:`add_q` / :obj:`add_summary`, added
     to, in one pass over the rows."""
     q, summary, grad = q.contiguous(), summary.contiguous(), grad.contiguous()
-    (E, H, R), C = q.shape, summary.size(-1)
+    (_, H, R), C = q.shape, summary.size(-1)
     _call('contract_backward', q.dtype, runs, [
         q.data_ptr(), summary.data_ptr(), grad.data_ptr(),
         [_ptr(grad_q), _ptr(grad_summary)]],
