@@ -133,10 +133,11 @@ INLINE void contract_tile_##SUF(const T *const *a, const T *M, int64_t ldm,   \
 }                                                                             \
                                                                               \
 /* out[rows[t]][cm] (+)= sum_k a_t[k] M[k, cm] over the mapped columns of a   \
-   [K, ldm] block, where a_t = a[rows[t]][:K] or, with `ax`, the gathered   \
-   a[rows[t]][ax[k]] (and 1 for k >= kx: the denominator column), gathered  \
-   into buf [TILE_ROWS, K]; tail holds nscal x K scratch. */                 \
-static void contract_run_##SUF(const T *a, int64_t lda, const int64_t *ax,    \
+   [K, ldm] block, where a_t = a[rows[t]][:K] or, with the map `ax`, the     \
+   row's mapped columns (a_t[ax.vm] = a[rows[t]][ax.vx], whole vectors and  \
+   single columns; 1 for k >= kx: the denominator column), gathered into    \
+   buf [TILE_ROWS, K]; tail holds nscal x K scratch. */                     \
+static void contract_run_##SUF(const T *a, int64_t lda, const colmap *ax,     \
                                int64_t kx, const T *M, int64_t K,             \
                                int64_t ldm, const colmap *cm, T *out,         \
                                int64_t ldo, int add, const int64_t *rows,     \
@@ -153,7 +154,9 @@ static void contract_run_##SUF(const T *a, int64_t lda, const int64_t *ax,    \
             orow[m] = out + rows[t + m] * ldo;                                \
             if (!ax) { ar[m] = x; continue; }                                 \
             T *y = buf + m * K;                                               \
-            for (int64_t k = 0; k < kx; ++k) y[k] = x[ax[k]];                 \
+            for (int64_t v = 0; v < ax->nvec; ++v)                            \
+                st_##SUF(y + ax->vm[v], ld_##SUF(x + ax->vx[v]));             \
+            for (int64_t s = 0; s < ax->nscal; ++s) y[ax->sm[s]] = x[ax->sx[s]];\
             for (int64_t k = kx; k < K; ++k) y[k] = 1;                        \
             ar[m] = y;                                                        \
         }                                                                     \
@@ -317,20 +320,19 @@ int outer_sum_backward_##SUF(const T *a, const T *b, const T *grad_S,         \
                              int64_t ldb, int64_t hb, int64_t ones) {         \
     const int64_t Cb = C - ones;                                              \
     colmap to_b = {0}, all_r = {0};                                           \
-    int64_t *ax = malloc(sizeof(int64_t) * (C + 1));                          \
     /* transposed block [C, R], tail [<= R C], gathered rows [TILE_ROWS, C] */\
     T *scratch = malloc(sizeof(T) * (2 * R * C + TILE_ROWS * C + 1));         \
-    if (!ax || !scratch || colmap_build(&to_b, src, Cb, W_##SUF) ||           \
+    if (!scratch || colmap_build(&to_b, src, Cb, W_##SUF) ||                  \
             colmap_build(&all_r, NULL, R, W_##SUF)) {                         \
-        free(ax); free(scratch); free(to_b.vm);                               \
+        free(scratch); free(to_b.vm);                                         \
         return -1;                                                            \
     }                                                                         \
-    for (int64_t j = 0; j < Cb; ++j) ax[j] = src ? src[j] : j;                \
     FOR_EACH_RUN_AND_HEAD(                                                    \
         const T *block = grad_S + (g * H + h) * R * C;                        \
         if (grad_a) {                                                         \
             transpose_##SUF(block, R, C, scratch);                            \
-            contract_run_##SUF(b + h * hb, ldb, ax, Cb, scratch, C, R, &all_r,\
+            contract_run_##SUF(b + h * hb, ldb, &to_b, Cb, scratch, C, R,     \
+                               &all_r,                                        \
                                grad_a + h * R, H * R, 1, rows + t, n,         \
                                scratch + 2 * R * C, scratch + R * C);         \
         }                                                                     \
@@ -338,7 +340,7 @@ int outer_sum_backward_##SUF(const T *a, const T *b, const T *grad_S,         \
             contract_run_##SUF(a + h * R, H * R, NULL, R, block, R, C, &to_b, \
                                grad_b + h * hb, ldb, 1, rows + t, n, NULL,    \
                                scratch + R * C);)                             \
-    free(ax); free(scratch); free(to_b.vm); free(all_r.vm);                   \
+    free(scratch); free(to_b.vm); free(all_r.vm);                             \
     return 0;                                                                 \
 }
 
