@@ -20,7 +20,7 @@ Naive references (:func:`segment_outer_sum_reference`,
 :func:`gather_contract_reference`) hold everything at once and exist for
 tests.
 """
-from typing import List, NamedTuple, Optional, Sequence, Tuple
+from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import torch
 from torch import Tensor
@@ -250,20 +250,25 @@ class _PoolReadings(torch.autograd.Function):
         k, values, q = k.contiguous(), values.contiguous(), q.contiguous()
         P, _, H, D = values.shape
         flat = values.view(P, -1)
+        sorted_by: Dict[Tuple[int, int], native.Runs] = {}
+
+        def visits(index: Tensor, num_groups: int) -> native.Runs:
+            # one sort per group index: pools and readings share them
+            key = (id(index), num_groups)
+            if key not in sorted_by:
+                sorted_by[key] = native.runs(index, num_groups)
+            return sorted_by[key]
+
         plans, summaries = [], []
         for pool in pools:
-            runs = native.runs(pool.index, pool.num_groups, pool.position)
+            runs = visits(pool.index, pool.num_groups).through(pool.position)
             # row offsets of the slots' channels (head h adds h * D)
             columns = (torch.tensor(pool.slots).view(-1, 1) * (H * D) +
                        torch.arange(D)).view(-1)
             summaries.append(native.outer_sum(k, flat, runs, pool.num_groups,
                                               D, columns, True))
-            # a row in two groups: its gradient rows must not be written
-            # by two threads at once
-            distinct = bool((torch.bincount(pool.position, minlength=P)
-                             <= 1).all())
-            plans.append((runs, columns, distinct))
-        read_runs = [native.runs(read.index, pools[read.pool].num_groups)
+            plans.append((runs, columns))
+        read_runs = [visits(read.index, pools[read.pool].num_groups)
                      for read in reads]
         outs = [native.contract(q, summaries[read.pool], runs)
                 for read, runs in zip(reads, read_runs)]
@@ -285,7 +290,7 @@ class _PoolReadings(torch.autograd.Function):
         # reading of a pool writes it, the others add to it
         scratch = k.new_empty(max(s.numel() for s in summaries)) \
             if need_s and summaries else None
-        for p, ((runs, columns, distinct), summary) in enumerate(
+        for p, ((runs, columns), summary) in enumerate(
                 zip(ctx.plans, summaries)):
             grad_s = None if scratch is None else \
                 scratch[:summary.numel()].view(summary.shape)
@@ -302,7 +307,7 @@ class _PoolReadings(torch.autograd.Function):
                     k, values.view(values.size(0), -1), grad_s, runs,
                     values.size(-1), columns, True, grad_k,
                     None if grad_v is None else grad_v.view(grad_v.size(0),
-                                                            -1), distinct)
+                                                            -1))
         if need_q and not q_written:
             grad_q = None
         return grad_k, grad_v, grad_q, None, None

@@ -184,12 +184,16 @@ class Runs(NamedTuple):
     rows: Tensor
     groups: Tensor
 
+    def through(self, position: Tensor) -> 'Runs':
+        r"""The same visits reading data row :obj:`position[e]` for row
+        :obj:`e` (positions checked by the caller)."""
+        # the kernels read int64
+        return Runs(position.long().index_select(0, self.rows), self.groups)
 
-def runs(index: Tensor, num_groups: int,
-         position: Optional[Tensor] = None) -> Runs:
-    r"""The visits of the rows grouped by :obj:`index`; data row
-    :obj:`position[e]` for row :obj:`e` when given. Checks the groups and
-    positions, which the kernels use as memory offsets."""
+
+def runs(index: Tensor, num_groups: int) -> Runs:
+    r"""The visits of the rows grouped by :obj:`index`. Checks the groups,
+    which the kernels use as memory offsets."""
     index = index.contiguous()
     if index.numel() and (int(index.min()) < 0
                           or int(index.max()) >= num_groups):
@@ -200,9 +204,7 @@ def runs(index: Tensor, num_groups: int,
     else:
         order = torch.argsort(index, stable=True)
         groups = index.index_select(0, order)
-    rows = order if position is None else \
-        position.long().index_select(0, order)  # the kernels read int64
-    return Runs(rows, groups)
+    return Runs(order, groups)
 
 
 def _function(name: str, dtype: torch.dtype):
@@ -280,18 +282,21 @@ def outer_sum(k: Tensor, v: Tensor, runs: Runs, num_groups: int,
 
 def outer_sum_backward(k: Tensor, v: Tensor, grad: Tensor, runs: Runs,
                        head_stride: int, columns: Tensor, ones: bool,
-                       grad_k: Optional[Tensor], grad_v: Optional[Tensor],
-                       distinct_rows: bool = True) -> None:
+                       grad_k: Optional[Tensor], grad_v: Optional[Tensor]
+                       ) -> None:
     r"""Adds the gradients of :func:`outer_sum` with respect to :obj:`k` and
     :obj:`v` to :obj:`grad_k` and :obj:`grad_v` (laid out as :obj:`k`,
     :obj:`v`; each skipped when :obj:`None`), in one pass over the rows
-    (split across threads only when the runs visit :obj:`distinct_rows`)."""
+    (split across threads only when no data row is visited twice: two
+    threads would add to it at once)."""
     (_, H, R), C = k.shape, grad.size(-1)
     grad = grad.contiguous()
+    split = torch.get_num_threads() > 1 and bool(
+        (torch.bincount(runs.rows) <= 1).all())
     _call('outer_sum_backward', k.dtype, runs, [
         k.data_ptr(), v.data_ptr(), grad.data_ptr(),
         [columns.data_ptr(), _ptr(grad_k), _ptr(grad_v)]],
-        [H, R, C, v.size(1), head_stride, int(ones)], split=distinct_rows)
+        [H, R, C, v.size(1), head_stride, int(ones)], split=split)
 
 
 def contract(q: Tensor, summary: Tensor, runs: Runs) -> Tensor:
@@ -340,7 +345,7 @@ def _combine_args(table: CombinationTable, readings, widths, dots,
                   positions, values: Tensor, slots: Sequence[int],
                   nonempty: Tensor, eps: float):
     rows, nc = nonempty.shape
-    P, _, H, D = values.shape
+    H, D = values.shape[2:]
     width = torch.tensor(list(widths) or [0])
     return [rows, H, D, nc, values.stride(0), *(
         t.data_ptr() for t in table), _pointers(readings), width.data_ptr(),

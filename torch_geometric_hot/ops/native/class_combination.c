@@ -16,15 +16,17 @@
  */
 #include <stdint.h>
 
+/* The parameters both functions share: shapes, the term tables, the
+   sources of the terms, the classes' non-empty flags and eps. */
+#define COMBINE_PARAMS(T)                                                     \
+    int64_t rows, int64_t H, int64_t D, int64_t nc, int64_t ldv,              \
+    const int64_t *start, const int64_t *kind, const int64_t *sign,           \
+    const int64_t *src, const int64_t *off, T *const *reading,                \
+    const int64_t *width, T *const *dot, int64_t *const *position,            \
+    T *const *value, const uint8_t *nonempty, T eps
+
 #define DEFINE_COMBINE(T, SUF)                                                \
-void combine_##SUF(int64_t rows, int64_t H, int64_t D, int64_t nc,            \
-                   int64_t ldv,                                               \
-                   const int64_t *start, const int64_t *kind,                 \
-                   const int64_t *sign, const int64_t *src,                   \
-                   const int64_t *off, T *const *reading,                     \
-                   const int64_t *width, T *const *dot,                       \
-                   int64_t *const *position, T *const *value,                 \
-                   const uint8_t *nonempty, T eps, T *out, T *den_out) {      \
+void combine_##SUF(COMBINE_PARAMS(T), T *out, T *den_out) {                   \
     const int64_t HD = H * D;                                                 \
     T num[HD], den[H];                                                        \
     for (int64_t row = 0; row < rows; ++row)                                  \
@@ -69,15 +71,9 @@ void combine_##SUF(int64_t rows, int64_t H, int64_t D, int64_t nc,            \
                                                                               \
 /* Backward: accumulates into grad_reading (per reading, [rows, H, width]),  \
    grad_dot (per single-key source, [rows, H]) and grad_value (per class,    \
-   [P, H, D]), all zero-filled by the caller; NULL entries are skipped. */    \
-void combine_backward_##SUF(int64_t rows, int64_t H, int64_t D, int64_t nc,   \
-                            int64_t ldv,                                      \
-                            const int64_t *start, const int64_t *kind,        \
-                            const int64_t *sign, const int64_t *src,          \
-                            const int64_t *off, T *const *reading,            \
-                            const int64_t *width, T *const *dot,              \
-                            int64_t *const *position, T *const *value,        \
-                            const uint8_t *nonempty, T eps, const T *out,     \
+   [P, H, D] blocks ldv apart), all zero-filled by the caller; NULL entries \
+   are skipped. */                                                          \
+void combine_backward_##SUF(COMBINE_PARAMS(T), const T *out,                 \
                             const T *den_out, const T *grad_out,              \
                             T *const *grad_reading, T *const *grad_dot,       \
                             T *const *grad_value) {                           \
