@@ -133,3 +133,30 @@ def test_float32_matches_float64():
     expected = layer(data.pair_x, view)
     got = layer.float()(data.pair_x.float(), view)
     torch.testing.assert_close(got.double(), expected, atol=1e-5, rtol=1e-4)
+
+
+def test_light_pair_layer_equals_dense_basis():
+    # the light 2->2 layer runs as one operation (ops.pair_light_linear),
+    # whatever the order its classes are given in
+    data = attach_order_inputs(complete_graph(4), 2)
+    torch.manual_seed(1)
+    for classes in ('light', ['3', '5', '1', '4', '2']):
+        layer = EquivariantLinear(3, 2, 2, 2, classes=classes).double()
+        weights = dict(zip([c.partition for c in layer.classes],
+                           layer.weight))
+        biases = dict(zip(BIAS_LABELS[2], layer.bias))
+        expected = dense_equivariant_linear(dense_input(data, 2), weights,
+                                            2, 2, 'sum', biases)
+        out = to_dense(run_layer(layer, data), data, 2, 4)
+        torch.testing.assert_close(out, expected, atol=1e-10, rtol=1e-10)
+
+
+def test_light_pair_layer_equivariant_and_batch_independent():
+    layer = EquivariantLinear(3, 2, 2, 2, classes='light').double()
+    data = attach_order_inputs(random_graph(7, 9, undirected=False), 2)
+    assert_permutation_equivariant(lambda d: run_layer(layer, d), data,
+                                   'other')
+    graphs = [attach_order_inputs(g, 2, seed=k)
+              for k, g in enumerate(edge_case_graphs(3))]
+    assert_batch_independent(lambda d: run_layer(layer, d), graphs,
+                             rows_per_graph(2))

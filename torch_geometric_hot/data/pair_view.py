@@ -148,6 +148,9 @@ class PairView:
         off_t = self.transpose[self.off_pos]
         self.off_has_transpose = off_t >= 0
         self.off_transpose = off_t.clamp(min=0)
+        # the same per entry (a diagonal entry has no distinct transpose)
+        self.entry_has_transpose = (self.transpose >= 0) & ~is_diag
+        self.entry_transpose = self.transpose.clamp(min=0)
         self._edge_entry = edge_entry
         self._raw_edge_index: Optional[Tensor] = None
 

@@ -9,6 +9,8 @@ from torch_geometric_hot.ops.basis import group_by_part, output_parts, \
     select_classes
 from torch_geometric_hot.ops.equivariant import assemble_parts, \
     equivariant_linear, resolve_targets
+from torch_geometric_hot.ops.pair_light_linear import LIGHT_PAIR_CLASSES, \
+    pair_light_linear
 
 NORMALIZATIONS = ('sum', 'mean')
 
@@ -86,6 +88,11 @@ class EquivariantLinear(torch.nn.Module):
             part: [self.classes.index(c) for c in classes]
             for part, classes in self._by_part.items()
         }
+        # the light 2->2 layer runs as one operation (weights reordered)
+        signature = [(c.part, c.terms) for c in self.classes]
+        self._light_pair = [signature.index(c) for c in LIGHT_PAIR_CLASSES] \
+            if (in_order, out_order) == (2, 2) and normalize == 'sum' and \
+            sorted(signature) == sorted(LIGHT_PAIR_CLASSES) else None
         self.weight = Parameter(
             torch.empty(len(self.classes), in_channels, out_channels))
         if bias:
@@ -114,6 +121,9 @@ class EquivariantLinear(torch.nn.Module):
                              f"got {x.size(-1)}")
         view, targets = resolve_targets(x, view, self.in_order,
                                         self.out_order, hyperedge_index)
+        if self._light_pair is not None:
+            return pair_light_linear(x, view, self.weight[self._light_pair],
+                                     self.bias)
         parts = {}
         for p, (name, target) in enumerate(targets.items()):
             classes = self._by_part.get(name, [])
