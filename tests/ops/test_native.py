@@ -225,9 +225,16 @@ def _pools(rows, gen):
 
 
 def _reads(pools, queries, gen):
-    # two readings of the first pool, one of the last, none of the second
+    # readings of the first pool (the first of them of one slot only: the
+    # summary gradient is then added up from zeros), one of the last, and
+    # one of the second reading two of its slots, out of order
     return [ka.Reading(p, torch.randint(pools[p].num_groups, (queries, ),
-                                        generator=gen)) for p in (0, 2, 0)]
+                                        generator=gen), slots)
+            for p, slots in ((0, (0, )), (2, None), (0, None), (1, (3, 0)))]
+
+
+def _width(pools, read, channels):
+    return len(read.slots or pools[read.pool].slots) * channels + 1
 
 
 def _pool_run(k, values, q, pools, reads, grads):
@@ -245,8 +252,9 @@ def test_pool_readings_equal_gathered_copies(channels, dtype):
     q = torch.rand(45, 3, 7, dtype=dtype, generator=gen)
     pools = _pools(60, gen)
     reads = _reads(pools, 45, gen)
-    grads = [torch.randn(45, 3, len(pools[r.pool].slots) * channels + 1,
-                         dtype=dtype, generator=gen) for r in reads]
+    reads.append(reads[2]._replace(slots=(0, )))  # as the full reading's
+    grads = [torch.randn(45, 3, _width(pools, r, channels), dtype=dtype,
+                         generator=gen) for r in reads]
     on, off = _both_modes(lambda: _pool_run(k, values, q, pools, reads,
                                             grads))
     tol = dict(rtol=1e-12, atol=1e-12) if dtype == torch.float64 else \
@@ -257,6 +265,11 @@ def test_pool_readings_equal_gathered_copies(channels, dtype):
     summary = k[pools[2].position].sum(0)  # the single group of pool 2
     torch.testing.assert_close(on[1][..., -1],
                                (q * summary).sum(-1), **tol)
+    # a reading of some slots is those columns of the full reading
+    full, part = on[2], on[4]
+    torch.testing.assert_close(part[..., :-1],
+                               full[..., channels:2 * channels], **tol)
+    torch.testing.assert_close(part[..., -1], full[..., -1], **tol)
 
 
 def test_pool_readings_gradcheck_and_bad_input():
@@ -293,6 +306,9 @@ def test_pool_readings_gradcheck_and_bad_input():
         with pytest.raises(IndexError, match='group'):
             ka.pool_readings(k, values, q, pools,
                              [reads[0]._replace(index=reads[0].index + 9)])
+        with pytest.raises(ValueError, match="pool's slots"):
+            ka.pool_readings(k, values, q, pools,
+                             [reads[0]._replace(slots=(1, ))])
 
 
 def test_pool_readings_with_repeated_and_no_positions(monkeypatch):

@@ -224,8 +224,8 @@ def kernel_class_attention(classes: Sequence[EquivariantClass],
             if summary not in _SINGLE_KEY and c not in users.setdefault(
                     summary, []):
                 users[summary].append(c)
-    # Per (summary, selector): one reading of every class's slot and the
-    # denominator (the last column).
+    # Per (summary, selector): one reading of the slots of the classes that
+    # read there, and the denominator (the last column).
     pools: List[Pool] = []
     reads: List[Reading] = []
     reading_terms: Dict[Tuple[str, object, int], Term] = {}
@@ -235,8 +235,12 @@ def kernel_class_attention(classes: Sequence[EquivariantClass],
                           tuple(slots[c] for c in cs)))
         for selector in {sel for c in cs for _, s, sel in terms[c]
                          if s == summary}:
-            reads.append(Reading(p, target.index(summary, selector)[0]))
-            for k, c in enumerate(cs):
+            # only the classes that read the summary at this selector
+            readers = [c for c in cs if any(
+                s == summary and sel == selector for _, s, sel in terms[c])]
+            reads.append(Reading(p, target.index(summary, selector)[0],
+                                 tuple(slots[c] for c in readers)))
+            for k, c in enumerate(readers):
                 reading_terms[(summary, selector, c)] = Term(
                     1, READING, len(reads) - 1, k * d_v)
     readings = pool_readings(phi_k, values, phi_q, pools, reads)

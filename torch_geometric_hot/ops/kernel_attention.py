@@ -224,9 +224,21 @@ def _check_pools(k: Tensor, values: Tensor, pools: Sequence[Pool],
 
 class Reading(NamedTuple):
     r"""One reading of :func:`pool_readings`: the pool whose summaries the
-    query rows read and the group of every query row (:obj:`index [rows]`)."""
+    query rows read, the group of every query row (:obj:`index [rows]`) and
+    the pool's slots it reads (:obj:`None`: all), then the denominator."""
     pool: int
     index: Tensor
+    slots: Optional[Tuple[int, ...]] = None
+
+
+def _read_columns(pool: Pool, read: Reading, D: int) -> Tensor:
+    # the summary columns a reading reads: its slots' D columns, in its
+    # order, then the denominator (the last column)
+    slots = pool.slots if read.slots is None else read.slots
+    first = torch.tensor([pool.slots.index(s) * D for s in slots],
+                         dtype=torch.long)
+    return torch.cat([(first.view(-1, 1) + torch.arange(D)).view(-1),
+                      torch.tensor([len(pool.slots) * D])])
 
 
 def _check_readings(q: Tensor, k: Tensor, pools: Sequence[Pool],
@@ -241,6 +253,10 @@ def _check_readings(q: Tensor, k: Tensor, pools: Sequence[Pool],
         if read.index.shape != (q.size(0), ):
             raise ValueError(f'a reading needs one group per query row '
                              f'({q.size(0)}), got {tuple(read.index.shape)}')
+        if read.slots is not None and (not read.slots or not set(
+                read.slots) <= set(pools[read.pool].slots)):
+            raise ValueError(f'a reading reads some of its pool\'s slots '
+                             f'{pools[read.pool].slots}, got {read.slots}')
 
 
 class _PoolReadings(torch.autograd.Function):
@@ -270,9 +286,13 @@ class _PoolReadings(torch.autograd.Function):
             plans.append((runs, columns))
         read_runs = [visits(read.index, pools[read.pool].num_groups)
                      for read in reads]
-        outs = [native.contract(q, summaries[read.pool], runs)
-                for read, runs in zip(reads, read_runs)]
+        read_columns = [_read_columns(pools[read.pool], read, D)
+                        for read in reads]
+        outs = [native.contract(q, summaries[read.pool], runs, columns)
+                for read, runs, columns in zip(reads, read_runs,
+                                               read_columns)]
         ctx.plans, ctx.reads, ctx.read_runs = plans, reads, read_runs
+        ctx.read_columns = read_columns
         ctx.save_for_backward(k, values, q, *summaries)
         return tuple(outs)
 
@@ -294,12 +314,20 @@ class _PoolReadings(torch.autograd.Function):
                 zip(ctx.plans, summaries)):
             grad_s = None if scratch is None else \
                 scratch[:summary.numel()].view(summary.shape)
-            s_written = False
-            for read, read_runs, grad in zip(ctx.reads, ctx.read_runs, grads):
-                if read.pool != p or grad is None:
-                    continue
-                native.contract_backward(q, summary, grad, read_runs, grad_q,
-                                         grad_s, q_written, s_written)
+            mine = [(visits, read_columns, grad) for read, visits,
+                    read_columns, grad in zip(ctx.reads, ctx.read_runs,
+                                              ctx.read_columns, grads)
+                    if read.pool == p and grad is not None]
+            # the first reading writes the summary gradient, unless it
+            # leaves columns out: then all of them add to zeros
+            s_written = grad_s is not None and bool(mine) and \
+                mine[0][1].unique().numel() < summary.size(-1)
+            if s_written:
+                grad_s.zero_()
+            for visits, read_columns, grad in mine:
+                native.contract_backward(q, summary, grad, visits, grad_q,
+                                         grad_s, q_written, s_written,
+                                         read_columns)
                 q_written = q_written or need_q
                 s_written = True
             if s_written:
@@ -340,7 +368,8 @@ def pool_readings(k: Tensor, values: Tensor, q: Tensor,
         reads (list): The readings.
 
     :rtype: list of :class:`torch.Tensor`
-        :obj:`[rows, H, len(slots) * D + 1]`, one per reading
+        :obj:`[rows, H, len(slots) * D + 1]`, one per reading (its slots, or
+        all of its pool's)
     """
     use_native = all(t.dtype == torch.long for t in
                      [*(pool.index for pool in pools),
@@ -352,8 +381,9 @@ def pool_readings(k: Tensor, values: Tensor, q: Tensor,
         return list(_PoolReadings.apply(k, values, q, tuple(pools),
                                         tuple(reads)))
     summaries = [pool_outer_sum_reference(k, values, pool) for pool in pools]
-    return [gather_contract(q, summaries[read.pool], read.index)
-            for read in reads]
+    return [gather_contract(q, summaries[read.pool], read.index)[
+        ..., _read_columns(pools[read.pool], read, values.size(-1))]
+        for read in reads]
 
 
 def pool_outer_sum_reference(k: Tensor, values: Tensor,

@@ -48,8 +48,8 @@ _COMMON = ['-std=gnu11', '-fopenmp-simd', '-shared', '-fPIC']
 _MODES = ('auto', 'on', 'off')
 _FUNCTIONS = {  # name: (pointer arguments, integer arguments)
     'outer_sum': (6, 9),
-    'contract': (5, 4),
-    'contract_backward': (7, 7),
+    'contract': (6, 5),
+    'contract_backward': (8, 8),
     'outer_sum_backward': (8, 7),
 }
 
@@ -299,30 +299,46 @@ def outer_sum_backward(k: Tensor, v: Tensor, grad: Tensor, runs: Runs,
         [H, R, C, v.size(1), head_stride, int(ones)], split=split)
 
 
-def contract(q: Tensor, summary: Tensor, runs: Runs) -> Tensor:
-    r""":obj:`[E, H, C]` readings :math:`q_e^\top S_{g(e)}` (the runs visit
-    every row of :obj:`q` once)."""
+def _read_columns(summary: Tensor, columns: Optional[Tensor]) -> Tensor:
+    return torch.arange(summary.size(-1)) if columns is None else columns
+
+
+def contract(q: Tensor, summary: Tensor, runs: Runs,
+             columns: Optional[Tensor] = None) -> Tensor:
+    r""":obj:`[E, H, C']` readings :math:`q_e^\top S_{g(e)}[:, \text{columns}]`
+    (all :obj:`C` columns by default; the runs visit every row of :obj:`q`
+    once; :obj:`columns` long, in range)."""
     q, summary = q.contiguous(), summary.contiguous()
+    columns = _read_columns(summary, columns)
     (E, H, R), C = q.shape, summary.size(-1)
-    out = q.new_empty(E, H, C)
-    _call('contract', q.dtype, runs, [q.data_ptr(), summary.data_ptr(),
-                                      [out.data_ptr()]], [H, R, C])
+    out = q.new_empty(E, H, columns.numel())
+    _call('contract', q.dtype, runs, [q.data_ptr(), summary.data_ptr(), [
+        columns.data_ptr(), out.data_ptr()]], [H, R, C, columns.numel()])
     return out
 
 
 def contract_backward(q: Tensor, summary: Tensor, grad: Tensor, runs: Runs,
                       grad_q: Optional[Tensor], grad_summary: Optional[Tensor],
-                      add_q: bool = False, add_summary: bool = False) -> None:
+                      add_q: bool = False, add_summary: bool = False,
+                      columns: Optional[Tensor] = None) -> None:
     r"""Gradients of :func:`contract` with respect to :obj:`q` and
     :obj:`summary` (contiguous buffers shaped as them, each skipped when
     :obj:`None`), written or, with :obj:`add_q` / :obj:`add_summary`, added
-    to, in one pass over the rows."""
+    to, in one pass over the rows. Only the read :obj:`columns` of
+    :obj:`grad_summary` are written: leaving some out needs
+    :obj:`add_summary`."""
     q, summary, grad = q.contiguous(), summary.contiguous(), grad.contiguous()
+    columns = _read_columns(summary, columns)
     (_, H, R), C = q.shape, summary.size(-1)
+    if grad_summary is not None and not add_summary and \
+            columns.unique().numel() < C:
+        raise ValueError('a reading of some columns adds to the summary '
+                         'gradient (add_summary=True)')
     _call('contract_backward', q.dtype, runs, [
         q.data_ptr(), summary.data_ptr(), grad.data_ptr(),
-        [_ptr(grad_q), _ptr(grad_summary)]],
-        [H, R, C, int(add_q) + 2 * int(add_summary)], summary.size(0))
+        [columns.data_ptr(), _ptr(grad_q), _ptr(grad_summary)]],
+        [H, R, C, columns.numel(), int(add_q) + 2 * int(add_summary)],
+        summary.size(0))
 
 
 def _pointers(tensors: Sequence[Optional[Tensor]]) -> ctypes.Array:

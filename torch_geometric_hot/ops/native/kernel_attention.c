@@ -82,6 +82,13 @@ static int colmap_build(colmap *m, const int64_t *src, int64_t n, int64_t W) {
     return 0;
 }
 
+/* The same map read the other way round: block column src[j] <-> row
+   offset j (for kernels that read some columns of a block into a row). */
+static colmap colmap_swapped(const colmap *m) {
+    colmap out = {m->nvec, m->nscal, m->vx, m->vm, m->sx, m->sm};
+    return out;
+}
+
 /* Runs `...` for every run of visits of one group (g: the group, t: its
    first visit, n: its length) and every head h. */
 #define FOR_EACH_RUN_AND_HEAD(...)                                            \
@@ -252,61 +259,69 @@ int outer_sum_##SUF(const T *a, const T *b, const int64_t *rows,              \
     return 0;                                                                 \
 }                                                                             \
                                                                               \
-/* out[row] = q[row]^T S[g], per head. */                                     \
+/* out[row, j] = q[row]^T S[g][:, src[j]] for j < Cout, per head. */        \
 int contract_##SUF(const T *q, const T *S, const int64_t *rows,               \
-                   const int64_t *groups, T *out, int64_t E, int64_t H,       \
-                   int64_t R, int64_t C) {                                    \
+                   const int64_t *groups, const int64_t *src, T *out,         \
+                   int64_t E, int64_t H, int64_t R, int64_t C, int64_t Cout) {\
     colmap cm = {0};                                                          \
-    T *tail = malloc(sizeof(T) * (R * C + 1));                                \
-    if (!tail || colmap_build(&cm, NULL, C, W_##SUF)) {                       \
+    T *tail = malloc(sizeof(T) * (R * Cout + 1));                             \
+    if (!tail || colmap_build(&cm, src, Cout, W_##SUF)) {                     \
         free(tail);                                                           \
         return -1;                                                            \
     }                                                                         \
+    const colmap read = colmap_swapped(&cm);                                  \
     FOR_EACH_RUN_AND_HEAD(                                                    \
         contract_run_##SUF(q + h * R, H * R, NULL, R, S + (g * H + h) * R * C,\
-                           R, C, &cm, out + h * C, H * C, 0, rows + t, n,     \
-                           NULL, tail);)                                      \
+                           R, C, &read, out + h * Cout, H * Cout, 0, rows + t,\
+                           n, NULL, tail);)                                   \
     free(tail); free(cm.vm);                                                  \
     return 0;                                                                 \
 }                                                                             \
                                                                               \
-/* The block transposed into scratch [C, R]: the contraction of row values   \
-   over C that gives the gradient of the R side. */                          \
-static void transpose_##SUF(const T *M, int64_t R, int64_t C, T *out) {       \
+/* Columns src[0..Cout) (NULL: all) of the [R, C] block, transposed into   \
+   [Cout, R]: the contraction of row values over them gives the gradient of \
+   the R side. */                                                           \
+static void transpose_##SUF(const T *M, int64_t R, int64_t C,                 \
+                            const int64_t *src, int64_t Cout, T *out) {       \
     for (int64_t r = 0; r < R; ++r)                                           \
-        for (int64_t c = 0; c < C; ++c) out[c * R + r] = M[r * C + c];        \
+        for (int64_t c = 0; c < Cout; ++c)                                    \
+            out[c * R + r] = M[r * C + (src ? src[c] : c)];                   \
 }                                                                             \
                                                                               \
-/* Backward of contract: grad_q[row] = S[g] grad[row] (when grad_q is not   \
-   NULL) and grad_S[g] = sum q[row] grad[row]^T for groups g_lo .. g_hi - 1 \
-   (when grad_S is not NULL); bit 1 of `add` adds to grad_q instead, bit 2 \
-   to grad_S. */                                                            \
+/* Backward of contract: grad_q[row] = S[g][:, src] grad[row] (when grad_q  \
+   is not NULL) and grad_S[g][:, src] = sum q[row] grad[row]^T for groups   \
+   g_lo .. g_hi - 1 (when grad_S is not NULL); bit 1 of `add` adds to       \
+   grad_q instead, bit 2 to grad_S (needed when src leaves columns out:     \
+   only the read columns are written). */                                   \
 int contract_backward_##SUF(const T *q, const T *S, const T *grad,            \
                             const int64_t *rows, const int64_t *groups,       \
-                            T *grad_q, T *grad_S, int64_t E, int64_t H,       \
-                            int64_t R, int64_t C, int64_t add, int64_t g_lo,  \
+                            const int64_t *src, T *grad_q, T *grad_S,         \
+                            int64_t E, int64_t H, int64_t R, int64_t C,       \
+                            int64_t Cout, int64_t add, int64_t g_lo,          \
                             int64_t g_hi) {                                   \
-    colmap all_c = {0}, all_r = {0};                                          \
-    T *scratch = malloc(sizeof(T) * (2 * R * C + 1));                         \
-    if (!scratch || colmap_build(&all_c, NULL, C, W_##SUF) ||                 \
+    colmap cm = {0}, all_r = {0};                                             \
+    T *scratch = malloc(sizeof(T) * (2 * R * Cout + 1));                      \
+    if (!scratch || colmap_build(&cm, src, Cout, W_##SUF) ||                  \
             colmap_build(&all_r, NULL, R, W_##SUF)) {                         \
-        free(scratch); free(all_c.vm);                                        \
+        free(scratch); free(cm.vm);                                           \
         return -1;                                                            \
     }                                                                         \
+    const colmap read = colmap_swapped(&cm);                                  \
     T *const fresh = add & 2 ? (T *)0 : grad_S; /* blocks written */          \
     FOR_EACH_RUN_AND_HEAD_WRITING(fresh, H * R * C,                           \
         const int64_t block = (g * H + h) * R * C;                            \
         if (grad_q) {                                                         \
-            transpose_##SUF(S + block, R, C, scratch);                        \
-            contract_run_##SUF(grad + h * C, H * C, NULL, C, scratch, C, R,   \
-                               &all_r, grad_q + h * R, H * R, (int)(add & 1), \
-                               rows + t, n, NULL, scratch + R * C);           \
+            transpose_##SUF(S + block, R, C, src, Cout, scratch);             \
+            contract_run_##SUF(grad + h * Cout, H * Cout, NULL, Cout, scratch,\
+                               Cout, R, &all_r, grad_q + h * R, H * R,        \
+                               (int)(add & 1), rows + t, n, NULL,             \
+                               scratch + R * Cout);                           \
         }                                                                     \
         if (grad_S)                                                           \
-            outer_run_##SUF(q + h * R, H * R, grad + h * C, H * C, &all_c, -1,\
-                            rows + t, n, grad_S + block, R, C,               \
+            outer_run_##SUF(q + h * R, H * R, grad + h * Cout, H * Cout,      \
+                            &read, -1, rows + t, n, grad_S + block, R, C,     \
                             (int)(add & 2));)                                 \
-    free(scratch); free(all_c.vm); free(all_r.vm);                            \
+    free(scratch); free(cm.vm); free(all_r.vm);                               \
     return 0;                                                                 \
 }                                                                             \
                                                                               \
@@ -330,7 +345,7 @@ int outer_sum_backward_##SUF(const T *a, const T *b, const T *grad_S,         \
     FOR_EACH_RUN_AND_HEAD(                                                    \
         const T *block = grad_S + (g * H + h) * R * C;                        \
         if (grad_a) {                                                         \
-            transpose_##SUF(block, R, C, scratch);                            \
+            transpose_##SUF(block, R, C, NULL, C, scratch);                   \
             contract_run_##SUF(b + h * hb, ldb, &to_b, Cb, scratch, C, R,     \
                                &all_r,                                        \
                                grad_a + h * R, H * R, 1, rows + t, n,         \
