@@ -6,17 +6,17 @@ from torch_geometric_hot.ops.class_combination import READING, SINGLE_KEY, \
     Term, combine_classes, combine_classes_reference
 
 
-def _problem(dtype, seed=0):
+def _problem(dtype, seed=0, D=5):
     gen = torch.Generator().manual_seed(seed)
-    rows, H, D, inputs = 23, 3, 5, 17
+    rows, H, inputs = 23, 3, 17
     readings = [torch.rand(rows, H, 2 * D + 1, dtype=dtype, generator=gen),
                 torch.rand(rows, H, D + 1, dtype=dtype, generator=gen)]
-    dots = [torch.rand(rows, H, dtype=dtype, generator=gen) for _ in
-            range(2)]
-    dots[1][::4] = 0  # keys that do not exist
+    phi_q = torch.rand(rows, H, 7, dtype=dtype, generator=gen)
+    phi_k = torch.rand(inputs, H, 7, dtype=dtype, generator=gen)
     positions = [torch.randperm(inputs, generator=gen)[:12]
                  .repeat(2)[:rows],  # repeated rows: scatter-adds collide
                  torch.randint(inputs, (rows, ), generator=gen)]
+    positions[1][::4] = -1  # keys that do not exist
     # four value slots, read by the three classes out of order (one unused)
     values = torch.randn(inputs, 4, H, D, dtype=dtype, generator=gen)
     terms = [
@@ -26,7 +26,7 @@ def _problem(dtype, seed=0):
         [Term(-1, SINGLE_KEY, 1), Term(1, READING, 1, 0)],  # may go < eps
     ]
     nonempty = torch.rand(rows, 3, generator=gen) > 0.2
-    return terms, readings, dots, positions, values, nonempty
+    return terms, readings, [phi_q, phi_k], positions, values, nonempty
 
 
 SLOTS = (2, 0, 3)
@@ -34,16 +34,17 @@ SLOTS = (2, 0, 3)
 
 @pytest.mark.skipif(native._compiler() is None, reason='no C compiler')
 @pytest.mark.parametrize('dtype', [torch.float64, torch.float32])
-def test_native_combination_equals_reference(dtype):
-    terms, readings, dots, positions, values, nonempty = _problem(dtype)
-    leaves = [*readings, *dots, values]
-    grad = torch.randn(23, 3, 3, 5, dtype=dtype,
+@pytest.mark.parametrize('D', [5, 8, 16])  # 8, 16: fixed-size loops
+def test_native_combination_equals_reference(dtype, D):
+    terms, readings, keys, positions, values, nonempty = _problem(dtype, D=D)
+    leaves = [*readings, *keys, values]
+    grad = torch.randn(23, 3, 3, D, dtype=dtype,
                        generator=torch.Generator().manual_seed(1))
     results = []
     for mode in ('on', 'off'):
         inputs = [t.clone().requires_grad_() for t in leaves]
         with native.use_native(mode):
-            out = combine_classes(terms, inputs[:2], inputs[2:4], positions,
+            out = combine_classes(terms, inputs[:2], *inputs[2:4], positions,
                                   inputs[4], SLOTS, nonempty, eps=0.05)
         results.append([out, *torch.autograd.grad(out, inputs, grad)])
     # float32: the two paths round in different orders, and a denominator
@@ -59,36 +60,36 @@ def test_native_combination_equals_reference(dtype):
 
 @pytest.mark.skipif(native._compiler() is None, reason='no C compiler')
 def test_native_combination_gradcheck_and_bad_positions():
-    terms, readings, dots, positions, values, nonempty = _problem(
+    terms, readings, keys, positions, values, nonempty = _problem(
         torch.float64, seed=1)
-    leaves = [t.requires_grad_() for t in [*readings, *dots, values]]
+    leaves = [t.requires_grad_() for t in [*readings, *keys, values]]
     with native.use_native('on'):
         assert torch.autograd.gradcheck(
-            lambda *t: combine_classes(terms, t[:2], t[2:4], positions,
+            lambda *t: combine_classes(terms, t[:2], *t[2:4], positions,
                                        t[4], SLOTS, nonempty, eps=1e-3),
             leaves)
         with pytest.raises(IndexError, match='position'):
-            combine_classes(terms, readings, dots,
+            combine_classes(terms, readings, *keys,
                             [positions[0], positions[1] + 100], values,
                             SLOTS, nonempty)
         with pytest.raises(ValueError, match='positions'):
-            combine_classes(terms, readings, dots,
+            combine_classes(terms, readings, *keys,
                             [positions[0][:5], positions[1]], values,
                             SLOTS, nonempty)
         with pytest.raises(IndexError, match='slot'):
-            combine_classes(terms, readings, dots, positions, values,
+            combine_classes(terms, readings, *keys, positions, values,
                             (2, 0, 4), nonempty)
         with pytest.raises(ValueError, match='slot per class'):
-            combine_classes(terms, readings, dots, positions, values,
+            combine_classes(terms, readings, *keys, positions, values,
                             (2, 0), nonempty)
 
 
 def test_reference_is_the_fallback():
-    terms, readings, dots, positions, values, nonempty = _problem(
+    terms, readings, keys, positions, values, nonempty = _problem(
         torch.float64)
     with native.use_native('off'):
-        out = combine_classes(terms, readings, dots, positions, values,
+        out = combine_classes(terms, readings, *keys, positions, values,
                               SLOTS, nonempty)
     torch.testing.assert_close(
-        out, combine_classes_reference(terms, readings, dots, positions,
+        out, combine_classes_reference(terms, readings, *keys, positions,
                                        values, SLOTS, nonempty, 1e-6))

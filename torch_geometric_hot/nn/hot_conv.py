@@ -192,7 +192,7 @@ class HOTConv(torch.nn.Module):
             key_graph = view.entry_batch if self.in_order == 2 else view.batch
             keys = self.feature_map(keys, False, key_graph, view.num_graphs)
 
-        parts, cache = {}, {}
+        parts = {}
         # global softmax classes attend on padded blocks unless their
         # weights are asked for (then pairs are enumerated)
         weights: Optional[Attention] = {} if return_attention_weights \
@@ -201,7 +201,7 @@ class HOTConv(torch.nn.Module):
             classes = self._by_part.get(name, [])
             index = self._part_index.get(name, [])
             outs = self._attend(classes, target, view, queries[name], keys,
-                                self._values(x, index), weights, cache)
+                                self._values(x, index), weights)
             if outs is not None:  # one product with the output projections
                 out = outs.reshape(target.num_rows, len(index) * H * D) @ \
                     self.lin_out[index].reshape(len(index) * H * D, -1)
@@ -241,8 +241,8 @@ class HOTConv(torch.nn.Module):
         return torch.nn.functional.linear(x, weight).view(
             x.size(0), len(index), self.heads, self.head_channels)
 
-    def _attend(self, classes, target, view, q, keys, values, weights,
-                cache) -> Optional[Tensor]:
+    def _attend(self, classes, target, view, q, keys, values,
+                weights) -> Optional[Tensor]:
         r"""The part's classes, :obj:`[rows, classes, H, D]` (:obj:`None`
         without classes), from their values :obj:`[inputs, classes, H, D]`."""
         if not classes:
@@ -251,7 +251,7 @@ class HOTConv(torch.nn.Module):
             out = kernel_class_attention(classes, target, view,
                                          self.in_order, q, keys, values,
                                          range(len(classes)),
-                                         self.exact_exclusion, cache=cache)
+                                         self.exact_exclusion)
             return torch.nn.functional.dropout(out, self.dropout,
                                                self.training)
         outs = []

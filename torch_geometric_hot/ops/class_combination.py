@@ -8,7 +8,9 @@ where a *reading* term reads a class slot :math:`n_t` and the denominator
 column :math:`d_t` of a summary reading :math:`\phi(q)^\top [S, z]`, and a
 *single-key* term (an excluded key :math:`x`) contributes
 :math:`n_t = (\phi(q)^\top \phi(k_x))\, v_x` and
-:math:`d_t = \phi(q)^\top \phi(k_x)`. Rows whose group is empty output 0.
+:math:`d_t = \phi(q)^\top \phi(k_x)` (nothing where the key does not
+exist). Rows whose group is empty output 0. The dots are computed inside,
+once per row and single-key source.
 
 :func:`combine_classes` evaluates all classes of a part at once, as one
 native kernel with its own backward when
@@ -28,23 +30,34 @@ READING, SINGLE_KEY = 0, 1
 class Term(NamedTuple):
     r"""One signed term of a class: :obj:`kind` is :data:`READING` (columns
     :obj:`offset:offset + D` and the last column of reading :obj:`src`) or
-    :data:`SINGLE_KEY` (dot :obj:`src` times the class's values at
-    position :obj:`src`)."""
+    :data:`SINGLE_KEY` (the dot of the query with the key at single-key
+    position list :obj:`src`, times the class's values there)."""
     sign: int
     kind: int
     src: int
     offset: int = 0
 
 
+def single_key_dots(phi_q: Tensor, phi_k: Tensor,
+                    position: Tensor) -> Tensor:
+    r""":math:`\phi(q_i)^\top \phi(k_{\text{position}_i})` per head,
+    :obj:`[rows, H]`, 0 where the position is negative."""
+    exists = position >= 0
+    # flat 2-D gather: index_add (its backward) is slow in 3-D
+    keys = phi_k.flatten(1).index_select(0, position.clamp(min=0)).view(
+        phi_q.shape)
+    return (phi_q * keys).sum(-1) * exists.unsqueeze(-1).to(phi_q.dtype)
+
+
 def combine_classes_reference(terms: Sequence[Sequence[Term]],
-                              readings: Sequence[Tensor],
-                              dots: Sequence[Tensor],
-                              positions: Sequence[Tensor], values: Tensor,
-                              slots: Sequence[int], nonempty: Tensor,
-                              eps: float) -> Tensor:
+                              readings: Sequence[Tensor], phi_q: Tensor,
+                              phi_k: Tensor, positions: Sequence[Tensor],
+                              values: Tensor, slots: Sequence[int],
+                              nonempty: Tensor, eps: float) -> Tensor:
     r""":func:`combine_classes` with torch operations."""
     outputs = []
     D = values.size(-1)
+    dots = [single_key_dots(phi_q, phi_k, p) for p in positions]
     for c, class_terms in enumerate(terms):
         num = den = None
         for term in class_terms:
@@ -53,9 +66,9 @@ def combine_classes_reference(terms: Sequence[Sequence[Term]],
                 t_num = reading[..., term.offset:term.offset + D]
                 t_den = reading[..., -1]
             else:
-                # flat 2-D gather: index_add (its backward) is slow in 3-D
                 v = values[:, slots[c]].flatten(1).index_select(
-                    0, positions[term.src]).view(-1, *values.shape[2:])
+                    0, positions[term.src].clamp(min=0)).view(
+                        -1, *values.shape[2:])
                 t_den = dots[term.src]
                 t_num = t_den.unsqueeze(-1) * v
             if num is None:
@@ -72,29 +85,30 @@ def combine_classes_reference(terms: Sequence[Sequence[Term]],
 
 class _CombineClasses(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, table, counts, slots, nonempty, eps, *tensors):
-        n_r, n_d = counts
-        readings, others = tensors[:n_r], tensors[n_r:]
-        out, den = native.combine(table, readings, others[:n_d],
-                                  others[n_d:2 * n_d], others[-1], slots,
-                                  nonempty, eps)
+    def forward(ctx, table, num_readings, slots, nonempty, eps, *tensors):
+        readings = tensors[:num_readings]
+        phi_q, phi_k, *positions, values = tensors[num_readings:]
+        out, den = native.combine(table, readings, phi_q, phi_k, positions,
+                                  values, slots, nonempty, eps)
         # the readings are not needed by the backward pass: not kept
-        ctx.table, ctx.counts, ctx.slots, ctx.eps = table, counts, slots, eps
+        ctx.table, ctx.slots, ctx.eps = table, slots, eps
         ctx.reading_shapes = [r.shape for r in readings]
-        ctx.save_for_backward(nonempty, out, den, *others)
+        ctx.save_for_backward(nonempty, out, den, phi_q, phi_k, values,
+                              *positions)
         return out
 
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, grad):
-        nonempty, out, den, *others = ctx.saved_tensors
-        n_r, n_d = ctx.counts
+        nonempty, out, den, phi_q, phi_k, values, *positions = \
+            ctx.saved_tensors
+        n_r = len(ctx.reading_shapes)
         needs = ctx.needs_input_grad[5:]
         grads = native.combine_backward(
-            ctx.table, ctx.reading_shapes, others[:n_d], others[n_d:2 * n_d],
-            others[-1], ctx.slots, nonempty, ctx.eps, out, den, grad,
-            [*needs[:n_r + n_d], needs[-1]])
-        return (None, ) * 5 + (*grads[:n_r + n_d], *([None] * n_d),
+            ctx.table, ctx.reading_shapes, phi_q, phi_k, positions, values,
+            ctx.slots, nonempty, ctx.eps, out, den, grad,
+            [*needs[:n_r + 2], needs[-1]])
+        return (None, ) * 5 + (*grads[:n_r + 2], *([None] * len(positions)),
                                grads[-1])
 
 
@@ -115,7 +129,7 @@ def _table(terms: Sequence[Sequence[Term]],
 
 
 def combine_classes(terms: Sequence[Sequence[Term]],
-                    readings: Sequence[Tensor], dots: Sequence[Tensor],
+                    readings: Sequence[Tensor], phi_q: Tensor, phi_k: Tensor,
                     positions: Sequence[Tensor], values: Tensor,
                     slots: Sequence[int], nonempty: Tensor,
                     eps: float = 1e-6) -> Tensor:
@@ -125,10 +139,11 @@ def combine_classes(terms: Sequence[Sequence[Term]],
         terms (list): Per class, its :class:`Term` list.
         readings (list): Summary readings :obj:`[rows, H, width]` whose
             last column is the denominator.
-        dots (list): :math:`\phi(q)^\top \phi(k_x)` of the single-key
-            sources :obj:`[rows, H]` (zero where the key does not exist).
-        positions (list): Input row of each single-key source's key
-            :obj:`[rows]`.
+        phi_q (torch.Tensor): Mapped queries :obj:`[rows, H, r]`.
+        phi_k (torch.Tensor): Mapped keys :obj:`[inputs, H, r]`.
+        positions (list): Per single-key source, the input row of every
+            query row's key :obj:`[rows]` (long; -1 where the key does not
+            exist).
         values (torch.Tensor): Values :obj:`[inputs, slots, H, D]`.
         slots (list): Per class, its slot in :obj:`values`.
         nonempty (torch.Tensor): :obj:`[rows, classes]`, false where the
@@ -137,9 +152,10 @@ def combine_classes(terms: Sequence[Sequence[Term]],
 
     :rtype: :class:`torch.Tensor` :obj:`[rows, classes, H, D]`
     """
-    if not native.applies(*readings, *dots, values):
-        return combine_classes_reference(terms, readings, dots, positions,
-                                         values, slots, nonempty, eps)
+    if not native.applies(*readings, phi_q, phi_k, values):
+        return combine_classes_reference(terms, readings, phi_q, phi_k,
+                                         positions, values, slots, nonempty,
+                                         eps)
     rows, (inputs, num_slots, H, D) = nonempty.size(0), values.shape
     # the kernel reads memory at these shapes and rows: check them
     if not len(terms) == len(slots) == nonempty.size(1):
@@ -148,24 +164,25 @@ def combine_classes(terms: Sequence[Sequence[Term]],
                          f'{len(terms)} and {len(slots)}')
     if any(not 0 <= s < num_slots for s in slots):
         raise IndexError(f'value slot out of range [0, {num_slots})')
-    if any(t.shape[:2] != (rows, H) for t in [*readings, *dots]) or any(
+    if any(t.shape[:2] != (rows, H) for t in [*readings, phi_q]) or any(
                 t.size(-1) < o + D + 1 for cls in terms for o, t in
                 ((term.offset, readings[term.src]) for term in cls
-                 if term.kind == READING)):
-        raise ValueError('readings, dots and values must agree in rows, '
-                         'heads and channels')
-    if any(t.src >= len(dots) for cls in terms for t in cls
-           if t.kind == SINGLE_KEY) or len(positions) != len(dots):
-        raise ValueError('single-key terms need a dot and a position each')
+                 if term.kind == READING)) or \
+            phi_k.shape != (inputs, H, phi_q.size(-1)):
+        raise ValueError('readings, queries, keys and values must agree in '
+                         'rows, heads and channels')
+    if any(t.src >= len(positions) for cls in terms for t in cls
+           if t.kind == SINGLE_KEY):
+        raise ValueError('single-key terms need a position list each')
     for p in positions:
         if p.shape != (rows, ) or p.dtype != torch.long:
             raise ValueError(f'positions must be long tensors of {rows} '
                              f'rows, got {p.dtype} {tuple(p.shape)}')
-        if p.numel() and (int(p.min()) < 0 or int(p.max()) >= inputs):
+        if p.numel() and (int(p.min()) < -1 or int(p.max()) >= inputs):
             raise IndexError('single-key position out of range')
-    tensors = [t.contiguous() for t in [*readings, *dots, *positions,
+    tensors = [t.contiguous() for t in [*readings, phi_q, phi_k, *positions,
                                         values]]
     return _CombineClasses.apply(_table(terms, nonempty.device),
-                                 (len(readings), len(dots)), tuple(slots),
+                                 len(readings), tuple(slots),
                                  nonempty.to(torch.uint8).contiguous(), eps,
                                  *tensors)

@@ -169,8 +169,7 @@ def kernel_class_attention(classes: Sequence[EquivariantClass],
                            target: Target, view, in_order: int,
                            phi_q: Tensor, phi_k: Tensor, values: Tensor,
                            slots: Sequence[int], exact: bool = True,
-                           eps: float = 1e-6,
-                           cache: Optional[Dict] = None) -> Tensor:
+                           eps: float = 1e-6) -> Tensor:
     r"""Kernel attention of several aggregating classes writing one part.
 
     .. math::
@@ -195,9 +194,6 @@ def kernel_class_attention(classes: Sequence[EquivariantClass],
         slots (list): Per class, its slot in :obj:`values`.
         exact (bool): Keep the distinct-index exclusions.
         eps (float): Floor of the denominator.
-        cache (dict, optional): Shared by the calls of one forward pass
-            (one per output part) so that the keys of single-key terms are
-            gathered (and kept for backward) once.
 
     Returns:
         The classes' outputs :obj:`[rows, classes, H, d_v]`
@@ -205,16 +201,6 @@ def kernel_class_attention(classes: Sequence[EquivariantClass],
     """
     if not exact:
         classes = [replace(cls, terms=cls.terms[:1]) for cls in classes]
-    cache = {} if cache is None else cache
-
-    def rows(x: Tensor, position: Tensor) -> Tensor:
-        # flat 2-D gathers: the backward (index_add) is slow in 3-D and 4-D
-        key = (id(x), id(position))
-        if key not in cache:
-            cache[key] = (x, position, x.flatten(1).index_select(
-                0, position).view((-1, ) + x.shape[1:]))
-        return cache[key][-1]
-
     terms = [cls.terms for cls in classes]
     d_v = values.size(-1)
     # Which classes read each aggregate summary: one summary build each.
@@ -245,22 +231,19 @@ def kernel_class_attention(classes: Sequence[EquivariantClass],
                     1, READING, len(reads) - 1, k * d_v)
     readings = pool_readings(phi_k, values, phi_q, pools, reads)
 
-    # phi(q)^T phi(k_x) of every single-key term, once per (summary,
-    # selector) for all classes.
-    dots: List[Tensor] = []
+    # The key of every single-key term, once per (summary, selector) for
+    # all classes (-1 where it does not exist); the combination dots it
+    # with the query.
     positions: List[Tensor] = []
     single_key_terms: Dict[Tuple[str, object], Term] = {}
     for summary, selector in {(s, sel) for class_terms in terms
                               for _, s, sel in class_terms
                               if s in _SINGLE_KEY}:
         position, mask = key_position(summary, selector, target, view)
-        dot = (phi_q * rows(phi_k, position)).sum(-1)
-        if mask is not None:
-            dot = dot * mask.unsqueeze(-1).to(dot.dtype)
-        dots.append(dot)
-        positions.append(position)
+        positions.append(position if mask is None else
+                         torch.where(mask, position, -1))
         single_key_terms[(summary, selector)] = Term(1, SINGLE_KEY,
-                                                     len(dots) - 1)
+                                                     len(positions) - 1)
 
     counts = summary_counts(view, in_order)
     nonempty = torch.stack([class_counts(cls, target, counts) > 0
@@ -270,4 +253,4 @@ def kernel_class_attention(classes: Sequence[EquivariantClass],
            reading_terms[(s, sel, c)])._replace(sign=sign)
           for sign, s, sel in class_terms]
          for c, class_terms in enumerate(terms)],
-        readings, dots, positions, values, slots, nonempty, eps)
+        readings, phi_q, phi_k, positions, values, slots, nonempty, eps)

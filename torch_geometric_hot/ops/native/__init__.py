@@ -120,13 +120,13 @@ def _declare(library: ctypes.CDLL) -> ctypes.CDLL:
             function = getattr(library, f'{name}_{suffix}')
             function.argtypes = [pointer] * pointers + [integer] * integers
             function.restype = ctypes.c_int  # -1: out of memory
-        # rows, H, D, classes, value row stride; 11 tables and sources;
-        # eps; outputs
-        combine = [integer] * 5 + [pointer] * 11 + [real]
+        # rows, H, D, R, classes, value row stride, single-key sources;
+        # 12 tables and sources; eps; outputs
+        combine = [integer] * 7 + [pointer] * 12 + [real]
         getattr(library, f'combine_{suffix}').argtypes = combine + [
             pointer] * 2
         getattr(library, f'combine_backward_{suffix}').argtypes = \
-            combine + [pointer] * 6
+            combine + [pointer] * 7
     return library
 
 
@@ -357,16 +357,16 @@ class CombinationTable(NamedTuple):
     offset: Tensor
 
 
-def _combine_args(table: CombinationTable, readings, widths, dots,
-                  positions, values: Tensor, slots: Sequence[int],
-                  nonempty: Tensor, eps: float):
+def _combine_args(table: CombinationTable, readings, widths, q: Tensor,
+                  k: Tensor, positions, values: Tensor,
+                  slots: Sequence[int], nonempty: Tensor, eps: float):
     rows, nc = nonempty.shape
     H, D = values.shape[2:]
     width = torch.tensor(list(widths) or [0])
-    return [rows, H, D, nc, values.stride(0), *(
+    return [rows, H, D, q.size(-1), nc, values.stride(0), len(positions), *(
         t.data_ptr() for t in table), _pointers(readings), width.data_ptr(),
-        _pointers(dots), _pointers(positions), _slot_pointers(values, slots),
-        nonempty.data_ptr(), eps], width
+        q.data_ptr(), k.data_ptr(), _pointers(positions),
+        _slot_pointers(values, slots), nonempty.data_ptr(), eps], width
 
 
 def _slot_pointers(values: Tensor, slots: Sequence[int]) -> ctypes.Array:
@@ -375,46 +375,49 @@ def _slot_pointers(values: Tensor, slots: Sequence[int]) -> ctypes.Array:
         *[values.data_ptr() + s * step for s in slots])
 
 
-def combine(table: CombinationTable, readings: Sequence[Tensor],
-            dots: Sequence[Tensor], positions: Sequence[Tensor],
-            values: Tensor, slots: Sequence[int], nonempty: Tensor,
+def combine(table: CombinationTable, readings: Sequence[Tensor], q: Tensor,
+            k: Tensor, positions: Sequence[Tensor], values: Tensor,
+            slots: Sequence[int], nonempty: Tensor,
             eps: float) -> Tuple[Tensor, Tensor]:
     r"""The combined classes :obj:`[rows, classes, H, D]` and their
     denominators :obj:`[rows, classes, H]` (all inputs contiguous; class
-    :obj:`c` reads :obj:`values[:, slots[c]]`)."""
+    :obj:`c` reads :obj:`values[:, slots[c]]`; single-key source :obj:`s`
+    dots :obj:`q` with :obj:`k[positions[s]]`, nothing where negative)."""
     args, width = _combine_args(table, readings,
-                                [r.size(-1) for r in readings], dots,
+                                [r.size(-1) for r in readings], q, k,
                                 positions, values, slots, nonempty, eps)
-    rows, H, D, nc = args[:4]
-    out = values.new_empty(rows, nc, H, D)
-    den = values.new_empty(rows, nc, H)
+    rows, H, D = args[:3]
+    out = values.new_empty(rows, nonempty.size(1), H, D)
+    den = values.new_empty(rows, nonempty.size(1), H)
     _function('combine', out.dtype)(*args, out.data_ptr(), den.data_ptr())
     return out, den
 
 
 def combine_backward(table: CombinationTable,
-                     reading_shapes: Sequence[torch.Size],
-                     dots: Sequence[Tensor], positions: Sequence[Tensor],
-                     values: Tensor, slots: Sequence[int], nonempty: Tensor,
-                     eps: float, out: Tensor, den: Tensor, grad: Tensor,
+                     reading_shapes: Sequence[torch.Size], q: Tensor,
+                     k: Tensor, positions: Sequence[Tensor], values: Tensor,
+                     slots: Sequence[int], nonempty: Tensor, eps: float,
+                     out: Tensor, den: Tensor, grad: Tensor,
                      needs: Sequence[bool]) -> List[Optional[Tensor]]:
     r"""Gradients of :func:`combine` for the readings (given by their
-    shapes: the backward pass does not read them), dots and values, in that
-    order; :obj:`None` where :obj:`needs` is false."""
+    shapes: the backward pass does not read them), :obj:`q`, :obj:`k` and
+    the values, in that order; :obj:`None` where :obj:`needs` is false."""
     args, width = _combine_args(
         table, [None] * len(reading_shapes),
-        [shape[-1] for shape in reading_shapes], dots, positions, values,
+        [shape[-1] for shape in reading_shapes], q, k, positions, values,
         slots, nonempty, eps)
     grad = grad.contiguous()  # (kept alive through the call)
-    n_r, n_d = len(reading_shapes), len(dots)
+    n_r = len(reading_shapes)
     grads = [out.new_zeros(shape) if need else None
              for shape, need in zip(reading_shapes, needs)]
-    grads += [torch.zeros_like(t) if need else None
-              for t, need in zip([*dots, values], needs[n_r:])]
-    grad_values = _slot_pointers(grads[-1], slots) if needs[-1] else \
+    need_q, need_k, need_v = needs[n_r:]
+    grads += [q.new_empty(q.shape) if need_q else None,
+              torch.zeros_like(k) if need_k else None,
+              torch.zeros_like(values) if need_v else None]
+    grad_values = _slot_pointers(grads[-1], slots) if need_v else \
         _pointers([None] * len(slots))
     _function('combine_backward', out.dtype)(
         *args, out.data_ptr(), den.data_ptr(), grad.data_ptr(),
-        _pointers(grads[:n_r]), _pointers(grads[n_r:n_r + n_d]),
+        _pointers(grads[:n_r]), _ptr(grads[n_r]), _ptr(grads[n_r + 1]),
         grad_values)
     return grads

@@ -4,35 +4,93 @@
  *
  *   reading term   (kind 0): num += s R[row, h, off : off + D],
  *                            den += s R[row, h, den_col]
- *   single-key term (kind 1): num += s dot[row, h] V_c[pos[row], h, :],
- *                            den += s dot[row, h]
+ *   single-key term (kind 1): num += s d[row, h] V_c[pos[row], h, :],
+ *                            den += s d[row, h],
+ *                            d[row, h] = q[row, h, :] . k[pos[row], h, :]
  *
  * and out[row, c, h, :] = num / max(den, eps) where the class's group is
- * not empty (else 0). Terms are listed class by class: class c owns terms
- * start[c] .. start[c + 1] - 1; src[t] indexes the readings (kind 0) or the
- * single-key (dot, position) pairs (kind 1). Class c's values (and their
- * gradients) are [P, H, D] blocks ldv apart from row to row. Plain C11; see
- * torch_geometric_hot.ops.native. Single-threaded.
+ * not empty (else 0). A single-key source whose position is negative (a
+ * key that does not exist) adds nothing. Terms are listed class by class:
+ * class c owns terms start[c] .. start[c + 1] - 1; src[t] indexes the
+ * readings (kind 0) or the single-key sources (kind 1), whose dots are
+ * computed once per row. q is [rows, H, R], k [P, H, R]; class c's values
+ * (and their gradients) are [P, H, D] blocks ldv apart from row to row.
+ * Plain C11; see torch_geometric_hot.ops.native. Single-threaded.
  */
 #include <stdint.h>
+
+#define INLINE static inline __attribute__((always_inline))
 
 /* The parameters both functions share: shapes, the term tables, the
    sources of the terms, the classes' non-empty flags and eps. */
 #define COMBINE_PARAMS(T)                                                     \
-    int64_t rows, int64_t H, int64_t D, int64_t nc, int64_t ldv,              \
-    const int64_t *start, const int64_t *kind, const int64_t *sign,           \
-    const int64_t *src, const int64_t *off, T *const *reading,                \
-    const int64_t *width, T *const *dot, int64_t *const *position,            \
-    T *const *value, const uint8_t *nonempty, T eps
+    int64_t rows, int64_t H, int64_t D, int64_t R, int64_t nc, int64_t ldv,   \
+    int64_t nk, const int64_t *start, const int64_t *kind,                    \
+    const int64_t *sign, const int64_t *src, const int64_t *off,              \
+    T *const *reading, const int64_t *width, const T *q, const T *k,          \
+    int64_t *const *position, T *const *value, const uint8_t *nonempty, T eps
+
+#define COMBINE_ARGS                                                          \
+    rows, H, D, R, nc, ldv, nk, start, kind, sign, src, off, reading, width,  \
+    q, k, position, value, nonempty, eps
+
+/* Calls BODY(d) with d a compile-time constant for the usual head sizes. */
+#define DISPATCH_D(BODY)                                                      \
+    switch (D) {                                                              \
+    case 4: BODY(4); break;  case 8: BODY(8); break;                          \
+    case 16: BODY(16); break; default: BODY(D); break;                        \
+    }
+
+/* Rows ahead whose keys are prefetched (gathered at random positions: the
+   loads would otherwise wait on memory; prefetching the value rows too
+   measured no better). */
+#define PREFETCH_ROWS 4
+#define LINE 64
 
 #define DEFINE_COMBINE(T, SUF)                                                \
-void combine_##SUF(COMBINE_PARAMS(T), T *out, T *den_out) {                   \
-    const int64_t HD = H * D;                                                 \
-    T num[HD], den[H];                                                        \
-    for (int64_t row = 0; row < rows; ++row)                                  \
+/* Asks for the key rows that row `row` dots its query with. */             \
+INLINE void prefetch_keys_##SUF(int64_t row, int64_t rows, int64_t nk,        \
+                                int64_t *const *position, const T *k,         \
+                                int64_t key_size) {                           \
+    if (row >= rows) return;                                                  \
+    for (int64_t s = 0; s < nk; ++s) {                                        \
+        const int64_t p = position[s][row];                                   \
+        if (p < 0) continue;                                                  \
+        for (int64_t b = 0; b < key_size * (int64_t)sizeof(T); b += LINE)     \
+            __builtin_prefetch((const char *)(k + p * key_size) + b);         \
+    }                                                                         \
+}                                                                             \
+                                                                              \
+/* dots[s, h] of the row's single-key sources (0 for missing keys) */         \
+INLINE void row_dots_##SUF(COMBINE_PARAMS(T), int64_t row, T *dots) {         \
+    (void)rows; (void)D; (void)nc; (void)ldv; (void)start; (void)kind;        \
+    (void)sign; (void)src; (void)off; (void)reading; (void)width;             \
+    (void)value; (void)nonempty; (void)eps;                                   \
+    for (int64_t s = 0; s < nk; ++s) {                                        \
+        const int64_t p = position[s][row];                                   \
+        for (int64_t h = 0; h < H; ++h) {                                     \
+            T acc = 0;                                                        \
+            if (p >= 0) {                                                     \
+                const T *a = q + (row * H + h) * R, *b = k + (p * H + h) * R; \
+                _Pragma("omp simd reduction(+:acc)")                          \
+                for (int64_t r = 0; r < R; ++r) acc += a[r] * b[r];           \
+            }                                                                 \
+            dots[s * H + h] = acc;                                            \
+        }                                                                     \
+    }                                                                         \
+}                                                                             \
+                                                                              \
+INLINE void combine_body_##SUF(COMBINE_PARAMS(T), T *out, T *den_out,         \
+                               const int64_t Dc) {                            \
+    T num[H * Dc], den[H], dots[nk * H + 1];                                  \
+    for (int64_t row = 0; row < rows; ++row) {                                \
+        prefetch_keys_##SUF(row + PREFETCH_ROWS, rows, nk, position, k,       \
+                            H * R);                                           \
+        row_dots_##SUF(COMBINE_ARGS, row, dots);                              \
         for (int64_t c = 0; c < nc; ++c) {                                    \
-            T *o = out + (row * nc + c) * HD, *dn = den_out + (row * nc + c) * H;\
-            for (int64_t j = 0; j < HD; ++j) num[j] = 0;                      \
+            T *o = out + (row * nc + c) * H * Dc;                             \
+            T *dn = den_out + (row * nc + c) * H;                             \
+            for (int64_t j = 0; j < H * Dc; ++j) num[j] = 0;                  \
             for (int64_t h = 0; h < H; ++h) den[h] = 0;                       \
             for (int64_t t = start[c]; t < start[c + 1]; ++t) {               \
                 const T s = (T)sign[t];                                       \
@@ -41,57 +99,64 @@ void combine_##SUF(COMBINE_PARAMS(T), T *out, T *den_out) {                   \
                     const T *r = reading[src[t]] + row * H * w;               \
                     for (int64_t h = 0; h < H; ++h) {                         \
                         const T *rh = r + h * w + off[t];                     \
-                        T *nh = num + h * D;                                  \
+                        T *nh = num + h * Dc;                                 \
                         _Pragma("omp simd")                                   \
-                        for (int64_t i = 0; i < D; ++i) nh[i] += s * rh[i];   \
+                        for (int64_t i = 0; i < Dc; ++i) nh[i] += s * rh[i];  \
                         den[h] += s * r[h * w + w - 1];                       \
                     }                                                         \
-                } else {                                                      \
-                    const T *d = dot[src[t]] + row * H;                       \
-                    const T *v = value[c] + position[src[t]][row] * ldv;      \
-                    for (int64_t h = 0; h < H; ++h) {                         \
-                        const T sd = s * d[h];                                \
-                        const T *vh = v + h * D;                              \
-                        T *nh = num + h * D;                                  \
-                        _Pragma("omp simd")                                   \
-                        for (int64_t i = 0; i < D; ++i) nh[i] += sd * vh[i];  \
-                        den[h] += s * d[h];                                   \
-                    }                                                         \
+                    continue;                                                 \
+                }                                                             \
+                const int64_t p = position[src[t]][row];                      \
+                if (p < 0) continue;                                          \
+                const T *d = dots + src[t] * H, *v = value[c] + p * ldv;      \
+                for (int64_t h = 0; h < H; ++h) {                             \
+                    const T sd = s * d[h], *vh = v + h * Dc;                  \
+                    T *nh = num + h * Dc;                                     \
+                    _Pragma("omp simd")                                       \
+                    for (int64_t i = 0; i < Dc; ++i) nh[i] += sd * vh[i];     \
+                    den[h] += sd;                                             \
                 }                                                             \
             }                                                                 \
             const int keep = nonempty[row * nc + c];                          \
             for (int64_t h = 0; h < H; ++h) {                                 \
-                const T clamped = den[h] > eps ? den[h] : eps;                \
+                const T inv = keep ? 1 / (den[h] > eps ? den[h] : eps) : 0;   \
                 dn[h] = den[h];                                               \
-                for (int64_t i = 0; i < D; ++i)                               \
-                    o[h * D + i] = keep ? num[h * D + i] / clamped : 0;       \
+                _Pragma("omp simd")                                           \
+                for (int64_t i = 0; i < Dc; ++i)                              \
+                    o[h * Dc + i] = num[h * Dc + i] * inv;                    \
             }                                                                 \
         }                                                                     \
+    }                                                                         \
 }                                                                             \
                                                                               \
-/* Backward: accumulates into grad_reading (per reading, [rows, H, width]),  \
-   grad_dot (per single-key source, [rows, H]) and grad_value (per class,    \
-   [P, H, D] blocks ldv apart), all zero-filled by the caller; NULL entries \
-   are skipped. */                                                          \
-void combine_backward_##SUF(COMBINE_PARAMS(T), const T *out,                 \
-                            const T *den_out, const T *grad_out,              \
-                            T *const *grad_reading, T *const *grad_dot,       \
-                            T *const *grad_value) {                           \
-    (void)reading;                                                            \
-    const int64_t HD = H * D;                                                 \
-    T g_num[HD], g_den[H];                                                    \
-    for (int64_t row = 0; row < rows; ++row)                                  \
+void combine_##SUF(COMBINE_PARAMS(T), T *out, T *den_out) {                   \
+    DISPATCH_D(COMBINE_BODY_##SUF)                                            \
+}                                                                             \
+                                                                              \
+INLINE void combine_backward_body_##SUF(COMBINE_PARAMS(T), const T *out,     \
+                                        const T *den_out, const T *grad_out, \
+                                        T *const *grad_reading, T *grad_q,    \
+                                        T *grad_k, T *const *grad_value,      \
+                                        const int64_t Dc) {                   \
+    T g_num[H * Dc], g_den[H], dots[nk * H + 1], g_dots[nk * H + 1];          \
+    for (int64_t row = 0; row < rows; ++row) {                                \
+        prefetch_keys_##SUF(row + PREFETCH_ROWS, rows, nk, position, k,       \
+                            H * R);                                           \
+        row_dots_##SUF(COMBINE_ARGS, row, dots);                              \
+        for (int64_t j = 0; j < nk * H; ++j) g_dots[j] = 0;                   \
         for (int64_t c = 0; c < nc; ++c) {                                    \
             if (!nonempty[row * nc + c]) continue;                            \
-            const int64_t k = (row * nc + c) * H;                             \
+            const int64_t base = (row * nc + c) * H;                          \
             for (int64_t h = 0; h < H; ++h) {                                 \
-                const T den = den_out[k + h];                                 \
-                const T clamped = den > eps ? den : eps;                      \
-                const T *g = grad_out + (k + h) * D, *o = out + (k + h) * D;  \
+                const T den = den_out[base + h];                              \
+                const T inv = 1 / (den > eps ? den : eps);                    \
+                const T *g = grad_out + (base + h) * Dc;                      \
+                const T *o = out + (base + h) * Dc;                           \
                 T acc = 0;                                                    \
-                for (int64_t i = 0; i < D; ++i) {                             \
-                    g_num[h * D + i] = g[i] / clamped;                        \
-                    acc -= g_num[h * D + i] * o[i];                           \
+                _Pragma("omp simd reduction(+:acc)")                          \
+                for (int64_t i = 0; i < Dc; ++i) {                            \
+                    g_num[h * Dc + i] = g[i] * inv;                           \
+                    acc -= g[i] * inv * o[i];                                 \
                 }                                                             \
                 g_den[h] = den >= eps ? acc : 0;                              \
             }                                                                 \
@@ -104,37 +169,74 @@ void combine_backward_##SUF(COMBINE_PARAMS(T), const T *out,                 \
                     gr += row * H * w;                                        \
                     for (int64_t h = 0; h < H; ++h) {                         \
                         T *gh = gr + h * w + off[t];                          \
-                        const T *nh = g_num + h * D;                          \
+                        const T *nh = g_num + h * Dc;                         \
                         _Pragma("omp simd")                                   \
-                        for (int64_t i = 0; i < D; ++i) gh[i] += s * nh[i];   \
+                        for (int64_t i = 0; i < Dc; ++i) gh[i] += s * nh[i];  \
                         gr[h * w + w - 1] += s * g_den[h];                    \
                     }                                                         \
-                } else {                                                      \
-                    const int64_t p = position[src[t]][row];                  \
-                    const T *d = dot[src[t]] + row * H;                       \
-                    const T *v = value[c] + p * ldv;                          \
-                    T *gd = grad_dot[src[t]], *gv = grad_value[c];            \
-                    for (int64_t h = 0; h < H; ++h) {                         \
-                        const T *nh = g_num + h * D, *vh = v + h * D;         \
-                        if (gd) {                                             \
-                            T acc = g_den[h];                                 \
-                            _Pragma("omp simd reduction(+:acc)")              \
-                            for (int64_t i = 0; i < D; ++i)                   \
-                                acc += nh[i] * vh[i];                         \
-                            gd[row * H + h] += s * acc;                       \
-                        }                                                     \
-                        if (gv) {                                             \
-                            T *gvh = gv + p * ldv + h * D;                    \
-                            const T sd = s * d[h];                            \
-                            _Pragma("omp simd")                               \
-                            for (int64_t i = 0; i < D; ++i)                   \
-                                gvh[i] += sd * nh[i];                         \
-                        }                                                     \
+                    continue;                                                 \
+                }                                                             \
+                const int64_t p = position[src[t]][row];                      \
+                if (p < 0) continue;                                          \
+                const T *d = dots + src[t] * H, *v = value[c] + p * ldv;      \
+                T *gd = g_dots + src[t] * H, *gv = grad_value[c];             \
+                for (int64_t h = 0; h < H; ++h) {                             \
+                    const T *nh = g_num + h * Dc, *vh = v + h * Dc;           \
+                    T acc = g_den[h];                                         \
+                    _Pragma("omp simd reduction(+:acc)")                      \
+                    for (int64_t i = 0; i < Dc; ++i) acc += nh[i] * vh[i];    \
+                    gd[h] += s * acc;                                         \
+                    if (gv) {                                                 \
+                        T *gvh = gv + p * ldv + h * Dc;                       \
+                        const T sd = s * d[h];                                \
+                        _Pragma("omp simd")                                   \
+                        for (int64_t i = 0; i < Dc; ++i) gvh[i] += sd * nh[i];\
                     }                                                         \
                 }                                                             \
             }                                                                 \
         }                                                                     \
+        /* the dots' gradients: q's row is written, k's rows added to */      \
+        T *gq = grad_q ? grad_q + row * H * R : (T *)0;                       \
+        if (gq)                                                               \
+            for (int64_t j = 0; j < H * R; ++j) gq[j] = 0;                    \
+        for (int64_t s = 0; s < nk; ++s) {                                    \
+            const int64_t p = position[s][row];                               \
+            if (p < 0) continue;                                              \
+            for (int64_t h = 0; h < H; ++h) {                                 \
+                const T gd = g_dots[s * H + h];                               \
+                const int64_t a = (row * H + h) * R, b = (p * H + h) * R;     \
+                if (gq) {                                                     \
+                    _Pragma("omp simd")                                       \
+                    for (int64_t r = 0; r < R; ++r) gq[h * R + r] += gd * k[b + r];\
+                }                                                             \
+                if (grad_k) {                                                 \
+                    _Pragma("omp simd")                                       \
+                    for (int64_t r = 0; r < R; ++r) grad_k[b + r] += gd * q[a + r];\
+                }                                                             \
+            }                                                                 \
+        }                                                                     \
+    }                                                                         \
+}                                                                             \
+                                                                              \
+/* Backward: accumulates into grad_reading (per reading, [rows, H, width]),  \
+   grad_k ([P, H, R]) and grad_value (per class, [P, H, D] blocks ldv       \
+   apart), all zero-filled by the caller, and writes grad_q ([rows, H, R]); \
+   NULL ones are skipped. */                                                \
+void combine_backward_##SUF(COMBINE_PARAMS(T), const T *out,                 \
+                            const T *den_out, const T *grad_out,              \
+                            T *const *grad_reading, T *grad_q, T *grad_k,     \
+                            T *const *grad_value) {                           \
+    DISPATCH_D(COMBINE_BACKWARD_BODY_##SUF)                                   \
 }
+
+#define COMBINE_BODY_f32(d) combine_body_f32(COMBINE_ARGS, out, den_out, d)
+#define COMBINE_BODY_f64(d) combine_body_f64(COMBINE_ARGS, out, den_out, d)
+#define COMBINE_BACKWARD_BODY_f32(d)                                          \
+    combine_backward_body_f32(COMBINE_ARGS, out, den_out, grad_out,           \
+                              grad_reading, grad_q, grad_k, grad_value, d)
+#define COMBINE_BACKWARD_BODY_f64(d)                                          \
+    combine_backward_body_f64(COMBINE_ARGS, out, den_out, grad_out,           \
+                              grad_reading, grad_q, grad_k, grad_value, d)
 
 DEFINE_COMBINE(float, f32)
 DEFINE_COMBINE(double, f64)
