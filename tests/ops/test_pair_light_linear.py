@@ -6,17 +6,22 @@ from torch_geometric_hot.data import PairView
 from torch_geometric_hot.ops.pair_light_linear import (
     pair_light_linear, pair_light_linear_reference)
 from torch_geometric_hot.testing import (attach_order_inputs,
-                                         edge_case_graphs, random_graph)
+                                         complete_graph, edge_case_graphs,
+                                         random_graph)
 
 
-def batched_edge_cases():
+def batched_edge_cases(all_transposes=False):
     # directed random graph (entries without a transpose), an isolated
-    # node, 1-node and edgeless graphs, a self-loop and a duplicate edge
-    graphs = [random_graph(6, 9, undirected=False, seed=2),
-              *edge_case_graphs(3)]
+    # node, 1-node and edgeless graphs, a self-loop and a duplicate edge;
+    # or undirected graphs only (every entry has its transpose)
+    graphs = [random_graph(6, 9, seed=2), complete_graph(3),
+              *edge_case_graphs(3)[1:4]] if all_transposes else \
+        [random_graph(6, 9, undirected=False, seed=2), *edge_case_graphs(3)]
     data = Batch.from_data_list(
         [attach_order_inputs(g, 2, seed=k) for k, g in enumerate(graphs)])
-    return data, PairView.from_data(data)
+    view = PairView.from_data(data)
+    assert view.all_transposes == all_transposes
+    return data, view
 
 
 def parameters(c_in, c_out, dtype, bias=True):
@@ -28,9 +33,9 @@ def parameters(c_in, c_out, dtype, bias=True):
 
 @pytest.mark.parametrize('dtype', [torch.float32, torch.float64])
 @pytest.mark.parametrize('bias', [True, False])
-def test_matches_class_by_class_reference(dtype, bias):
-    data, view = batched_edge_cases()
-    assert not bool(view.off_has_transpose.all())
+@pytest.mark.parametrize('all_transposes', [False, True])
+def test_matches_class_by_class_reference(dtype, bias, all_transposes):
+    data, view = batched_edge_cases(all_transposes)
     x = data.pair_x.to(dtype).requires_grad_()
     weight, b = parameters(3, 5, dtype, bias)
     inputs = [x, weight.requires_grad_()] + (

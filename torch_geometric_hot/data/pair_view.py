@@ -148,9 +148,10 @@ class PairView:
         off_t = self.transpose[self.off_pos]
         self.off_has_transpose = off_t >= 0
         self.off_transpose = off_t.clamp(min=0)
-        # the same per entry (a diagonal entry has no distinct transpose)
-        self.entry_has_transpose = (self.transpose >= 0) & ~is_diag
+        # the same per entry (a diagonal entry is its own transpose)
         self.entry_transpose = self.transpose.clamp(min=0)
+        self.missing_transpose = self.transpose < 0
+        self.all_transposes = not bool(self.missing_transpose.any())
         self._edge_entry = edge_entry
         self._raw_edge_index: Optional[Tensor] = None
 

@@ -32,10 +32,12 @@ LIGHT_PAIR_CLASSES = (('diag', ((1, 'E', 'self'), )),
 
 
 def _transposed(x: Tensor, view) -> Tensor:
-    # x[(j, i)] at every off-diagonal entry (i, j); 0 on the diagonal and
-    # where (j, i) is absent
-    mask = view.entry_has_transpose.to(x.dtype).unsqueeze(-1)
-    return x.index_select(0, view.entry_transpose) * mask
+    # x[(j, i)] at every off-diagonal entry (i, j), 0 where (j, i) is
+    # absent; a diagonal entry reads itself
+    out = x.index_select(0, view.entry_transpose)
+    if not view.all_transposes:
+        out.masked_fill_(view.missing_transpose.unsqueeze(-1), 0)
+    return out
 
 
 class _PairLightLinear(torch.autograd.Function):
@@ -86,7 +88,8 @@ class _PairLightLinear(torch.autograd.Function):
             xd = x.index_select(0, view.diag_pos)
             xd_t = xd.t()
             grad_w = torch.stack([
-                xd_t @ grad_d, x.t() @ grad - xd_t @ grad_d, x.t() @ grad_t,
+                xd_t @ grad_d, x.t() @ grad - xd_t @ grad_d,
+                x.t() @ grad_t - xd_t @ grad_d,  # grad_t[ii] = grad[ii]
                 xd_t @ at_i, xd_t @ at_j
             ])
         if need_b and ctx.has_bias:
