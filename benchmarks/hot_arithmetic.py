@@ -1,0 +1,159 @@
+r"""How far the HOT kernel model is from what its arithmetic allows.
+
+Issue 3 asks the kernel model of ``hot_scaling.py`` (``4 x Enc2->2 +
+Enc2->0``, width 32, 4 heads x 8, FAVOR+) to run forward+backward within
+25x the time per edge of the ``GATConv`` stack. This script measures, in one
+run and on one graph:
+
+* the multiply-accumulates of one forward+backward pass: every matrix
+  product (counted by ``torch.utils.flop_counter.FlopCounterMode``, forward
+  and backward) plus the summaries and readings of kernel attention (the
+  native kernels: counted from the pools and readings the model builds;
+  their backward pass does twice the forward's), element-wise work not
+  counted;
+* this machine's single-precision matrix-product rate: a large square
+  product (the peak) and the model's most frequent shape,
+  ``[entries, 32] x [32, 32]``;
+* the forward+backward time of the HOT model and of the ``GATConv`` stack.
+
+From these it prints the time the arithmetic alone would take at the peak
+rate (the floor no implementation of this architecture can beat here), the
+ratio to GAT that floor implies, and the rate the whole model would have to
+sustain for the 25x target.
+
+Usage::
+
+    python benchmarks/hot_arithmetic.py --threads 1 --out results/a.json
+    python benchmarks/hot_arithmetic.py --quick
+"""
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from typing import Callable, Dict, List
+from unittest import mock
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from hot_scaling import gat, hot  # noqa: E402
+
+import torch_geometric_hot.ops.higher_order_attention as attention  # noqa
+from torch_geometric_hot.ops.kernel_attention import pool_readings  # noqa
+
+TARGET = 25.0
+
+
+def _native_macs(step: Callable[[], torch.Tensor]) -> int:
+    r"""Forward multiply-accumulates of kernel attention's summaries and
+    readings in one forward pass of :obj:`step`."""
+    total = [0]
+
+    def counting(k, values, q, pools, reads):
+        H, R, D = k.size(1), k.size(2), values.size(-1)
+        for pool in pools:
+            total[0] += pool.position.numel() * H * R * (
+                len(pool.slots) * D + 1)
+        for read in reads:
+            slots = read.slots or pools[read.pool].slots
+            total[0] += read.index.numel() * H * R * (len(slots) * D + 1)
+        return pool_readings(k, values, q, pools, reads)
+
+    with mock.patch.object(attention, 'pool_readings', counting), \
+            torch.no_grad():
+        step()
+    return total[0]
+
+
+def _matmul_macs(step: Callable[[], torch.Tensor]) -> int:
+    from torch.utils.flop_counter import FlopCounterMode
+    with FlopCounterMode(display=False) as counter:
+        step().sum().backward()
+    return counter.get_total_flops() // 2
+
+
+def _seconds(fn: Callable[[], object], repeats: int) -> float:
+    fn()  # warm-up
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def _gemm_rate(m: int, k: int, n: int, repeats: int) -> float:
+    a, b = torch.randn(m, k), torch.randn(k, n)
+    return m * k * n / _seconds(lambda: a @ b, repeats) / 1e9
+
+
+def measure(size: int, repeats: int) -> Dict:
+    step, fields = hot('kernel')(size)
+    gat_step, _ = gat(size)
+    matmul = _matmul_macs(step)
+    native = 3 * _native_macs(step)
+    total = matmul + native
+    hot_s = _seconds(lambda: step().sum().backward(), repeats)
+    gat_s = _seconds(lambda: gat_step().sum().backward(), max(repeats, 5))
+    peak = _gemm_rate(2048, 2048, 2048, 3)
+    skinny = _gemm_rate(fields['n_entries'], 32, 32, 10)
+    floor_s = total / 1e9 / peak
+    return dict(
+        benchmark='hot_arithmetic', variant='hot_kernel', **fields,
+        matmul_gmac=matmul / 1e9, native_gmac=native / 1e9,
+        total_gmac=total / 1e9, peak_gmacs=peak, skinny_gmacs=skinny,
+        hot_fwd_bwd_s=hot_s, gat_fwd_bwd_s=gat_s,
+        achieved_gmacs=total / 1e9 / hot_s,
+        achieved_of_peak=total / 1e9 / hot_s / peak,
+        floor_at_peak_s=floor_s, floor_ratio_to_gat=floor_s / gat_s,
+        measured_ratio_to_gat=hot_s / gat_s,
+        gmacs_for_target=total / 1e9 / (TARGET * gat_s),
+        target_of_peak=total / 1e9 / (TARGET * gat_s) / peak,
+        device='cpu', torch=torch.__version__,
+        threads=torch.get_num_threads())
+
+
+def format_record(r: Dict) -> str:
+    return '\n'.join([
+        f"{r['n_edges']} edges, {r['n_entries']} entries, "
+        f"{r['threads']} thread(s):",
+        f"  multiply-accumulates per forward+backward: "
+        f"{r['total_gmac']:.1f} G ({r['matmul_gmac']:.1f} G matrix "
+        f"products, {r['native_gmac']:.1f} G summaries and readings)",
+        f"  sgemm rate: {r['peak_gmacs']:.1f} GMAC/s (2048^3), "
+        f"{r['skinny_gmacs']:.1f} GMAC/s ([entries, 32] x [32, 32])",
+        f"  HOT {r['hot_fwd_bwd_s']:.2f} s ({r['achieved_gmacs']:.2f} "
+        f"GMAC/s, {100 * r['achieved_of_peak']:.0f} % of peak), GAT "
+        f"{r['gat_fwd_bwd_s']:.3f} s: {r['measured_ratio_to_gat']:.1f}x",
+        f"  arithmetic alone at peak: {r['floor_at_peak_s']:.2f} s = "
+        f"{r['floor_ratio_to_gat']:.1f}x GAT",
+        f"  {TARGET:.0f}x GAT needs {r['gmacs_for_target']:.2f} GMAC/s "
+        f"sustained = {100 * r['target_of_peak']:.0f} % of peak"])
+
+
+def main(argv: List[str]) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    parser.add_argument('--sizes', type=float, nargs='+', default=[1e5])
+    parser.add_argument('--repeats', type=int, default=2)
+    parser.add_argument('--threads', type=int, default=None)
+    parser.add_argument('--quick', action='store_true')
+    parser.add_argument('--out', default=None)
+    args = parser.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    sizes = [3e3] if args.quick else args.sizes
+    records = []
+    for size in sizes:
+        records.append(measure(int(size), 1 if args.quick else args.repeats))
+        print(format_record(records[-1]), flush=True)
+    if args.out:
+        os.makedirs(os.path.dirname(os.path.abspath(args.out)),
+                    exist_ok=True)
+        with open(args.out, 'w') as f:
+            json.dump(records, f, indent=1)
+
+
+if __name__ == '__main__':
+    main(sys.argv[1:])

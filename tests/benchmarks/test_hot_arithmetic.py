@@ -1,0 +1,37 @@
+import os
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', '..',
+                                'benchmarks'))
+import hot_arithmetic  # noqa: E402
+import hot_scaling  # noqa: E402
+
+from torch_geometric_hot.ops import native  # noqa: E402
+
+
+def test_native_count_matches_the_pools_of_one_block():
+    # the model of hot_scaling (4 x Enc2->2 + Enc2->0) on a 300-edge graph:
+    # the count adds rows x H x R x columns over pools and readings
+    step, fields = hot_scaling.hot('kernel')(300)
+    count = hot_arithmetic._native_macs(step)
+    H, R, D = 4, 17, 8
+    m = fields['n_edges']
+    # at least: each 2->2 layer sums every off-diagonal entry into one slot
+    # of one pool and reads it once
+    assert count > 4 * 2 * m * H * R * (D + 1)
+    assert count % (H * R) == 0
+
+
+@pytest.mark.skipif(not native.available(), reason='no native kernels')
+def test_measure_is_consistent():
+    r = hot_arithmetic.measure(300, 1)
+    assert r['total_gmac'] == pytest.approx(r['matmul_gmac'] +
+                                            r['native_gmac'])
+    assert r['floor_at_peak_s'] == pytest.approx(r['total_gmac'] /
+                                                 r['peak_gmacs'])
+    assert r['measured_ratio_to_gat'] == pytest.approx(
+        r['hot_fwd_bwd_s'] / r['gat_fwd_bwd_s'])
+    assert 0 < r['achieved_of_peak'] < 1.5
+    assert 'arithmetic alone' in hot_arithmetic.format_record(r)
