@@ -40,6 +40,8 @@ floor=None, quick_sizes=None) -> list[dict]``
     ``MALLOC_MMAP_MAX_=0``, ``MALLOC_TRIM_THRESHOLD_`` and
     ``MALLOC_TOP_PAD_`` large, so that a large tensor does not get fresh,
     page-faulting pages every time; recorded as ``allocator='keep'``).
+``write_json(path, obj)``
+    Writes :obj:`obj` as indented JSON, creating the folder.
 ``summarize(records, size_key='n_edges') -> list[dict]``
     Per (variant, thp): the log–log slope of peak memory and of time against
     ``size_key`` (least squares), and the min/max/spread (max/min) of the
@@ -363,8 +365,8 @@ def run_benchmark(name: str, sizes: Sequence[int],
     print()
     print(format_summary(summary))
     if args.out:
-        _write_json(args.out, records)
-        _write_json(os.path.splitext(args.out)[0] + '_summary.json', summary)
+        write_json(args.out, records)
+        write_json(os.path.splitext(args.out)[0] + '_summary.json', summary)
         print(f'wrote {args.out}')
     if args.plot or args.out:
         path = args.plot or os.path.splitext(args.out)[0] + '.png'
@@ -373,7 +375,7 @@ def run_benchmark(name: str, sizes: Sequence[int],
     return records
 
 
-def _write_json(path: str, obj) -> None:
+def write_json(path: str, obj) -> None:
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     with open(path, 'w') as f:
         json.dump(obj, f, indent=1)

@@ -27,7 +27,6 @@ Usage::
     python benchmarks/hot_arithmetic.py --quick
 """
 import argparse
-import json
 import os
 import statistics
 import sys
@@ -38,6 +37,7 @@ from unittest import mock
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import write_json  # noqa: E402
 from hot_scaling import gat, hot  # noqa: E402
 
 import torch_geometric_hot.ops.higher_order_attention as attention  # noqa
@@ -149,10 +149,7 @@ def main(argv: List[str]) -> None:
         records.append(measure(int(size), 1 if args.quick else args.repeats))
         print(format_record(records[-1]), flush=True)
     if args.out:
-        os.makedirs(os.path.dirname(os.path.abspath(args.out)),
-                    exist_ok=True)
-        with open(args.out, 'w') as f:
-            json.dump(records, f, indent=1)
+        write_json(args.out, records)
 
 
 if __name__ == '__main__':
