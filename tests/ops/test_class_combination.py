@@ -93,3 +93,24 @@ def test_reference_is_the_fallback():
     torch.testing.assert_close(
         out, combine_classes_reference(terms, readings, *keys, positions,
                                        values, SLOTS, nonempty, 1e-6))
+
+
+@pytest.mark.skipif(native._compiler() is None, reason='no C compiler')
+def test_forward_split_across_threads(monkeypatch):
+    # rows are independent: three threads on row ranges give the same
+    # output as the reference
+    monkeypatch.setattr(native, 'MIN_ROWS_PER_THREAD', 4)
+    terms, readings, keys, positions, values, nonempty = _problem(
+        torch.float64, D=8)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(3)
+    try:
+        with native.use_native('on'):
+            out = combine_classes(terms, readings, *keys, positions, values,
+                                  SLOTS, nonempty)
+    finally:
+        torch.set_num_threads(threads)
+    torch.testing.assert_close(
+        out, combine_classes_reference(terms, readings, *keys, positions,
+                                       values, SLOTS, nonempty, 1e-6),
+        rtol=1e-12, atol=1e-12)

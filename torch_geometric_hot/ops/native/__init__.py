@@ -23,7 +23,9 @@ The choice can be forced with the environment variable
 tensors (anything else, and tracing by ``torch.compile``, takes the torch
 path). The summary kernels split their rows across
 ``torch.get_num_threads()`` threads at group boundaries (no two threads
-write the same summary block); the class combination runs on one thread.
+write the same summary block); the class combination splits its forward
+pass's rows across them and runs its backward pass (which adds to shared
+key and value rows) on one.
 """
 import contextlib
 import ctypes
@@ -252,14 +254,20 @@ def _call(name: str, dtype: torch.dtype, runs: Runs, pointers: Sequence,
 
     if threads <= 1:
         statuses = [run(0, visits)]
-    else:  # ctypes releases the GIL: the segments run in parallel
-        bounds = _segments(runs.groups, threads)
-        key = (os.getpid(), threads)  # a forked child starts its own pool
-        if key not in _pool:
-            _pool[key] = ThreadPoolExecutor(threads)
-        statuses = list(_pool[key].map(run, bounds[:-1], bounds[1:]))
+    else:
+        statuses = _in_threads(run, _segments(runs.groups, threads))
     if any(status < 0 for status in statuses):
         raise MemoryError(f'native {name}: out of memory for its scratch')
+
+
+def _in_threads(run, bounds: List[int]) -> list:
+    # run(start, stop) for consecutive bounds on the shared pool (ctypes
+    # releases the GIL: the segments run in parallel)
+    threads = len(bounds) - 1
+    key = (os.getpid(), threads)  # a forked child starts its own pool
+    if key not in _pool:
+        _pool[key] = ThreadPoolExecutor(threads)
+    return list(_pool[key].map(run, bounds[:-1], bounds[1:]))
 
 
 def _ptr(t: Optional[Tensor]) -> Optional[int]:
@@ -383,13 +391,27 @@ def combine(table: CombinationTable, readings: Sequence[Tensor], q: Tensor,
     denominators :obj:`[rows, classes, H]` (all inputs contiguous; class
     :obj:`c` reads :obj:`values[:, slots[c]]`; single-key source :obj:`s`
     dots :obj:`q` with :obj:`k[positions[s]]`, nothing where negative)."""
-    args, width = _combine_args(table, readings,
-                                [r.size(-1) for r in readings], q, k,
-                                positions, values, slots, nonempty, eps)
-    rows, H, D = args[:3]
+    rows, (H, D) = nonempty.size(0), values.shape[2:]
     out = values.new_empty(rows, nonempty.size(1), H, D)
     den = values.new_empty(rows, nonempty.size(1), H)
-    _function('combine', out.dtype)(*args, out.data_ptr(), den.data_ptr())
+    widths = [r.size(-1) for r in readings]
+
+    def run(start: int, stop: int) -> None:
+        # rows start..stop: every per-row input and output from there on
+        # (keys and values are gathered by position: whole)
+        args, _ = _combine_args(
+            table, [r[start:] for r in readings], widths, q[start:], k,
+            [p[start:] for p in positions], values, slots,
+            nonempty[start:stop], eps)
+        _function('combine', out.dtype)(*args, out[start:].data_ptr(),
+                                        den[start:].data_ptr())
+
+    # rows are independent: split across threads
+    threads = min(torch.get_num_threads(), rows // MIN_ROWS_PER_THREAD)
+    if threads <= 1:
+        run(0, rows)
+    else:
+        _in_threads(run, [rows * t // threads for t in range(threads + 1)])
     return out, den
 
 

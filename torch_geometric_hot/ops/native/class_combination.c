@@ -15,7 +15,10 @@
  * readings (kind 0) or the single-key sources (kind 1), whose dots are
  * computed once per row. q is [rows, H, R], k [P, H, R]; class c's values
  * (and their gradients) are [P, H, D] blocks ldv apart from row to row.
- * Plain C11; see torch_geometric_hot.ops.native. Single-threaded.
+ * Plain C11; see torch_geometric_hot.ops.native. A call is single-threaded;
+ * the caller splits the forward pass's rows across threads (rows are
+ * independent), the backward pass (which adds to shared key and value
+ * rows) runs as one call.
  */
 #include <stdint.h>
 
