@@ -272,6 +272,24 @@ def test_pool_readings_equal_gathered_copies(channels, dtype):
     torch.testing.assert_close(part[..., -1], full[..., -1], **tol)
 
 
+def test_pool_readings_with_frozen_keys_and_values():
+    # only the queries need a gradient: no summary gradient is formed
+    gen = torch.Generator().manual_seed(0)
+    k = torch.rand(60, 3, 7, dtype=torch.float64, generator=gen)
+    values = torch.randn(60, 4, 3, 5, dtype=torch.float64, generator=gen)
+    q = torch.rand(45, 3, 7, dtype=torch.float64, generator=gen)
+    pools = _pools(60, gen)
+    reads = _reads(pools, 45, gen)
+
+    def run():
+        leaf = q.clone().requires_grad_()
+        outs = ka.pool_readings(k, values, leaf, pools, reads)
+        return torch.autograd.grad(sum(o.sum() for o in outs), leaf)[0]
+
+    on, off = _both_modes(run)
+    torch.testing.assert_close(on, off, rtol=1e-12, atol=1e-12)
+
+
 def test_pool_readings_gradcheck_and_bad_input():
     gen = torch.Generator().manual_seed(0)
     k = torch.rand(30, 2, 3, dtype=torch.float64, generator=gen)

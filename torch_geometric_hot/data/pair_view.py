@@ -145,13 +145,13 @@ class PairView:
                              f"entries, got {transpose.numel()}")
         self.transpose = transpose.long()
         self._check_transpose()
-        off_t = self.transpose[self.off_pos]
-        self.off_has_transpose = off_t >= 0
-        self.off_transpose = off_t.clamp(min=0)
-        # the same per entry (a diagonal entry is its own transpose)
+        # per entry (a diagonal entry is its own transpose), then per
+        # off-diagonal entry
         self.entry_transpose = self.transpose.clamp(min=0)
         self.missing_transpose = self.transpose < 0
         self.all_transposes = not bool(self.missing_transpose.any())
+        self.off_transpose = self.entry_transpose[self.off_pos]
+        self.off_has_transpose = ~self.missing_transpose[self.off_pos]
         self._edge_entry = edge_entry
         self._raw_edge_index: Optional[Tensor] = None
 

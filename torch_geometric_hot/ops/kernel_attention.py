@@ -131,7 +131,7 @@ class _GatherContract(torch.autograd.Function):
         ctx.runs = runs
         ctx.save_for_backward(q, summary, index)
         return _contract(q, summary, index) if runs is None else \
-            native.contract(q, summary, runs)
+            native.contract(q, summary, runs, _all_columns(summary))
 
     @staticmethod
     @torch.autograd.function.once_differentiable
@@ -141,8 +141,8 @@ class _GatherContract(torch.autograd.Function):
         if ctx.runs is not None:
             grad_q = q.new_empty(q.shape) if need_q else None
             grad_s = summary.new_empty(summary.shape) if need_s else None
-            native.contract_backward(q, summary, grad, ctx.runs, grad_q,
-                                     grad_s)
+            native.contract_backward(q, summary, grad, ctx.runs,
+                                     _all_columns(summary), grad_q, grad_s)
             return grad_q, grad_s, None
         grad_q = grad_s = None
         if need_q:
@@ -321,15 +321,15 @@ class _PoolReadings(torch.autograd.Function):
             # the first reading writes the summary gradient, unless it
             # leaves columns out: then all of them add to zeros
             s_written = grad_s is not None and bool(mine) and \
-                mine[0][1].unique().numel() < summary.size(-1)
+                not native.reads_every_column(mine[0][1], summary.size(-1))
             if s_written:
                 grad_s.zero_()
             for visits, read_columns, grad in mine:
-                native.contract_backward(q, summary, grad, visits, grad_q,
-                                         grad_s, q_written, s_written,
-                                         read_columns)
+                native.contract_backward(q, summary, grad, visits,
+                                         read_columns, grad_q, grad_s,
+                                         q_written, s_written)
                 q_written = q_written or need_q
-                s_written = True
+                s_written = grad_s is not None
             if s_written:
                 native.outer_sum_backward(
                     k, values.view(values.size(0), -1), grad_s, runs,

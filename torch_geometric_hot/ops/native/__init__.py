@@ -307,17 +307,18 @@ def outer_sum_backward(k: Tensor, v: Tensor, grad: Tensor, runs: Runs,
         [H, R, C, v.size(1), head_stride, int(ones)], split=split)
 
 
-def _read_columns(summary: Tensor, columns: Optional[Tensor]) -> Tensor:
-    return torch.arange(summary.size(-1)) if columns is None else columns
+def reads_every_column(columns: Tensor, num_columns: int) -> bool:
+    r"""Whether a reading of :obj:`columns` covers all :obj:`num_columns`
+    columns of its summary (then its gradient can be written, not added)."""
+    return columns.unique().numel() == num_columns
 
 
 def contract(q: Tensor, summary: Tensor, runs: Runs,
-             columns: Optional[Tensor] = None) -> Tensor:
+             columns: Tensor) -> Tensor:
     r""":obj:`[E, H, C']` readings :math:`q_e^\top S_{g(e)}[:, \text{columns}]`
-    (all :obj:`C` columns by default; the runs visit every row of :obj:`q`
-    once; :obj:`columns` long, in range)."""
+    (the runs visit every row of :obj:`q` once; :obj:`columns` long, in
+    range)."""
     q, summary = q.contiguous(), summary.contiguous()
-    columns = _read_columns(summary, columns)
     (E, H, R), C = q.shape, summary.size(-1)
     out = q.new_empty(E, H, columns.numel())
     _call('contract', q.dtype, runs, [q.data_ptr(), summary.data_ptr(), [
@@ -326,9 +327,9 @@ def contract(q: Tensor, summary: Tensor, runs: Runs,
 
 
 def contract_backward(q: Tensor, summary: Tensor, grad: Tensor, runs: Runs,
-                      grad_q: Optional[Tensor], grad_summary: Optional[Tensor],
-                      add_q: bool = False, add_summary: bool = False,
-                      columns: Optional[Tensor] = None) -> None:
+                      columns: Tensor, grad_q: Optional[Tensor],
+                      grad_summary: Optional[Tensor], add_q: bool = False,
+                      add_summary: bool = False) -> None:
     r"""Gradients of :func:`contract` with respect to :obj:`q` and
     :obj:`summary` (contiguous buffers shaped as them, each skipped when
     :obj:`None`), written or, with :obj:`add_q` / :obj:`add_summary`, added
@@ -336,10 +337,9 @@ def contract_backward(q: Tensor, summary: Tensor, grad: Tensor, runs: Runs,
     :obj:`grad_summary` are written: leaving some out needs
     :obj:`add_summary`."""
     q, summary, grad = q.contiguous(), summary.contiguous(), grad.contiguous()
-    columns = _read_columns(summary, columns)
     (_, H, R), C = q.shape, summary.size(-1)
     if grad_summary is not None and not add_summary and \
-            columns.unique().numel() < C:
+            not reads_every_column(columns, C):
         raise ValueError('a reading of some columns adds to the summary '
                          'gradient (add_summary=True)')
     _call('contract_backward', q.dtype, runs, [
