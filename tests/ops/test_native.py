@@ -30,9 +30,11 @@ def _both_modes(fn):
 
 # channel counts hit every register tile (1-3 vectors wide) and the scalar
 # tails, in float32 (8 lanes) and float64 (4 lanes); feature counts hit
-# tiles 1-4 rows high
+# one tile (5, 7) and several of unequal heights (17 = 9 + 8, 6 + 6 + 5,
+# 4 + 4 + 3 + 3 + 3; 30) in the summaries, and the readings' rows one to
+# twelve at a time, with one to four accumulator sets
 @pytest.mark.parametrize('channels', [1, 5, 8, 17, 33, 41, 70])
-@pytest.mark.parametrize('features', [5, 7])
+@pytest.mark.parametrize('features', [5, 7, 17, 30])
 @pytest.mark.parametrize('dtype', [torch.float64, torch.float32])
 def test_native_equals_torch_in_values_and_gradients(channels, features,
                                                      dtype):
