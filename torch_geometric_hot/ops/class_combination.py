@@ -112,8 +112,9 @@ class _CombineClasses(torch.autograd.Function):
                                grads[-1])
 
 
-def _table(terms: Sequence[Sequence[Term]],
-           device: torch.device) -> native.CombinationTable:
+def combination_table(terms: Sequence[Sequence[Term]],
+                      device: torch.device) -> native.CombinationTable:
+    r"""The terms of a part's classes as the native kernels' tables."""
     flat = [t for class_terms in terms for t in class_terms]
     start = [0]
     for class_terms in terms:
@@ -126,6 +127,37 @@ def _table(terms: Sequence[Sequence[Term]],
         column(start), column([t.kind for t in flat]),
         column([t.sign for t in flat]), column([t.src for t in flat]),
         column([t.offset for t in flat]))
+
+
+def check_combination(terms: Sequence[Sequence[Term]],
+                      widths: Sequence[int], phi_q: Tensor, phi_k: Tensor,
+                      positions: Sequence[Tensor], values: Tensor,
+                      slots: Sequence[int], nonempty: Tensor) -> None:
+    r"""The argument checks of :func:`combine_classes` (the native kernel
+    reads memory at these shapes and rows), for readings of the given
+    widths."""
+    rows, (inputs, num_slots, H, D) = nonempty.size(0), values.shape
+    if not len(terms) == len(slots) == nonempty.size(1):
+        raise ValueError(f'need one term list and one value slot per '
+                         f'class ({nonempty.size(1)} classes), got '
+                         f'{len(terms)} and {len(slots)}')
+    if any(not 0 <= s < num_slots for s in slots):
+        raise IndexError(f'value slot out of range [0, {num_slots})')
+    if phi_q.shape[:2] != (rows, H) or any(
+                widths[term.src] < term.offset + D + 1 for cls in terms
+                for term in cls if term.kind == READING) or \
+            phi_k.shape != (inputs, H, phi_q.size(-1)):
+        raise ValueError('readings, queries, keys and values must agree in '
+                         'rows, heads and channels')
+    if any(t.src >= len(positions) for cls in terms for t in cls
+           if t.kind == SINGLE_KEY):
+        raise ValueError('single-key terms need a position list each')
+    for p in positions:
+        if p.shape != (rows, ) or p.dtype != torch.long:
+            raise ValueError(f'positions must be long tensors of {rows} '
+                             f'rows, got {p.dtype} {tuple(p.shape)}')
+        if p.numel() and (int(p.min()) < -1 or int(p.max()) >= inputs):
+            raise IndexError('single-key position out of range')
 
 
 def combine_classes(terms: Sequence[Sequence[Term]],
@@ -156,33 +188,14 @@ def combine_classes(terms: Sequence[Sequence[Term]],
         return combine_classes_reference(terms, readings, phi_q, phi_k,
                                          positions, values, slots, nonempty,
                                          eps)
-    rows, (inputs, num_slots, H, D) = nonempty.size(0), values.shape
-    # the kernel reads memory at these shapes and rows: check them
-    if not len(terms) == len(slots) == nonempty.size(1):
-        raise ValueError(f'need one term list and one value slot per '
-                         f'class ({nonempty.size(1)} classes), got '
-                         f'{len(terms)} and {len(slots)}')
-    if any(not 0 <= s < num_slots for s in slots):
-        raise IndexError(f'value slot out of range [0, {num_slots})')
-    if any(t.shape[:2] != (rows, H) for t in [*readings, phi_q]) or any(
-                t.size(-1) < o + D + 1 for cls in terms for o, t in
-                ((term.offset, readings[term.src]) for term in cls
-                 if term.kind == READING)) or \
-            phi_k.shape != (inputs, H, phi_q.size(-1)):
+    if any(r.shape[:2] != phi_q.shape[:2] for r in readings):
         raise ValueError('readings, queries, keys and values must agree in '
                          'rows, heads and channels')
-    if any(t.src >= len(positions) for cls in terms for t in cls
-           if t.kind == SINGLE_KEY):
-        raise ValueError('single-key terms need a position list each')
-    for p in positions:
-        if p.shape != (rows, ) or p.dtype != torch.long:
-            raise ValueError(f'positions must be long tensors of {rows} '
-                             f'rows, got {p.dtype} {tuple(p.shape)}')
-        if p.numel() and (int(p.min()) < -1 or int(p.max()) >= inputs):
-            raise IndexError('single-key position out of range')
+    check_combination(terms, [r.size(-1) for r in readings], phi_q, phi_k,
+                      positions, values, slots, nonempty)
     tensors = [t.contiguous() for t in [*readings, phi_q, phi_k, *positions,
                                         values]]
-    return _CombineClasses.apply(_table(terms, nonempty.device),
+    return _CombineClasses.apply(combination_table(terms, nonempty.device),
                                  len(readings), tuple(slots),
                                  nonempty.to(torch.uint8).contiguous(), eps,
                                  *tensors)

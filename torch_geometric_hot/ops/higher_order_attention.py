@@ -23,11 +23,11 @@ from torch import Tensor
 
 from torch_geometric_hot.ops.basis import EquivariantClass
 from torch_geometric_hot.ops.class_combination import READING, SINGLE_KEY, \
-    Term, combine_classes
+    Term
 from torch_geometric_hot.ops.equivariant import Target, class_counts, \
     summary_counts
-from torch_geometric_hot.ops.kernel_attention import Pool, Reading, \
-    pool_readings
+from torch_geometric_hot.ops.kernel_attention import Pool, Reading
+from torch_geometric_hot.ops.pooled_combination import pooled_combination
 from torch_geometric_hot.ops.scatter import scatter_sum
 from torch_geometric_hot.ops.softmax import grouped_softmax
 
@@ -197,7 +197,7 @@ def kernel_class_attention(classes: Sequence[EquivariantClass],
 
     Returns:
         The classes' outputs :obj:`[rows, classes, H, d_v]`
-        (:func:`~torch_geometric_hot.ops.class_combination.combine_classes`).
+        (:func:`~torch_geometric_hot.ops.pooled_combination`).
     """
     if not exact:
         classes = [replace(cls, terms=cls.terms[:1]) for cls in classes]
@@ -229,7 +229,6 @@ def kernel_class_attention(classes: Sequence[EquivariantClass],
             for k, c in enumerate(readers):
                 reading_terms[(summary, selector, c)] = Term(
                     1, READING, len(reads) - 1, k * d_v)
-    readings = pool_readings(phi_k, values, phi_q, pools, reads)
 
     # The key of every single-key term, once per (summary, selector) for
     # all classes (-1 where it does not exist); the combination dots it
@@ -248,9 +247,9 @@ def kernel_class_attention(classes: Sequence[EquivariantClass],
     counts = summary_counts(view, in_order)
     nonempty = torch.stack([class_counts(cls, target, counts) > 0
                             for cls in classes], dim=1)
-    return combine_classes(
+    return pooled_combination(
         [[(single_key_terms[(s, sel)] if s in _SINGLE_KEY else
            reading_terms[(s, sel, c)])._replace(sign=sign)
           for sign, s, sel in class_terms]
          for c, class_terms in enumerate(terms)],
-        readings, phi_q, phi_k, positions, values, slots, nonempty, eps)
+        pools, reads, phi_q, phi_k, positions, values, slots, nonempty, eps)

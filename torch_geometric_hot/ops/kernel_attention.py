@@ -259,41 +259,103 @@ def _check_readings(q: Tensor, k: Tensor, pools: Sequence[Pool],
                              f'{pools[read.pool].slots}, got {read.slots}')
 
 
+class PoolPlan(NamedTuple):
+    r"""What the backward pass of natively computed :func:`pool_readings`
+    needs besides its inputs: per pool its visits and value columns, per
+    reading its visits and summary columns, and the summaries."""
+    pools: List[Tuple[native.Runs, Tensor]]
+    read_runs: List[native.Runs]
+    read_columns: List[Tensor]
+    summaries: List[Tensor]
+
+
+def native_pool_readings(k: Tensor, values: Tensor, q: Tensor,
+                         pools: Sequence[Pool], reads: Sequence[Reading]
+                         ) -> Tuple[List[Tensor], PoolPlan]:
+    r"""The readings of :func:`pool_readings` by the native kernels, without
+    autograd (inputs contiguous and checked), and the plan of their
+    backward pass (:func:`native_pool_readings_backward`)."""
+    P, _, H, D = values.shape
+    flat = values.view(P, -1)
+    sorted_by: Dict[Tuple[int, int], native.Runs] = {}
+
+    def visits(index: Tensor, num_groups: int) -> native.Runs:
+        # one sort per group index: pools and readings share them
+        key = (id(index), num_groups)
+        if key not in sorted_by:
+            sorted_by[key] = native.runs(index, num_groups)
+        return sorted_by[key]
+
+    plans, summaries = [], []
+    for pool in pools:
+        runs = visits(pool.index, pool.num_groups).through(pool.position)
+        # row offsets of the slots' channels (head h adds h * D)
+        columns = (torch.tensor(pool.slots).view(-1, 1) * (H * D) +
+                   torch.arange(D)).view(-1)
+        summaries.append(native.outer_sum(k, flat, runs, pool.num_groups, D,
+                                          columns, True))
+        plans.append((runs, columns))
+    read_runs = [visits(read.index, pools[read.pool].num_groups)
+                 for read in reads]
+    read_columns = [_read_columns(pools[read.pool], read, D)
+                    for read in reads]
+    outs = [native.contract(q, summaries[read.pool], runs, columns)
+            for read, runs, columns in zip(reads, read_runs, read_columns)]
+    return outs, PoolPlan(plans, read_runs, read_columns, summaries)
+
+
+def native_pool_readings_backward(plan: PoolPlan, k: Tensor, values: Tensor,
+                                  q: Tensor, reads: Sequence[Reading],
+                                  grads: Sequence[Optional[Tensor]],
+                                  grad_k: Optional[Tensor],
+                                  grad_v: Optional[Tensor],
+                                  grad_q: Optional[Tensor],
+                                  q_written: bool) -> bool:
+    r"""The backward pass of :func:`native_pool_readings` for the readings'
+    gradients :obj:`grads` (:obj:`None`: zero): adds to :obj:`grad_k` and
+    :obj:`grad_v` (laid out as :obj:`k` and :obj:`values`), and writes
+    :obj:`grad_q` or, when :obj:`q_written`, adds to it (each skipped when
+    :obj:`None`). Returns whether :obj:`grad_q` holds a gradient."""
+    need_s = grad_k is not None or grad_v is not None
+    summaries = plan.summaries
+    # one gradient buffer for every pool's summaries in turn: the first
+    # reading of a pool writes it, the others add to it
+    scratch = k.new_empty(max(s.numel() for s in summaries)) \
+        if need_s and summaries else None
+    for p, ((runs, columns), summary) in enumerate(zip(plan.pools,
+                                                       summaries)):
+        grad_s = None if scratch is None else \
+            scratch[:summary.numel()].view(summary.shape)
+        mine = [(visits, read_columns, grad) for read, visits,
+                read_columns, grad in zip(reads, plan.read_runs,
+                                          plan.read_columns, grads)
+                if read.pool == p and grad is not None]
+        # the first reading writes the summary gradient, unless it leaves
+        # columns out: then all of them add to zeros
+        s_written = grad_s is not None and bool(mine) and \
+            not native.reads_every_column(mine[0][1], summary.size(-1))
+        if s_written:
+            grad_s.zero_()
+        for visits, read_columns, grad in mine:
+            native.contract_backward(q, summary, grad, visits, read_columns,
+                                     grad_q, grad_s, q_written, s_written)
+            q_written = q_written or grad_q is not None
+            s_written = grad_s is not None
+        if s_written:
+            native.outer_sum_backward(
+                k, values.view(values.size(0), -1), grad_s, runs,
+                values.size(-1), columns, True, grad_k,
+                None if grad_v is None else grad_v.view(grad_v.size(0), -1))
+    return q_written
+
+
 class _PoolReadings(torch.autograd.Function):
     @staticmethod
     def forward(ctx, k, values, q, pools, reads):
         ctx.set_materialize_grads(False)
-        k, values, q = k.contiguous(), values.contiguous(), q.contiguous()
-        P, _, H, D = values.shape
-        flat = values.view(P, -1)
-        sorted_by: Dict[Tuple[int, int], native.Runs] = {}
-
-        def visits(index: Tensor, num_groups: int) -> native.Runs:
-            # one sort per group index: pools and readings share them
-            key = (id(index), num_groups)
-            if key not in sorted_by:
-                sorted_by[key] = native.runs(index, num_groups)
-            return sorted_by[key]
-
-        plans, summaries = [], []
-        for pool in pools:
-            runs = visits(pool.index, pool.num_groups).through(pool.position)
-            # row offsets of the slots' channels (head h adds h * D)
-            columns = (torch.tensor(pool.slots).view(-1, 1) * (H * D) +
-                       torch.arange(D)).view(-1)
-            summaries.append(native.outer_sum(k, flat, runs, pool.num_groups,
-                                              D, columns, True))
-            plans.append((runs, columns))
-        read_runs = [visits(read.index, pools[read.pool].num_groups)
-                     for read in reads]
-        read_columns = [_read_columns(pools[read.pool], read, D)
-                        for read in reads]
-        outs = [native.contract(q, summaries[read.pool], runs, columns)
-                for read, runs, columns in zip(reads, read_runs,
-                                               read_columns)]
-        ctx.plans, ctx.reads, ctx.read_runs = plans, reads, read_runs
-        ctx.read_columns = read_columns
-        ctx.save_for_backward(k, values, q, *summaries)
+        outs, plan = native_pool_readings(k, values, q, pools, reads)
+        ctx.plan, ctx.reads = plan._replace(summaries=[]), reads
+        ctx.save_for_backward(k, values, q, *plan.summaries)
         return tuple(outs)
 
     @staticmethod
@@ -301,44 +363,33 @@ class _PoolReadings(torch.autograd.Function):
     def backward(ctx, *grads):
         k, values, q, *summaries = ctx.saved_tensors
         need_k, need_v, need_q = ctx.needs_input_grad[:3]
-        need_s = need_k or need_v
         grad_k = torch.zeros_like(k) if need_k else None
         grad_v = torch.zeros_like(values) if need_v else None
         grad_q = q.new_empty(q.shape) if need_q else None
-        q_written = False
-        # one gradient buffer for every pool's summaries in turn: the first
-        # reading of a pool writes it, the others add to it
-        scratch = k.new_empty(max(s.numel() for s in summaries)) \
-            if need_s and summaries else None
-        for p, ((runs, columns), summary) in enumerate(
-                zip(ctx.plans, summaries)):
-            grad_s = None if scratch is None else \
-                scratch[:summary.numel()].view(summary.shape)
-            mine = [(visits, read_columns, grad) for read, visits,
-                    read_columns, grad in zip(ctx.reads, ctx.read_runs,
-                                              ctx.read_columns, grads)
-                    if read.pool == p and grad is not None]
-            # the first reading writes the summary gradient, unless it
-            # leaves columns out: then all of them add to zeros
-            s_written = grad_s is not None and bool(mine) and \
-                not native.reads_every_column(mine[0][1], summary.size(-1))
-            if s_written:
-                grad_s.zero_()
-            for visits, read_columns, grad in mine:
-                native.contract_backward(q, summary, grad, visits,
-                                         read_columns, grad_q, grad_s,
-                                         q_written, s_written)
-                q_written = q_written or need_q
-                s_written = grad_s is not None
-            if s_written:
-                native.outer_sum_backward(
-                    k, values.view(values.size(0), -1), grad_s, runs,
-                    values.size(-1), columns, True, grad_k,
-                    None if grad_v is None else grad_v.view(grad_v.size(0),
-                                                            -1))
-        if need_q and not q_written:
+        if not native_pool_readings_backward(
+                ctx.plan._replace(summaries=summaries), k, values, q,
+                ctx.reads, grads, grad_k, grad_v, grad_q, False):
             grad_q = None
         return grad_k, grad_v, grad_q, None, None
+
+
+def uses_native_pools(k: Tensor, values: Tensor, q: Tensor,
+                      pools: Sequence[Pool],
+                      reads: Sequence[Reading]) -> bool:
+    r"""Whether :func:`pool_readings` runs natively on these inputs."""
+    return all(t.dtype == torch.long for t in
+               [*(pool.index for pool in pools),
+                *(read.index for read in reads)]) and \
+        native.applies(k, values, q)
+
+
+def check_pool_readings(k: Tensor, values: Tensor, q: Tensor,
+                        pools: Sequence[Pool], reads: Sequence[Reading],
+                        ranges: bool) -> None:
+    r"""The argument checks of :func:`pool_readings` (with :obj:`ranges`,
+    also the positions and slots the native kernels use as offsets)."""
+    _check_pools(k, values, pools, ranges)
+    _check_readings(q, k, pools, reads)
 
 
 def pool_readings(k: Tensor, values: Tensor, q: Tensor,
@@ -371,13 +422,10 @@ def pool_readings(k: Tensor, values: Tensor, q: Tensor,
         :obj:`[rows, H, len(slots) * D + 1]`, one per reading (its slots, or
         all of its pool's)
     """
-    use_native = all(t.dtype == torch.long for t in
-                     [*(pool.index for pool in pools),
-                      *(read.index for read in reads)]) and \
-        native.applies(k, values, q)
-    _check_pools(k, values, pools, use_native)
-    _check_readings(q, k, pools, reads)
+    use_native = uses_native_pools(k, values, q, pools, reads)
+    check_pool_readings(k, values, q, pools, reads, use_native)
     if use_native:
+        k, values, q = k.contiguous(), values.contiguous(), q.contiguous()
         return list(_PoolReadings.apply(k, values, q, tuple(pools),
                                         tuple(reads)))
     summaries = [pool_outer_sum_reference(k, values, pool) for pool in pools]

@@ -420,10 +420,16 @@ def combine_backward(table: CombinationTable,
                      k: Tensor, positions: Sequence[Tensor], values: Tensor,
                      slots: Sequence[int], nonempty: Tensor, eps: float,
                      out: Tensor, den: Tensor, grad: Tensor,
-                     needs: Sequence[bool]) -> List[Optional[Tensor]]:
+                     needs: Sequence[bool],
+                     into: Optional[Sequence[Optional[Tensor]]] = None
+                     ) -> List[Optional[Tensor]]:
     r"""Gradients of :func:`combine` for the readings (given by their
     shapes: the backward pass does not read them), :obj:`q`, :obj:`k` and
-    the values, in that order; :obj:`None` where :obj:`needs` is false."""
+    the values, in that order; :obj:`None` where :obj:`needs` is false.
+    With :obj:`into`, the gradients of :obj:`q`, :obj:`k` and the values go
+    to these buffers (contiguous, shaped as the inputs): written to the
+    first, added to the others (which the caller zero-fills or has filled
+    with other terms of the same gradient)."""
     args, width = _combine_args(
         table, [None] * len(reading_shapes),
         [shape[-1] for shape in reading_shapes], q, k, positions, values,
@@ -433,9 +439,12 @@ def combine_backward(table: CombinationTable,
     grads = [out.new_zeros(shape) if need else None
              for shape, need in zip(reading_shapes, needs)]
     need_q, need_k, need_v = needs[n_r:]
-    grads += [q.new_empty(q.shape) if need_q else None,
-              torch.zeros_like(k) if need_k else None,
-              torch.zeros_like(values) if need_v else None]
+    if into is not None:
+        grads += list(into)
+    else:
+        grads += [q.new_empty(q.shape) if need_q else None,
+                  torch.zeros_like(k) if need_k else None,
+                  torch.zeros_like(values) if need_v else None]
     grad_values = _slot_pointers(grads[-1], slots) if need_v else \
         _pointers([None] * len(slots))
     _function('combine_backward', out.dtype)(

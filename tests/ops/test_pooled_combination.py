@@ -1,0 +1,119 @@
+import pytest
+import torch
+
+from torch_geometric_hot.ops import kernel_attention as ka
+from torch_geometric_hot.ops import native
+from torch_geometric_hot.ops.class_combination import READING, SINGLE_KEY, \
+    Term, combine_classes_reference
+from torch_geometric_hot.ops.pooled_combination import pooled_combination
+
+pytestmark = pytest.mark.skipif(native._compiler() is None,
+                                reason='no C compiler')
+
+ROWS, INPUTS, H, R = 29, 40, 3, 6
+SLOTS = (3, 0, 1)  # per class; slot 2 is read by no class
+
+
+def _problem(dtype, D, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    phi_k = torch.rand(INPUTS, H, R, dtype=dtype, generator=gen)
+    values = torch.randn(INPUTS, 4, H, D, dtype=dtype, generator=gen)
+    phi_q = torch.rand(ROWS, H, R, dtype=dtype, generator=gen)
+    sub = torch.randperm(INPUTS, generator=gen)[:INPUTS - 5]
+    pools = [  # a per-node pool (groups 0 and 7 empty) and a global one
+        ka.Pool(sub, torch.randint(1, 7, (sub.numel(), ), generator=gen), 8,
+                (3, 0)),
+        ka.Pool(sub[:11], torch.zeros(11, dtype=torch.long), 1, (0, 1)),
+    ]
+    reads = [  # the first reads one slot of its pool only
+        ka.Reading(0, torch.randint(8, (ROWS, ), generator=gen), (0, )),
+        ka.Reading(0, torch.randint(8, (ROWS, ), generator=gen)),
+        ka.Reading(1, torch.zeros(ROWS, dtype=torch.long)),
+    ]
+    positions = [torch.randint(INPUTS, (ROWS, ), generator=gen),
+                 torch.randperm(INPUTS, generator=gen)[:10].repeat(3)[:ROWS]]
+    positions[0][::3] = -1  # keys that do not exist
+    # class 0 reads slot 3 at reading 1 (offset 0), class 1 slot 0 at
+    # readings 0 and 2, class 2 slot 1 at reading 2 (offset D)
+    terms = [
+        [Term(1, READING, 1, 0), Term(-1, SINGLE_KEY, 0)],
+        [Term(1, READING, 2, 0), Term(-1, READING, 0, 0),
+         Term(1, SINGLE_KEY, 1)],
+        [Term(1, READING, 2, D), Term(-1, SINGLE_KEY, 1),
+         Term(-1, SINGLE_KEY, 0)],
+    ]
+    nonempty = torch.rand(ROWS, 3, generator=gen) > 0.2
+    return terms, pools, reads, phi_q, phi_k, positions, values, nonempty
+
+
+def _reference(terms, pools, reads, phi_q, phi_k, positions, values, slots,
+               nonempty, eps):
+    # the two operations' torch paths, one after the other
+    with native.use_native('off'):
+        readings = ka.pool_readings(phi_k, values, phi_q, pools, reads)
+    return combine_classes_reference(terms, readings, phi_q, phi_k,
+                                     positions, values, slots, nonempty, eps)
+
+
+@pytest.mark.parametrize('dtype', [torch.float64, torch.float32])
+@pytest.mark.parametrize('D', [5, 8])
+@pytest.mark.parametrize('frozen', [(), ('phi_k', 'values'), ('phi_q', )])
+def test_fused_equals_the_two_torch_operations(dtype, D, frozen):
+    terms, pools, reads, phi_q, phi_k, positions, values, nonempty = \
+        _problem(dtype, D)
+    names = ('phi_q', 'phi_k', 'values')
+    grad = torch.randn(ROWS, 3, H, D, dtype=dtype,
+                       generator=torch.Generator().manual_seed(1))
+    results = []
+    for fn in (pooled_combination, _reference):
+        leaves = {n: t.clone().requires_grad_(n not in frozen)
+                  for n, t in zip(names, (phi_q, phi_k, values))}
+        with native.use_native('on'):
+            out = fn(terms, pools, reads, leaves['phi_q'], leaves['phi_k'],
+                     positions, leaves['values'], SLOTS, nonempty, eps=0.05)
+        wanted = [leaves[n] for n in names if n not in frozen]
+        results.append([out, *torch.autograd.grad(out, wanted, grad)])
+    tol = dict(rtol=1e-12, atol=1e-12) if dtype == torch.float64 else \
+        dict(rtol=1e-4, atol=1e-5)
+    for a, b in zip(*results):
+        torch.testing.assert_close(a, b, **tol)
+    fused = results[0]
+    assert (fused[0][~nonempty] == 0).all()
+    if 'values' not in frozen:
+        assert (fused[-1][:, 2] == 0).all()  # the unread slot
+
+
+def test_fused_gradcheck_and_the_torch_path_without_kernels():
+    terms, pools, reads, phi_q, phi_k, positions, values, nonempty = \
+        _problem(torch.float64, 3)
+    with native.use_native('on'):
+        assert torch.autograd.gradcheck(
+            lambda q, k, v: pooled_combination(terms, pools, reads, q, k,
+                                               positions, v, SLOTS,
+                                               nonempty, eps=0.05),
+            [t.clone().requires_grad_() for t in (phi_q, phi_k, values)])
+    with native.use_native('off'):
+        out = pooled_combination(terms, pools, reads, phi_q, phi_k,
+                                 positions, values, SLOTS, nonempty, 0.05)
+    torch.testing.assert_close(out, _reference(
+        terms, pools, reads, phi_q, phi_k, positions, values, SLOTS, nonempty,
+        0.05), rtol=1e-12, atol=1e-12)
+
+
+def test_fused_checks_its_arguments():
+    terms, pools, reads, phi_q, phi_k, positions, values, nonempty = \
+        _problem(torch.float64, 4)
+    args = dict(terms=terms, pools=pools, reads=reads, phi_q=phi_q,
+                phi_k=phi_k, positions=positions, values=values,
+                slots=SLOTS, nonempty=nonempty)
+    with native.use_native('on'):
+        with pytest.raises(IndexError, match='pool position'):
+            pooled_combination(**{**args, 'pools': [pools[0]._replace(
+                position=pools[0].position + INPUTS), pools[1]]})
+        with pytest.raises(ValueError, match='agree'):
+            # class 2 reads past the width of reading 2 (two slots)
+            pooled_combination(**{**args, 'terms': terms[:2] + [
+                [Term(1, READING, 2, 2 * 4)]]})
+        with pytest.raises(IndexError, match='single-key position'):
+            pooled_combination(**{**args, 'positions': [
+                positions[0], positions[1] + INPUTS]})
