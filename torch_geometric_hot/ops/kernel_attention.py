@@ -270,11 +270,13 @@ class PoolPlan(NamedTuple):
 
 
 def native_pool_readings(k: Tensor, values: Tensor, q: Tensor,
-                         pools: Sequence[Pool], reads: Sequence[Reading]
+                         pools: Sequence[Pool], reads: Sequence[Reading],
+                         scratch: Optional[native.Scratch] = None
                          ) -> Tuple[List[Tensor], PoolPlan]:
     r"""The readings of :func:`pool_readings` by the native kernels, without
-    autograd (inputs contiguous and checked), and the plan of their
-    backward pass (:func:`native_pool_readings_backward`)."""
+    autograd (inputs contiguous and checked; temporaries taken from
+    :obj:`scratch` when given), and the plan of their backward pass
+    (:func:`native_pool_readings_backward`)."""
     P, _, H, D = values.shape
     flat = values.view(P, -1)
     sorted_by: Dict[Tuple[int, int], native.Runs] = {}
@@ -299,7 +301,9 @@ def native_pool_readings(k: Tensor, values: Tensor, q: Tensor,
                  for read in reads]
     read_columns = [_read_columns(pools[read.pool], read, D)
                     for read in reads]
-    outs = [native.contract(q, summaries[read.pool], runs, columns)
+    outs = [native.contract(q, summaries[read.pool], runs, columns, None if
+                            scratch is None else scratch.empty(
+                                (q.size(0), H, columns.numel()), q.dtype))
             for read, runs, columns in zip(reads, read_runs, read_columns)]
     return outs, PoolPlan(plans, read_runs, read_columns, summaries)
 
@@ -310,22 +314,24 @@ def native_pool_readings_backward(plan: PoolPlan, k: Tensor, values: Tensor,
                                   grad_k: Optional[Tensor],
                                   grad_v: Optional[Tensor],
                                   grad_q: Optional[Tensor],
-                                  q_written: bool) -> bool:
+                                  q_written: bool,
+                                  scratch: native.Scratch) -> bool:
     r"""The backward pass of :func:`native_pool_readings` for the readings'
     gradients :obj:`grads` (:obj:`None`: zero): adds to :obj:`grad_k` and
     :obj:`grad_v` (laid out as :obj:`k` and :obj:`values`), and writes
     :obj:`grad_q` or, when :obj:`q_written`, adds to it (each skipped when
-    :obj:`None`). Returns whether :obj:`grad_q` holds a gradient."""
+    :obj:`None`), with temporaries from :obj:`scratch`. Returns whether
+    :obj:`grad_q` holds a gradient."""
     need_s = grad_k is not None or grad_v is not None
     summaries = plan.summaries
     # one gradient buffer for every pool's summaries in turn: the first
     # reading of a pool writes it, the others add to it
-    scratch = k.new_empty(max(s.numel() for s in summaries)) \
+    buffer = scratch.empty((max(s.numel() for s in summaries), ), k.dtype) \
         if need_s and summaries else None
     for p, ((runs, columns), summary) in enumerate(zip(plan.pools,
                                                        summaries)):
-        grad_s = None if scratch is None else \
-            scratch[:summary.numel()].view(summary.shape)
+        grad_s = None if buffer is None else \
+            buffer[:summary.numel()].view(summary.shape)
         mine = [(visits, read_columns, grad) for read, visits,
                 read_columns, grad in zip(reads, plan.read_runs,
                                           plan.read_columns, grads)
@@ -366,10 +372,12 @@ class _PoolReadings(torch.autograd.Function):
         grad_k = torch.zeros_like(k) if need_k else None
         grad_v = torch.zeros_like(values) if need_v else None
         grad_q = q.new_empty(q.shape) if need_q else None
-        if not native_pool_readings_backward(
-                ctx.plan._replace(summaries=summaries), k, values, q,
-                ctx.reads, grads, grad_k, grad_v, grad_q, False):
-            grad_q = None
+        with native.workspace() as scratch:
+            if not native_pool_readings_backward(
+                    ctx.plan._replace(summaries=summaries), k, values, q,
+                    ctx.reads, grads, grad_k, grad_v, grad_q, False,
+                    scratch):
+                grad_q = None
         return grad_k, grad_v, grad_q, None, None
 
 

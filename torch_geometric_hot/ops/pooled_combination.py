@@ -28,10 +28,11 @@ class _PooledCombination(torch.autograd.Function):
     @staticmethod
     def forward(ctx, pools, reads, table, slots, nonempty, eps, phi_k,
                 values, phi_q, *positions):
-        readings, plan = native_pool_readings(phi_k, values, phi_q, pools,
-                                              reads)
-        out, den = native.combine(table, readings, phi_q, phi_k, positions,
-                                  values, slots, nonempty, eps)
+        with native.workspace() as scratch:  # the readings: temporaries
+            readings, plan = native_pool_readings(phi_k, values, phi_q,
+                                                  pools, reads, scratch)
+            out, den = native.combine(table, readings, phi_q, phi_k,
+                                      positions, values, slots, nonempty, eps)
         ctx.plan, ctx.reads = plan._replace(summaries=[]), reads
         ctx.table, ctx.slots, ctx.eps = table, slots, eps
         ctx.reading_shapes = [r.shape for r in readings]
@@ -50,14 +51,16 @@ class _PooledCombination(torch.autograd.Function):
         grad_v = torch.zeros_like(values) if need_v else None
         grad_q = phi_q.new_empty(phi_q.shape) if need_q else None
         n_r = len(ctx.reading_shapes)
-        grad_readings = native.combine_backward(
-            ctx.table, ctx.reading_shapes, phi_q, phi_k, positions, values,
-            ctx.slots, nonempty, ctx.eps, out, den, grad,
-            [True] * n_r + [need_q, need_k, need_v],
-            into=(grad_q, grad_k, grad_v))[:n_r]
-        native_pool_readings_backward(
-            ctx.plan._replace(summaries=summaries), phi_k, values, phi_q,
-            ctx.reads, grad_readings, grad_k, grad_v, grad_q, need_q)
+        with native.workspace() as scratch:  # the readings' gradients too
+            grad_readings = native.combine_backward(
+                ctx.table, ctx.reading_shapes, phi_q, phi_k, positions,
+                values, ctx.slots, nonempty, ctx.eps, out, den, grad,
+                [True] * n_r + [need_q, need_k, need_v],
+                into=(grad_q, grad_k, grad_v), scratch=scratch)[:n_r]
+            native_pool_readings_backward(
+                ctx.plan._replace(summaries=summaries), phi_k, values, phi_q,
+                ctx.reads, grad_readings, grad_k, grad_v, grad_q, need_q,
+                scratch)
         return (None, ) * 6 + (grad_k, grad_v, grad_q) + \
             (None, ) * len(positions)
 

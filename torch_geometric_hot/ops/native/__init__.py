@@ -42,6 +42,9 @@ from typing import Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 import torch
 from torch import Tensor
 
+from torch_geometric_hot.ops.native.workspace import (  # noqa: F401
+    Scratch, release_workspace, workspace)
+
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _SOURCES = [os.path.join(_HERE, name)
             for name in ('kernel_attention.c', 'class_combination.c')]
@@ -313,14 +316,15 @@ def reads_every_column(columns: Tensor, num_columns: int) -> bool:
     return columns.unique().numel() == num_columns
 
 
-def contract(q: Tensor, summary: Tensor, runs: Runs,
-             columns: Tensor) -> Tensor:
+def contract(q: Tensor, summary: Tensor, runs: Runs, columns: Tensor,
+             out: Optional[Tensor] = None) -> Tensor:
     r""":obj:`[E, H, C']` readings :math:`q_e^\top S_{g(e)}[:, \text{columns}]`
     (the runs visit every row of :obj:`q` once; :obj:`columns` long, in
-    range)."""
+    range), written to :obj:`out` (contiguous) when given."""
     q, summary = q.contiguous(), summary.contiguous()
     (E, H, R), C = q.shape, summary.size(-1)
-    out = q.new_empty(E, H, columns.numel())
+    if out is None:
+        out = q.new_empty(E, H, columns.numel())
     _call('contract', q.dtype, runs, [q.data_ptr(), summary.data_ptr(), [
         columns.data_ptr(), out.data_ptr()]], [H, R, C, columns.numel()])
     return out
@@ -421,7 +425,8 @@ def combine_backward(table: CombinationTable,
                      slots: Sequence[int], nonempty: Tensor, eps: float,
                      out: Tensor, den: Tensor, grad: Tensor,
                      needs: Sequence[bool],
-                     into: Optional[Sequence[Optional[Tensor]]] = None
+                     into: Optional[Sequence[Optional[Tensor]]] = None,
+                     scratch: Optional[Scratch] = None
                      ) -> List[Optional[Tensor]]:
     r"""Gradients of :func:`combine` for the readings (given by their
     shapes: the backward pass does not read them), :obj:`q`, :obj:`k` and
@@ -429,14 +434,17 @@ def combine_backward(table: CombinationTable,
     With :obj:`into`, the gradients of :obj:`q`, :obj:`k` and the values go
     to these buffers (contiguous, shaped as the inputs): written to the
     first, added to the others (which the caller zero-fills or has filled
-    with other terms of the same gradient)."""
+    with other terms of the same gradient); with :obj:`scratch`, the
+    readings' gradients are temporaries taken from it."""
     args, width = _combine_args(
         table, [None] * len(reading_shapes),
         [shape[-1] for shape in reading_shapes], q, k, positions, values,
         slots, nonempty, eps)
     grad = grad.contiguous()  # (kept alive through the call)
     n_r = len(reading_shapes)
-    grads = [out.new_zeros(shape) if need else None
+    zeros = out.new_zeros if scratch is None else \
+        (lambda shape: scratch.zeros(shape, out.dtype))
+    grads = [zeros(shape) if need else None
              for shape, need in zip(reading_shapes, needs)]
     need_q, need_k, need_v = needs[n_r:]
     if into is not None:
