@@ -18,7 +18,8 @@ from torch import Tensor
 
 from torch_geometric_hot.ops import native
 from torch_geometric_hot.ops.class_combination import Term, \
-    check_combination, combination_table, combine_classes
+    check_combination, combination_table, combine_classes, \
+    native_combination, native_combination_backward
 from torch_geometric_hot.ops.kernel_attention import Pool, Reading, \
     check_pool_readings, native_pool_readings, \
     native_pool_readings_backward, pool_readings, uses_native_pools
@@ -31,38 +32,35 @@ class _PooledCombination(torch.autograd.Function):
         with native.workspace() as scratch:  # the readings: temporaries
             readings, plan = native_pool_readings(phi_k, values, phi_q,
                                                   pools, reads, scratch)
-            out, den = native.combine(table, readings, phi_q, phi_k,
-                                      positions, values, slots, nonempty, eps)
+            out, saved = native_combination(ctx, table, readings, phi_q,
+                                            phi_k, positions, values, slots,
+                                            nonempty, eps)
         ctx.plan, ctx.reads = plan._replace(summaries=[]), reads
-        ctx.table, ctx.slots, ctx.eps = table, slots, eps
-        ctx.reading_shapes = [r.shape for r in readings]
-        ctx.save_for_backward(phi_k, values, phi_q, nonempty, out, den,
-                              *positions, *plan.summaries)
+        ctx.save_for_backward(*saved, *plan.summaries)
         return out
 
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, grad):
-        phi_k, values, phi_q, nonempty, out, den, *rest = ctx.saved_tensors
-        positions = rest[:len(rest) - len(ctx.plan.pools)]
-        summaries = rest[len(positions):]
+        saved = ctx.saved_tensors
+        split = len(saved) - len(ctx.plan.pools)  # then the summaries
+        _, _, _, phi_q, phi_k, values = saved[:6]  # native_combination's
         need_k, need_v, need_q = ctx.needs_input_grad[6:9]
         grad_k = torch.zeros_like(phi_k) if need_k else None
         grad_v = torch.zeros_like(values) if need_v else None
         grad_q = phi_q.new_empty(phi_q.shape) if need_q else None
         n_r = len(ctx.reading_shapes)
         with native.workspace() as scratch:  # the readings' gradients too
-            grad_readings = native.combine_backward(
-                ctx.table, ctx.reading_shapes, phi_q, phi_k, positions,
-                values, ctx.slots, nonempty, ctx.eps, out, den, grad,
+            grad_readings = native_combination_backward(
+                ctx, saved[:split], grad,
                 [True] * n_r + [need_q, need_k, need_v],
                 into=(grad_q, grad_k, grad_v), scratch=scratch)[:n_r]
             native_pool_readings_backward(
-                ctx.plan._replace(summaries=summaries), phi_k, values, phi_q,
-                ctx.reads, grad_readings, grad_k, grad_v, grad_q, need_q,
-                scratch)
+                ctx.plan._replace(summaries=saved[split:]), phi_k, values,
+                phi_q, ctx.reads, grad_readings, grad_k, grad_v, grad_q,
+                need_q, scratch)
         return (None, ) * 6 + (grad_k, grad_v, grad_q) + \
-            (None, ) * len(positions)
+            (None, ) * (split - 6)
 
 
 def pooled_combination(terms: Sequence[Sequence[Term]],
