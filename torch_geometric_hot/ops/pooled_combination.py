@@ -70,8 +70,9 @@ def pooled_combination(terms: Sequence[Sequence[Term]],
                        slots: Sequence[int], nonempty: Tensor,
                        eps: float = 1e-6) -> Tensor:
     r""":func:`~torch_geometric_hot.ops.class_combination.combine_classes`
-    of the readings :func:`~torch_geometric_hot.ops.kernel_attention.
-    pool_readings` makes of :obj:`pools` and :obj:`reads`.
+    of the readings that
+    :func:`~torch_geometric_hot.ops.kernel_attention.pool_readings` makes
+    of :obj:`pools` and :obj:`reads`.
 
     Args:
         terms (list): Per class, its
@@ -79,15 +80,8 @@ def pooled_combination(terms: Sequence[Sequence[Term]],
             (reading terms index :obj:`reads`).
         pools (list): The summaries (:class:`Pool`).
         reads (list): Their readings (:class:`Reading`).
-        phi_q (torch.Tensor): Mapped queries :obj:`[rows, H, r]`.
-        phi_k (torch.Tensor): Mapped keys :obj:`[inputs, H, r]`.
-        positions (list): Per single-key source, the input row of every
-            query row's key :obj:`[rows]` (-1 where it does not exist).
-        values (torch.Tensor): Values :obj:`[inputs, slots, H, D]`.
-        slots (list): Per class, its slot in :obj:`values`.
-        nonempty (torch.Tensor): :obj:`[rows, classes]`, false where the
-            class's group is empty (output 0).
-        eps (float): Floor of the denominator.
+        phi_q, phi_k, positions, values, slots, nonempty, eps: As in
+            :func:`~torch_geometric_hot.ops.class_combination.combine_classes`.
 
     :rtype: :class:`torch.Tensor` :obj:`[rows, classes, H, D]`
     """
