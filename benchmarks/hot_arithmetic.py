@@ -41,7 +41,8 @@ from harness import write_json  # noqa: E402
 from hot_scaling import gat, hot  # noqa: E402
 
 import torch_geometric_hot.ops.higher_order_attention as attention  # noqa
-from torch_geometric_hot.ops.kernel_attention import pool_readings  # noqa
+from torch_geometric_hot.ops.pooled_combination import \
+    pooled_combination  # noqa: E402
 
 TARGET = 25.0
 
@@ -51,17 +52,19 @@ def _native_macs(step: Callable[[], torch.Tensor]) -> int:
     readings in one forward pass of :obj:`step`."""
     total = [0]
 
-    def counting(k, values, q, pools, reads):
-        H, R, D = k.size(1), k.size(2), values.size(-1)
+    def counting(terms, pools, reads, phi_q, phi_k, positions, values,
+                 *args):
+        H, R, D = phi_k.size(1), phi_k.size(2), values.size(-1)
         for pool in pools:
             total[0] += pool.position.numel() * H * R * (
                 len(pool.slots) * D + 1)
         for read in reads:
             slots = read.slots or pools[read.pool].slots
             total[0] += read.index.numel() * H * R * (len(slots) * D + 1)
-        return pool_readings(k, values, q, pools, reads)
+        return pooled_combination(terms, pools, reads, phi_q, phi_k,
+                                  positions, values, *args)
 
-    with mock.patch.object(attention, 'pool_readings', counting), \
+    with mock.patch.object(attention, 'pooled_combination', counting), \
             torch.no_grad():
         step()
     return total[0]
