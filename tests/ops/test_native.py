@@ -131,6 +131,20 @@ def test_unavailable_compiler_falls_back_or_fails(monkeypatch, tmp_path):
             pass
 
 
+def test_kernels_built_for_another_processor_are_not_reused(monkeypatch,
+                                                             tmp_path):
+    # -march=native code from one CPU may not run on another: the cached
+    # library's name depends on the processor
+    assert native._cpu_signature()  # this machine's
+    monkeypatch.setenv('TORCH_GEOMETRIC_HOT_CACHE', str(tmp_path))
+    built = []
+    for cpu in ('cpu A', 'cpu B', 'cpu A'):
+        monkeypatch.setattr(native, '_cpu_signature', lambda: cpu)
+        native._build()
+        built.append(sorted(p.name for p in tmp_path.rglob('*.so')))
+    assert len(built[0]) == 1 and len(built[1]) == 2 and built[2] == built[1]
+
+
 def test_other_dtypes_take_the_torch_path():
     k, v, index, _, _ = _inputs(10, 3, 1, 2, 3, torch.float64)
     with native.use_native('on'):

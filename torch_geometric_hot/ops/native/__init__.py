@@ -12,7 +12,9 @@ The sources are plain C11 (no torch headers, so they build in about a
 second);
 it is compiled with the system C compiler (``$CC`` or ``cc``) into
 ``~/.cache/torch_geometric_hot/native`` (or ``$TORCH_GEOMETRIC_HOT_CACHE``),
-under a name that hashes the source, the flags and the compiler, and loaded
+under a name that hashes the source, the flags, the compiler and the
+processor (``-march=native`` code is only valid on the CPU it was built
+for), and loaded
 with :mod:`ctypes`. When no compiler is found or the build fails, the
 pure-torch path is used and a warning says why.
 
@@ -88,6 +90,19 @@ def _compiler() -> Optional[str]:
     return shutil.which(os.environ.get('CC', 'cc')) or shutil.which('gcc')
 
 
+def _cpu_signature() -> str:
+    r"""The processor the kernels are built for: ``-march=native`` code
+    built on one CPU may use instructions another lacks (a home directory
+    shared across machines must not hand it over)."""
+    try:
+        with open('/proc/cpuinfo') as f:
+            lines = [line for line in f
+                     if line.startswith(('model name', 'flags'))]
+        return ''.join(sorted(set(lines)))
+    except OSError:
+        return platform.processor()
+
+
 def _build() -> ctypes.CDLL:
     compiler = _compiler()
     if compiler is None:
@@ -100,9 +115,9 @@ def _build() -> ctypes.CDLL:
                              text=True).stdout
     errors = []
     for flags in _FLAGS:
-        key = hashlib.sha256(source + repr((flags, version,
-                                            platform.machine()))
-                             .encode()).hexdigest()[:16]
+        key = hashlib.sha256(source + repr((
+            flags, version, platform.machine(), _cpu_signature()))
+            .encode()).hexdigest()[:16]
         target = os.path.join(_cache_dir(), f'kernels_{key}.so')
         if not os.path.exists(target):
             partial = f'{target}.{os.getpid()}.tmp'
