@@ -131,8 +131,8 @@ def test_unavailable_compiler_falls_back_or_fails(monkeypatch, tmp_path):
             pass
 
 
-def test_kernels_built_for_another_processor_are_not_reused(monkeypatch,
-                                                             tmp_path):
+def test_kernels_built_for_another_processor_are_not_reused(
+        monkeypatch, tmp_path):
     # -march=native code from one CPU may not run on another: the cached
     # library's name depends on the processor
     assert native._cpu_signature()  # this machine's
