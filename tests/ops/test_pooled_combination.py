@@ -114,6 +114,9 @@ def test_fused_checks_its_arguments():
             # class 2 reads past the width of reading 2 (two slots)
             pooled_combination(**{**args, 'terms': terms[:2] + [
                 [Term(1, READING, 2, 2 * 4)]]})
+        with pytest.raises(IndexError, match='beyond the 3 readings'):
+            pooled_combination(**{**args, 'terms': terms[:2] + [
+                [Term(1, READING, 3, 0)]]})
         with pytest.raises(IndexError, match='single-key position'):
             pooled_combination(**{**args, 'positions': [
                 positions[0], positions[1] + INPUTS]})

@@ -166,6 +166,10 @@ def check_combination(terms: Sequence[Sequence[Term]],
                          f'{len(terms)} and {len(slots)}')
     if any(not 0 <= s < num_slots for s in slots):
         raise IndexError(f'value slot out of range [0, {num_slots})')
+    if any(not 0 <= t.src < len(widths) for cls in terms for t in cls
+           if t.kind == READING):
+        raise IndexError(f'a reading term reads beyond the {len(widths)} '
+                         f'readings')
     if phi_q.shape[:2] != (rows, H) or any(
                 widths[term.src] < term.offset + D + 1 for cls in terms
                 for term in cls if term.kind == READING) or \
