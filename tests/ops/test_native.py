@@ -253,6 +253,18 @@ def _width(pools, read, channels):
     return len(read.slots or pools[read.pool].slots) * channels + 1
 
 
+def _pool_problem(rows, queries, heads, features, channels, dtype):
+    # keys, four value slots, queries, their pools and readings, and the
+    # generator for anything else the test draws
+    gen = torch.Generator().manual_seed(0)
+    k = torch.rand(rows, heads, features, dtype=dtype, generator=gen)
+    values = torch.randn(rows, 4, heads, channels, dtype=dtype,
+                         generator=gen)
+    q = torch.rand(queries, heads, features, dtype=dtype, generator=gen)
+    pools = _pools(rows, gen)
+    return k, values, q, pools, _reads(pools, queries, gen), gen
+
+
 def _pool_run(k, values, q, pools, reads, grads):
     leaves = [t.clone().requires_grad_() for t in (k, values, q)]
     outs = ka.pool_readings(*leaves, pools, reads)
@@ -262,12 +274,8 @@ def _pool_run(k, values, q, pools, reads, grads):
 @pytest.mark.parametrize('channels', [5, 8, 12])
 @pytest.mark.parametrize('dtype', [torch.float64, torch.float32])
 def test_pool_readings_equal_gathered_copies(channels, dtype):
-    gen = torch.Generator().manual_seed(0)
-    k = torch.rand(60, 3, 7, dtype=dtype, generator=gen)
-    values = torch.randn(60, 4, 3, channels, dtype=dtype, generator=gen)
-    q = torch.rand(45, 3, 7, dtype=dtype, generator=gen)
-    pools = _pools(60, gen)
-    reads = _reads(pools, 45, gen)
+    k, values, q, pools, reads, gen = _pool_problem(60, 45, 3, 7, channels,
+                                                    dtype)
     reads.append(reads[2]._replace(slots=(0, )))  # as the full reading's
     grads = [torch.randn(45, 3, _width(pools, r, channels), dtype=dtype,
                          generator=gen) for r in reads]
@@ -290,12 +298,8 @@ def test_pool_readings_equal_gathered_copies(channels, dtype):
 
 def test_pool_readings_with_frozen_keys_and_values():
     # only the queries need a gradient: no summary gradient is formed
-    gen = torch.Generator().manual_seed(0)
-    k = torch.rand(60, 3, 7, dtype=torch.float64, generator=gen)
-    values = torch.randn(60, 4, 3, 5, dtype=torch.float64, generator=gen)
-    q = torch.rand(45, 3, 7, dtype=torch.float64, generator=gen)
-    pools = _pools(60, gen)
-    reads = _reads(pools, 45, gen)
+    k, values, q, pools, reads, _ = _pool_problem(60, 45, 3, 7, 5,
+                                                  torch.float64)
 
     def run():
         leaf = q.clone().requires_grad_()
@@ -307,12 +311,8 @@ def test_pool_readings_with_frozen_keys_and_values():
 
 
 def test_pool_readings_gradcheck_and_bad_input():
-    gen = torch.Generator().manual_seed(0)
-    k = torch.rand(30, 2, 3, dtype=torch.float64, generator=gen)
-    values = torch.randn(30, 4, 2, 3, dtype=torch.float64, generator=gen)
-    q = torch.rand(11, 2, 3, dtype=torch.float64, generator=gen)
-    pools = _pools(30, gen)
-    reads = _reads(pools, 11, gen)
+    k, values, q, pools, reads, _ = _pool_problem(30, 11, 2, 3, 3,
+                                                  torch.float64)
     with native.use_native('on'):
         assert torch.autograd.gradcheck(
             lambda k, v, q: ka.pool_readings(k, v, q, pools, reads),
