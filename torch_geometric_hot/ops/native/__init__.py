@@ -113,11 +113,11 @@ def _build() -> ctypes.CDLL:
             source += f.read()
     version = subprocess.run([compiler, '--version'], capture_output=True,
                              text=True).stdout
+    target_cpu = (platform.machine(), _cpu_signature())
     errors = []
     for flags in _FLAGS:
-        key = hashlib.sha256(source + repr((
-            flags, version, platform.machine(), _cpu_signature()))
-            .encode()).hexdigest()[:16]
+        key = hashlib.sha256(source + repr((flags, version, *target_cpu))
+                             .encode()).hexdigest()[:16]
         target = os.path.join(_cache_dir(), f'kernels_{key}.so')
         if not os.path.exists(target):
             partial = f'{target}.{os.getpid()}.tmp'
