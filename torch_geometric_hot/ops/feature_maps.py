@@ -19,6 +19,7 @@ from typing import Optional
 import torch
 from torch import Tensor
 
+from torch_geometric_hot.ops import native
 from torch_geometric_hot.ops.scatter import scatter_max
 
 KERNELS = ('favor+', 'relu', 'elu')
@@ -49,6 +50,119 @@ def orthogonal_gaussian(num_features: int, dim: int,
     norms = torch.randn(num_features, dim, generator=generator,
                         dtype=dtype).norm(dim=1, keepdim=True)
     return torch.cat(blocks, dim=0) * norms
+
+
+def _favor_logits(x: Tensor, projection: Tensor) -> Tensor:
+    # [N, H, r]: W (s x) - |s x|^2 / 2 with s = d^{-1/4}
+    x = x * x.size(-1)**-0.25
+    proj = x @ projection.to(x.dtype).t()
+    return proj.sub_(0.5 * (x * x).sum(dim=-1, keepdim=True))
+
+
+def _key_stabiliser(row_max: Tensor, group: Optional[Tensor],
+                    num_groups: Optional[int]) -> Tensor:
+    # keys share the maximum of their group's logits: [N, H] (or one for
+    # all keys)
+    if row_max.numel() == 0:
+        return row_max.new_zeros(())
+    if group is None:
+        return row_max.max()
+    size = num_groups if num_groups is not None else int(group.max()) + 1
+    return scatter_max(row_max, group, size)[group]
+
+
+def _favor_stabiliser(logits: Tensor, is_query: bool,
+                      group: Optional[Tensor],
+                      num_groups: Optional[int]) -> Tensor:
+    # the constant subtracted before exp (no gradient: it cancels in the
+    # attention ratio), broadcastable to the logits
+    row_max = logits.detach().amax(dim=-1)
+    stab = row_max if is_query else _key_stabiliser(row_max, group,
+                                                    num_groups)
+    return stab.unsqueeze(-1) if stab.dim() else stab
+
+
+class _FavorPlus(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, projection, is_query, group, num_groups):
+        log_scale = -0.5 * math.log(projection.size(0))
+        ctx.native = native.applies(x)
+        if ctx.native:  # logits and shift natively, then exp in place
+            x = x.contiguous()
+            out, row_max = native.favor_logits(x, projection, is_query,
+                                               log_scale)
+            if not is_query:
+                stab = _key_stabiliser(row_max, group, num_groups)
+                native.favor_shift(out, (log_scale - stab).expand_as(
+                    row_max).contiguous())
+            out.exp_()
+        else:
+            logits = _favor_logits(x, projection)
+            out = logits.sub_(_favor_stabiliser(logits, is_query, group,
+                                                num_groups) - log_scale)
+            out.exp_()
+        ctx.save_for_backward(x, out, projection)
+        return out
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad):
+        # d phi_r / dx = phi_r (w_r - s x) s, s = d^{-1/4}
+        x, out, projection = ctx.saved_tensors
+        if ctx.native:
+            return native.favor_backward(x, projection, out,
+                                         grad.contiguous()), \
+                None, None, None, None
+        s = x.size(-1)**-0.25
+        weighted = grad * out
+        grad_x = weighted @ projection.to(x.dtype)
+        grad_x.addcmul_(x, weighted.sum(dim=-1, keepdim=True), value=-s)
+        return grad_x.mul_(s), None, None, None, None
+
+
+def favor_plus(x: Tensor, projection: Tensor, is_query: bool,
+               group: Optional[Tensor] = None,
+               num_groups: Optional[int] = None) -> Tensor:
+    r"""FAVOR+ positive random features (Performer),
+
+    .. math::
+        \phi(x) = \frac{1}{\sqrt{r}} \exp\left(W x - \tfrac{1}{2}
+        \|x\|^2 - c\right), \qquad x \leftarrow x d^{-1/4},
+
+    as one operation: the forward pass works in place on one
+    :obj:`[N, H, r]` buffer (natively on CPU: the logits, their shift, then
+    torch's exp) and the backward pass is
+    :math:`\partial \phi_r / \partial x = \phi_r (w_r - x) d^{-1/4}` (a
+    chain of autograd operations would keep and revisit an
+    :obj:`[N, H, r]` tensor per step). The stabiliser :math:`c` is
+    treated as a constant: it cancels in the attention ratio.
+    :func:`favor_plus_reference` is the same map by autograd.
+
+    Args:
+        x (torch.Tensor): Queries or keys :obj:`[N, H, d]`.
+        projection (torch.Tensor): :math:`W` :obj:`[r, d]` (no gradient is
+            computed for it; one that requires one takes the reference
+            path).
+        is_query (bool): Queries take :math:`c` per row and head, keys one
+            per :obj:`group` (all keys when :obj:`None`).
+        group (torch.Tensor, optional): Group of every key row :obj:`[N]`.
+        num_groups (int, optional): Number of groups.
+
+    :rtype: :class:`torch.Tensor` :obj:`[N, H, r]`
+    """
+    if projection.requires_grad:
+        return favor_plus_reference(x, projection, is_query, group,
+                                    num_groups)
+    return _FavorPlus.apply(x, projection, is_query, group, num_groups)
+
+
+def favor_plus_reference(x: Tensor, projection: Tensor, is_query: bool,
+                         group: Optional[Tensor] = None,
+                         num_groups: Optional[int] = None) -> Tensor:
+    r""":func:`favor_plus` as a chain of autograd operations."""
+    logits = _favor_logits(x, projection)
+    stab = _favor_stabiliser(logits, is_query, group, num_groups)
+    return (logits - stab).exp() * projection.size(0)**-0.5
 
 
 class FeatureMap(torch.nn.Module):
@@ -146,22 +260,11 @@ class FeatureMap(torch.nn.Module):
                              f" got shape {tuple(x.shape)}")
         if self.kernel == 'elu':
             return torch.nn.functional.elu(x) + 1.0
-        x = x * self.head_dim**-0.25
-        proj = x @ self.projection.to(x.dtype).t()  # [N, H, r]
-        scale = self.num_features**-0.5
         if self.kernel == 'relu':
-            return (proj.relu() + _RELU_EPS) * scale
-        proj = proj - 0.5 * (x * x).sum(dim=-1, keepdim=True)
-        if is_query:
-            stab = proj.detach().amax(dim=-1, keepdim=True)
-        elif group is None or proj.size(0) == 0:
-            stab = proj.detach().amax()
-        else:
-            per_row = proj.detach().amax(dim=-1)  # [N, H]
-            size = num_groups if num_groups is not None else (
-                int(group.max()) + 1)
-            stab = scatter_max(per_row, group, size)[group].unsqueeze(-1)
-        return (proj - stab).exp() * scale
+            x = x * self.head_dim**-0.25
+            proj = x @ self.projection.to(x.dtype).t()  # [N, H, r]
+            return (proj.relu() + _RELU_EPS) * self.num_features**-0.5
+        return favor_plus(x, self.projection, is_query, group, num_groups)
 
     def extra_repr(self) -> str:
         return (f'head_dim={self.head_dim}, kernel={self.kernel!r}, '

@@ -6,7 +6,9 @@ next to this file at first use:
   summaries and their readings) and their fused backward passes;
 * ``class_combination.c``: the per-class combination of
   :mod:`torch_geometric_hot.ops.class_combination` (signed sums of terms,
-  division by the denominator) and its backward pass.
+  division by the denominator) and its backward pass;
+* ``feature_maps.c``: the FAVOR+ logits, their stabilising shift and the
+  backward pass of :func:`torch_geometric_hot.ops.feature_maps.favor_plus`.
 
 The sources are plain C11 (no torch headers, so they build in about a
 second);
@@ -49,7 +51,8 @@ from torch_geometric_hot.ops.native.workspace import (  # noqa: F401
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _SOURCES = [os.path.join(_HERE, name)
-            for name in ('kernel_attention.c', 'class_combination.c')]
+            for name in ('kernel_attention.c', 'class_combination.c',
+                         'feature_maps.c')]
 _FLAGS = [['-O3', '-march=native'], ['-O3']]  # the second if the first fails
 _COMMON = ['-std=gnu11', '-fopenmp-simd', '-shared', '-fPIC']
 _MODES = ('auto', 'on', 'off')
@@ -147,6 +150,15 @@ def _declare(library: ctypes.CDLL) -> ctypes.CDLL:
             pointer] * 2
         getattr(library, f'combine_backward_{suffix}').argtypes = \
             combine + [pointer] * 7
+        # FAVOR+: data pointers, then rows, d, r (and the shift flag), then
+        # the scale of x (and the log-scale of the features)
+        getattr(library, f'favor_logits_{suffix}').argtypes = \
+            [pointer] * 4 + [integer] * 4 + [real] * 2
+        getattr(library, f'favor_shift_{suffix}').argtypes = \
+            [pointer] * 2 + [integer] * 2
+        getattr(library, f'favor_shift_{suffix}').restype = None
+        getattr(library, f'favor_backward_{suffix}').argtypes = \
+            [pointer] * 5 + [integer] * 3 + [real]
     return library
 
 
@@ -402,6 +414,16 @@ def _slot_pointers(values: Tensor, slots: Sequence[int]) -> ctypes.Array:
         *[values.data_ptr() + s * step for s in slots])
 
 
+def _split_rows(run, rows: int, name: Optional[str] = None) -> None:
+    # run(start, stop) over independent rows, split across threads; with
+    # a name, run returns the kernel's status (negative: out of memory)
+    threads = min(torch.get_num_threads(), rows // MIN_ROWS_PER_THREAD)
+    statuses = [run(0, rows)] if threads <= 1 else _in_threads(
+        run, [rows * t // threads for t in range(threads + 1)])
+    if name is not None and any(status < 0 for status in statuses):
+        raise MemoryError(f'native {name}: out of memory for its scratch')
+
+
 def combine(table: CombinationTable, readings: Sequence[Tensor], q: Tensor,
             k: Tensor, positions: Sequence[Tensor], values: Tensor,
             slots: Sequence[int], nonempty: Tensor,
@@ -425,12 +447,7 @@ def combine(table: CombinationTable, readings: Sequence[Tensor], q: Tensor,
         _function('combine', out.dtype)(*args, out[start:].data_ptr(),
                                         den[start:].data_ptr())
 
-    # rows are independent: split across threads
-    threads = min(torch.get_num_threads(), rows // MIN_ROWS_PER_THREAD)
-    if threads <= 1:
-        run(0, rows)
-    else:
-        _in_threads(run, [rows * t // threads for t in range(threads + 1)])
+    _split_rows(run, rows)  # rows are independent
     return out, den
 
 
@@ -475,3 +492,65 @@ def combine_backward(table: CombinationTable,
         _pointers(grads[:n_r]), _ptr(grads[n_r]), _ptr(grads[n_r + 1]),
         grad_values)
     return grads
+
+
+def favor_logits(x: Tensor, projection: Tensor, shift_rows: bool,
+                 log_scale: float) -> Tuple[Tensor, Tensor]:
+    r"""FAVOR+ logits :obj:`[*, r]` of the rows of :obj:`x [*, d]`
+    (contiguous) against :obj:`projection [r, d]`,
+    :math:`l = W (s x) - \|s x\|^2 / 2` with :math:`s = d^{-1/4}`, and
+    their maxima per row :obj:`[*]`; with :obj:`shift_rows`, the logits are
+    shifted by :obj:`log_scale` minus their row's maximum."""
+    d, r = x.size(-1), projection.size(0)
+    transposed = projection.to(x.dtype).t().contiguous()
+    out = x.new_empty(x.shape[:-1] + (r, ))
+    row_max = x.new_empty(x.shape[:-1])
+    function = _function('favor_logits', x.dtype)
+
+    def run(start: int, stop: int) -> int:
+        return function(x.data_ptr() + start * d * x.element_size(),
+                        transposed.data_ptr(),
+                        out.data_ptr() + start * r * out.element_size(),
+                        row_max.data_ptr() + start * row_max.element_size(),
+                        stop - start, d, r, int(shift_rows), d**-0.25,
+                        log_scale)
+
+    _split_rows(run, row_max.numel(), 'favor_logits')
+    return out, row_max
+
+
+def favor_shift(out: Tensor, shift: Tensor) -> None:
+    r"""Adds :obj:`shift [*]` to every row of the logits :obj:`out [*, r]`
+    (both contiguous), in place."""
+    r = out.size(-1)
+    function = _function('favor_shift', out.dtype)
+
+    def run(start: int, stop: int) -> None:
+        function(out.data_ptr() + start * r * out.element_size(),
+                 shift.data_ptr() + start * shift.element_size(),
+                 stop - start, r)
+
+    _split_rows(run, shift.numel())
+
+
+def favor_backward(x: Tensor, projection: Tensor, phi: Tensor,
+                   grad: Tensor) -> Tensor:
+    r"""The gradient with respect to :obj:`x [*, d]` of the FAVOR+ features
+    :obj:`phi [*, r]` of its rows (:func:`favor_logits`, shifted, then
+    exponentiated) for their gradient :obj:`grad` (all contiguous)."""
+    d, r = x.size(-1), phi.size(-1)
+    projection = projection.to(x.dtype).contiguous()
+    grad_x = torch.empty_like(x)
+    function = _function('favor_backward', x.dtype)
+    size = x.element_size()
+
+    def run(start: int, stop: int) -> int:
+        return function(x.data_ptr() + start * d * size,
+                        projection.data_ptr(),
+                        phi.data_ptr() + start * r * size,
+                        grad.data_ptr() + start * r * size,
+                        grad_x.data_ptr() + start * d * size, stop - start,
+                        d, r, d**-0.25)
+
+    _split_rows(run, x.numel() // d, 'favor_backward')
+    return grad_x

@@ -1,0 +1,128 @@
+import pytest
+import torch
+
+from torch_geometric_hot.ops import native
+from torch_geometric_hot.ops.feature_maps import FeatureMap, favor_plus, \
+    favor_plus_reference
+
+DTYPES = [torch.float32, torch.float64]
+TOL = {torch.float32: dict(atol=1e-5, rtol=1e-4),
+       torch.float64: dict(atol=1e-12, rtol=1e-10)}
+
+
+def _inputs(dtype, rows=40, heads=3, dim=8, features=17, groups=3, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.randn(rows, heads, dim, generator=gen, dtype=dtype) * 2
+    w = torch.randn(features, dim, generator=gen, dtype=dtype)
+    group = torch.randint(0, groups, (rows, ), generator=gen)
+    return x.requires_grad_(), w, group
+
+
+def _assert_matches_reference(x, w, args, dtype):
+    out, ref = favor_plus(x, w, *args), favor_plus_reference(x, w, *args)
+    torch.testing.assert_close(out, ref, **TOL[dtype])
+    grad = torch.randn_like(out)
+    torch.testing.assert_close(torch.autograd.grad(out, x, grad)[0],
+                               torch.autograd.grad(ref, x, grad)[0],
+                               **TOL[dtype])
+
+
+@pytest.mark.parametrize('native_mode', ['auto', 'off'])
+@pytest.mark.parametrize('dtype', DTYPES)
+@pytest.mark.parametrize('is_query,grouped', [(True, False), (False, False),
+                                              (False, True)])
+# (rows, d, r): the native kernels' vectors hold 4 or 8 lanes; r = 40 fills
+# more than one register block, rows = 1 is only the (copied) last row
+@pytest.mark.parametrize('rows,dim,features', [(40, 8, 17), (7, 5, 11),
+                                               (1, 3, 40), (9, 16, 45)])
+def test_favor_plus_matches_reference(native_mode, dtype, is_query, grouped,
+                                      rows, dim, features):
+    x, w, group = _inputs(dtype, rows=rows, dim=dim, features=features)
+    with native.use_native(native_mode):
+        _assert_matches_reference(x, w, (is_query, group if grouped else
+                                         None, 3), dtype)
+
+
+def test_favor_plus_across_threads():
+    # enough rows for the native kernels to split them between threads
+    x, w, group = _inputs(torch.float32, rows=6000, heads=4)
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        for is_query in (True, False):
+            _assert_matches_reference(x, w, (is_query, group, 3),
+                                      torch.float32)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def test_favor_plus_gradcheck_of_normalised_features():
+    # The stabiliser is a constant to the backward pass; in a ratio over
+    # the rows that share it, it cancels, so finite differences agree.
+    x, w, group = _inputs(torch.float64, rows=12, heads=2, dim=4,
+                          features=6)
+
+    def per_query(x):
+        phi = favor_plus(x, w, True)
+        return phi / phi.sum(-1, keepdim=True)
+
+    def per_group(x):
+        phi = favor_plus(x, w, False, group, 3)
+        total = phi.new_zeros(3, *phi.shape[1:]).index_add_(0, group, phi)
+        return phi / total.sum(-1, keepdim=True)[group]
+
+    assert torch.autograd.gradcheck(per_query, (x, ))
+    assert torch.autograd.gradcheck(per_group, (x, ))
+
+
+def test_favor_plus_stabiliser_is_per_group():
+    # keys of one group do not move when another group's keys grow
+    x, w, group = _inputs(torch.float64)
+    out = favor_plus(x, w, False, group, 3)
+    scaled = x.detach().clone()
+    scaled[group == 2] *= 3
+    moved = favor_plus(scaled, w, False, group, 3)
+    keep = group != 2
+    torch.testing.assert_close(out[keep], moved[keep])
+    assert not torch.allclose(out[~keep], moved[~keep])
+
+
+@pytest.mark.parametrize('is_query,grouped', [(True, False), (False, False),
+                                              (False, True)])
+def test_favor_plus_empty_input(is_query, grouped):
+    x, w, _ = _inputs(torch.float32, rows=0)
+    group = torch.zeros(0, dtype=torch.long) if grouped else None
+    out = favor_plus(x, w, is_query, group, 1)
+    assert out.shape == (0, 3, 17)
+    out.sum().backward()
+    assert x.grad.shape == x.shape
+
+
+def test_favor_plus_trains_a_projection_through_the_reference():
+    x, w, _ = _inputs(torch.float64)
+    w.requires_grad_()
+    favor_plus(x, w, True).sum().backward()
+    assert w.grad is not None and torch.isfinite(w.grad).all()
+
+
+def test_feature_map_uses_favor_plus():
+    fm = FeatureMap(8, 'favor+', num_features=11, seed=0).double()
+    x, _, group = _inputs(torch.float64)
+    torch.testing.assert_close(
+        fm(x, False, group, 3),
+        favor_plus_reference(x, fm.projection, False, group, 3))
+    assert fm(x, True).shape == (40, 3, 11)
+
+
+@pytest.mark.parametrize('native_mode', ['auto', 'off'])
+@pytest.mark.parametrize('dtype', DTYPES)
+def test_favor_plus_query_stabiliser_is_the_largest_logit(
+        native_mode, dtype):
+    # every logit below -|x|^2/2 (the value a padded feature would have):
+    # the largest feature of a query row is still exactly exp(0) / sqrt(r)
+    x, w, _ = _inputs(dtype, rows=6, dim=5, features=11)
+    with native.use_native(native_mode):
+        out = favor_plus(-x.detach().abs(), w.abs(), True)
+    torch.testing.assert_close(out.amax(-1),
+                               torch.full(out.shape[:-1], 11**-0.5,
+                                          dtype=dtype))
