@@ -265,6 +265,26 @@ def _pool_problem(rows, queries, heads, features, channels, dtype):
     return k, values, q, pools, _reads(pools, queries, gen), gen
 
 
+@pytest.fixture(params=['summaries', 'chosen', 'direct'])
+def grouping(request, monkeypatch):
+    r"""How pool_readings reads the groups natively: all through summaries,
+    by its cost rule, or every group the direct kernels take directly."""
+    if request.param == 'summaries':
+        monkeypatch.setattr(ka, 'DIRECT_MAX_KEYS', 0)
+    elif request.param == 'direct':
+        monkeypatch.setattr(ka, 'DIRECT_COST_RATIO', float('inf'))
+    calls, direct_read = [], native.direct_read
+
+    def counted(*args):
+        calls.append(1)
+        direct_read(*args)
+
+    monkeypatch.setattr(native, 'direct_read', counted)
+    yield request.param
+    # the setting took: summaries alone never read directly, direct always
+    assert (len(calls) > 0) == (request.param != 'summaries')
+
+
 def _pool_run(k, values, q, pools, reads, grads):
     leaves = [t.clone().requires_grad_() for t in (k, values, q)]
     outs = ka.pool_readings(*leaves, pools, reads)
@@ -273,7 +293,7 @@ def _pool_run(k, values, q, pools, reads, grads):
 
 @pytest.mark.parametrize('channels', [5, 8, 12])
 @pytest.mark.parametrize('dtype', [torch.float64, torch.float32])
-def test_pool_readings_equal_gathered_copies(channels, dtype):
+def test_pool_readings_equal_gathered_copies(channels, dtype, grouping):
     k, values, q, pools, reads, gen = _pool_problem(60, 45, 3, 7, channels,
                                                     dtype)
     reads.append(reads[2]._replace(slots=(0, )))  # as the full reading's
@@ -296,7 +316,7 @@ def test_pool_readings_equal_gathered_copies(channels, dtype):
     torch.testing.assert_close(part[..., -1], full[..., -1], **tol)
 
 
-def test_pool_readings_with_frozen_keys_and_values():
+def test_pool_readings_with_frozen_keys_and_values(grouping):
     # only the queries need a gradient: no summary gradient is formed
     k, values, q, pools, reads, _ = _pool_problem(60, 45, 3, 7, 5,
                                                   torch.float64)
@@ -310,7 +330,7 @@ def test_pool_readings_with_frozen_keys_and_values():
     torch.testing.assert_close(on, off, rtol=1e-12, atol=1e-12)
 
 
-def test_pool_readings_gradcheck_and_bad_input():
+def test_pool_readings_gradcheck_and_bad_input(grouping):
     k, values, q, pools, reads, _ = _pool_problem(30, 11, 2, 3, 3,
                                                   torch.float64)
     with native.use_native('on'):
@@ -345,20 +365,24 @@ def test_pool_readings_gradcheck_and_bad_input():
                              [reads[0]._replace(slots=(1, ))])
 
 
-def test_pool_readings_with_repeated_and_no_positions(monkeypatch):
+@pytest.mark.parametrize('groups', [40, 400])
+def test_pool_readings_with_repeated_and_no_positions(groups, grouping,
+                                                      monkeypatch):
     # a pool may add up one input row in several groups (its gradient rows
     # are then accumulated on one thread), give its positions as int32 or
-    # hold no rows at all
+    # hold no rows at all; 40 groups of ~75 keys are summarised, 400 of ~8
+    # may be read directly
     monkeypatch.setattr(native, 'MIN_ROWS_PER_THREAD', 8)
     gen = torch.Generator().manual_seed(0)
     k = torch.rand(50, 2, 5, dtype=torch.float64, generator=gen)
     values = torch.randn(50, 3, 2, 4, dtype=torch.float64, generator=gen)
     q = torch.rand(100, 2, 5, dtype=torch.float64, generator=gen)
     pools = [ka.Pool(torch.randint(50, (3000, ), generator=gen).int(),
-                     torch.randint(40, (3000, ), generator=gen), 40, (2, 0)),
+                     torch.randint(groups, (3000, ), generator=gen), groups,
+                     (2, 0)),
              ka.Pool(torch.empty(0, dtype=torch.long),
                      torch.empty(0, dtype=torch.long), 6, (1, ))]
-    reads = [ka.Reading(0, torch.randint(40, (100, ), generator=gen)),
+    reads = [ka.Reading(0, torch.randint(groups, (100, ), generator=gen)),
              ka.Reading(1, torch.randint(6, (100, ), generator=gen))]
     grads = [torch.randn(100, 2, 9, dtype=torch.float64, generator=gen),
              torch.randn(100, 2, 5, dtype=torch.float64, generator=gen)]
@@ -373,3 +397,50 @@ def test_pool_readings_with_repeated_and_no_positions(monkeypatch):
                 torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
     finally:
         torch.set_num_threads(threads)
+
+
+@pytest.mark.parametrize('dtype', [torch.float64, torch.float32])
+def test_direct_readings_of_groups_with_many_queries(dtype, monkeypatch):
+    # the direct backward pass takes a group's queries in chunks: groups of
+    # a few keys read by hundreds of queries, and one of no key
+    monkeypatch.setattr(ka, 'DIRECT_COST_RATIO', float('inf'))
+    gen = torch.Generator().manual_seed(0)
+    k = torch.rand(30, 2, 6, dtype=dtype, generator=gen)
+    values = torch.randn(30, 2, 2, 8, dtype=dtype, generator=gen)
+    q = torch.rand(700, 2, 6, dtype=dtype, generator=gen)
+    keys = torch.randint(3, (30, ), generator=gen)  # group 3: no key
+    pools = [ka.Pool(torch.arange(30), keys, 4, (1, 0))]
+    reads = [ka.Reading(0, torch.randint(4, (700, ), generator=gen)),
+             ka.Reading(0, torch.randint(4, (700, ), generator=gen), (0, ))]
+    grads = [torch.randn(700, 2, _width(pools, r, 8), dtype=dtype,
+                         generator=gen) for r in reads]
+    on, off = _both_modes(lambda: _pool_run(k, values, q, pools, reads,
+                                            grads))
+    tol = dict(rtol=1e-12, atol=1e-12) if dtype == torch.float64 else \
+        dict(rtol=1e-4, atol=1e-4)
+    for a, b in zip(on, off):
+        torch.testing.assert_close(a, b, **tol)
+    assert on[0][reads[0].index == 3].abs().sum() == 0
+
+
+def test_direct_readings_split_across_threads(monkeypatch):
+    # distinct key rows: the direct backward pass too splits its groups
+    monkeypatch.setattr(native, 'MIN_ROWS_PER_THREAD', 8)
+    monkeypatch.setattr(ka, 'DIRECT_COST_RATIO', float('inf'))
+    gen = torch.Generator().manual_seed(0)
+    k = torch.rand(600, 2, 5, dtype=torch.float64, generator=gen)
+    values = torch.randn(600, 3, 2, 4, dtype=torch.float64, generator=gen)
+    q = torch.rand(500, 2, 5, dtype=torch.float64, generator=gen)
+    pools = [ka.Pool(torch.randperm(600, generator=gen),
+                     torch.randint(200, (600, ), generator=gen), 200, (2, 0))]
+    reads = [ka.Reading(0, torch.randint(200, (500, ), generator=gen))]
+    grads = [torch.randn(500, 2, 9, dtype=torch.float64, generator=gen)]
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        on, off = _both_modes(lambda: _pool_run(k, values, q, pools, reads,
+                                                grads))
+    finally:
+        torch.set_num_threads(threads)
+    for a, b in zip(on, off):
+        torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)

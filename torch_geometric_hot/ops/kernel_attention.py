@@ -15,7 +15,13 @@ readings, as one operation.
 Each is the other's adjoint, so their backward passes call each other. On
 CPU float32/float64 both run as native kernels
 (:mod:`torch_geometric_hot.ops.native`) when those build: each pass visits
-the rows group by group, and each backward is one fused pass.
+the rows group by group, and each backward is one fused pass. Natively,
+:func:`pool_readings` reads a group of few keys (a node's row or column
+in a sparse graph) straight from its keys,
+:math:`o = \sum_j (q^\top k_j) [v_j, 1]`, where that costs fewer
+products than its summary (:data:`DIRECT_MAX_KEYS`,
+:data:`DIRECT_COST_RATIO`): the same readings without the
+:obj:`[R, C]` summary block.
 Naive references (:func:`segment_outer_sum_reference`,
 :func:`gather_contract_reference`) hold everything at once and exist for
 tests.
@@ -259,14 +265,60 @@ def _check_readings(q: Tensor, k: Tensor, pools: Sequence[Pool],
                              f'{pools[read.pool].slots}, got {read.slots}')
 
 
+#: Groups of at most this many keys may be read straight from their keys
+#: (:func:`~torch_geometric_hot.ops.native.direct_read`, no summary);
+#: capped by the kernel's
+#: :func:`~torch_geometric_hot.ops.native.direct_max_keys`. 0: never.
+DIRECT_MAX_KEYS = 32
+#: ... when their :math:`n (R + C)` products per query are at most this
+#: many times a summary's :math:`R C` per key and per query (a summary
+#: costs about twice its products: its blocks are stored, read back and,
+#: backward, transposed).
+DIRECT_COST_RATIO = 2.0
+
+
+class DirectGroups(NamedTuple):
+    r"""The groups of a pool that :func:`native_pool_readings` reads
+    directly: the pool's key rows by group, and the groups read so."""
+    keys: native.Groups
+    groups: Tensor
+
+
 class PoolPlan(NamedTuple):
     r"""What the backward pass of natively computed :func:`pool_readings`
-    needs besides its inputs: per pool its visits and value columns, per
-    reading its visits and summary columns, and the summaries."""
+    needs besides its inputs: per pool the visits and value columns of its
+    summarised groups (renumbered) and its directly read groups, per
+    reading the visits and summary columns of its queries in summarised
+    groups and its queries by group, and the summaries."""
     pools: List[Tuple[native.Runs, Tensor]]
     read_runs: List[native.Runs]
     read_columns: List[Tensor]
     summaries: List[Tensor]
+    direct: List[Optional[DirectGroups]]
+    read_queries: List[native.Groups]
+
+
+def _value_columns(slots: Sequence[int], H: int, D: int) -> Tensor:
+    # offsets of the slots' channels in a values row (head h adds h * D)
+    return (torch.tensor(slots, dtype=torch.long).view(-1, 1) * (H * D) +
+            torch.arange(D)).view(-1)
+
+
+def _direct(key_counts: Tensor, query_counts: Tensor, R: int, C: int,
+            limit: int) -> Optional[Tensor]:
+    # the groups read directly (see DIRECT_COST_RATIO), None when none is
+    n, m = key_counts, query_counts
+    direct = (n <= limit) & (m * n * (R + C) <= DIRECT_COST_RATIO *
+                             (n + m) * R * C)
+    return direct if bool(direct.any()) else None
+
+
+def _restrict(runs: native.Runs, keep: Tensor) -> native.Runs:
+    # the visits of the kept groups, the groups renumbered 0, 1, ...
+    mask = keep.index_select(0, runs.groups)
+    number = keep.long().cumsum(0) - 1
+    return native.Runs(runs.rows[mask],
+                       number.index_select(0, runs.groups[mask]))
 
 
 def native_pool_readings(k: Tensor, values: Tensor, q: Tensor,
@@ -276,9 +328,13 @@ def native_pool_readings(k: Tensor, values: Tensor, q: Tensor,
     r"""The readings of :func:`pool_readings` by the native kernels, without
     autograd (inputs contiguous and checked; temporaries taken from
     :obj:`scratch` when given), and the plan of their backward pass
-    (:func:`native_pool_readings_backward`)."""
+    (:func:`native_pool_readings_backward`). Groups with few keys (see
+    :data:`DIRECT_MAX_KEYS`) are read from their keys, the others through
+    their summaries."""
     P, _, H, D = values.shape
+    R = k.size(-1)
     flat = values.view(P, -1)
+    limit = min(DIRECT_MAX_KEYS, native.direct_max_keys(k.dtype))
     sorted_by: Dict[Tuple[int, int], native.Runs] = {}
 
     def visits(index: Tensor, num_groups: int) -> native.Runs:
@@ -288,24 +344,58 @@ def native_pool_readings(k: Tensor, values: Tensor, q: Tensor,
             sorted_by[key] = native.runs(index, num_groups)
         return sorted_by[key]
 
-    plans, summaries = [], []
-    for pool in pools:
+    read_visits = [visits(read.index, pools[read.pool].num_groups)
+                   for read in reads]
+    read_queries = [native.Groups.of(runs, pools[read.pool].num_groups)
+                    for read, runs in zip(reads, read_visits)]
+    plans, summaries, direct, summarised = [], [], [], []
+    for p, pool in enumerate(pools):
         runs = visits(pool.index, pool.num_groups).through(pool.position)
-        # row offsets of the slots' channels (head h adds h * D)
-        columns = (torch.tensor(pool.slots).view(-1, 1) * (H * D) +
-                   torch.arange(D)).view(-1)
-        summaries.append(native.outer_sum(k, flat, runs, pool.num_groups, D,
+        columns = _value_columns(pool.slots, H, D)
+        keys = native.Groups.of(runs, pool.num_groups)
+        queries = sum((g.ptr.diff() for read, g in zip(reads, read_queries)
+                       if read.pool == p), torch.zeros_like(keys.ptr[1:]))
+        chosen = _direct(keys.ptr.diff(), queries, R, columns.numel() + 1,
+                         limit) if limit > 0 else None
+        if chosen is not None:
+            direct.append(DirectGroups(keys, chosen.nonzero().view(-1)))
+            summarised.append(~chosen)
+            runs = _restrict(runs, summarised[-1])
+            num_groups = int(summarised[-1].sum())
+        else:
+            direct.append(None)
+            summarised.append(None)
+            num_groups = pool.num_groups
+        summaries.append(native.outer_sum(k, flat, runs, num_groups, D,
                                           columns, True))
         plans.append((runs, columns))
-    read_runs = [visits(read.index, pools[read.pool].num_groups)
-                 for read in reads]
+    read_runs = [runs if summarised[read.pool] is None else _restrict(
+        runs, summarised[read.pool]) for read, runs in zip(reads, read_visits)]
     read_columns = [_read_columns(pools[read.pool], read, D)
                     for read in reads]
-    outs = [native.contract(q, summaries[read.pool], runs, columns, None if
-                            scratch is None else scratch.empty(
+    outs = [native.contract(q, summaries[read.pool], runs, columns, None
+                            if scratch is None else scratch.empty(
                                 (q.size(0), H, columns.numel()), q.dtype))
             for read, runs, columns in zip(reads, read_runs, read_columns)]
-    return outs, PoolPlan(plans, read_runs, read_columns, summaries)
+    plan = PoolPlan(plans, read_runs, read_columns, summaries, direct,
+                    read_queries)
+    for p, part in enumerate(direct):
+        if part is not None:
+            native.direct_read(k, flat, q, part.keys, part.groups, D,
+                               plans[p][1], _direct_readings(plan, reads, p,
+                                                             outs))
+    return outs, plan
+
+
+def _direct_readings(plan: PoolPlan, reads: Sequence[Reading], pool: int,
+                     data: Sequence[Optional[Tensor]]
+                     ) -> List[native.DirectReading]:
+    # the readings of a pool for the direct kernels, with their outputs or
+    # gradients (data)
+    return [native.DirectReading(queries, columns[:-1], x)
+            for read, queries, columns, x in zip(
+                reads, plan.read_queries, plan.read_columns, data)
+            if read.pool == pool]
 
 
 def native_pool_readings_backward(plan: PoolPlan, k: Tensor, values: Tensor,
@@ -324,6 +414,12 @@ def native_pool_readings_backward(plan: PoolPlan, k: Tensor, values: Tensor,
     :obj:`grad_q` holds a gradient."""
     need_s = grad_k is not None or grad_v is not None
     summaries = plan.summaries
+    flat_grad_v = None if grad_v is None else grad_v.view(grad_v.size(0), -1)
+    if grad_q is not None and not q_written and any(
+            plan.direct[read.pool] is not None and grad is not None
+            for read, grad in zip(reads, grads)):
+        grad_q.zero_()  # direct readings add to every row they read
+        q_written = True
     # one gradient buffer for every pool's summaries in turn: the first
     # reading of a pool writes it, the others add to it
     buffer = scratch.empty((max(s.numel() for s in summaries), ), k.dtype) \
@@ -350,8 +446,15 @@ def native_pool_readings_backward(plan: PoolPlan, k: Tensor, values: Tensor,
         if s_written:
             native.outer_sum_backward(
                 k, values.view(values.size(0), -1), grad_s, runs,
-                values.size(-1), columns, True, grad_k,
-                None if grad_v is None else grad_v.view(grad_v.size(0), -1))
+                values.size(-1), columns, True, grad_k, flat_grad_v)
+        part = plan.direct[p]
+        if part is not None and mine:
+            native.direct_read_backward(
+                k, values.view(values.size(0), -1), q, part.keys,
+                part.groups, values.size(-1), columns,
+                _direct_readings(plan, reads, p, [
+                    None if g is None else g.contiguous() for g in grads]),
+                grad_q, grad_k, flat_grad_v)
     return q_written
 
 
@@ -414,10 +517,12 @@ def pool_readings(k: Tensor, values: Tensor, q: Tensor,
     keys alone: the denominator), and every :class:`Reading` :math:`r` the
     contraction :math:`o^r_i = q_i^\top S^{p(r)}_{\text{index}^r_i}`.
     Natively, the key and value rows are read in place (no gathered or
-    concatenated copies), and the backward pass keeps one gradient per
-    input and one summary-gradient buffer for all pools (each written by
-    its pool's first reading, added to by the others); otherwise it is
-    :func:`pool_outer_sum_reference` then :func:`gather_contract`.
+    concatenated copies), groups of few keys are read directly from them
+    (no summary; see :data:`DIRECT_MAX_KEYS`), and the backward pass keeps
+    one gradient per input and one summary-gradient buffer for all pools
+    (each written by its pool's first reading, added to by the others);
+    otherwise it is :func:`pool_outer_sum_reference` then
+    :func:`gather_contract`.
 
     Args:
         k (torch.Tensor): Keys :obj:`[P, H, R]` (feature-mapped).

@@ -8,7 +8,9 @@ next to this file at first use:
   :mod:`torch_geometric_hot.ops.class_combination` (signed sums of terms,
   division by the denominator) and its backward pass;
 * ``feature_maps.c``: the FAVOR+ logits, their stabilising shift and the
-  backward pass of :func:`torch_geometric_hot.ops.feature_maps.favor_plus`.
+  backward pass of :func:`torch_geometric_hot.ops.feature_maps.favor_plus`;
+* ``direct_readings.c``: readings of small key groups straight from their
+  keys (no summary), forward and backward.
 
 The sources are plain C11 (no torch headers, so they build in about a
 second);
@@ -27,7 +29,8 @@ The choice can be forced with the environment variable
 tensors (anything else, and tracing by ``torch.compile``, takes the torch
 path). The summary kernels split their rows across
 ``torch.get_num_threads()`` threads at group boundaries (no two threads
-write the same summary block); the class combination splits its forward
+write the same summary block), the direct readings their groups, the
+FAVOR+ kernels their rows; the class combination splits its forward
 pass's rows across them and runs its backward pass (which adds to shared
 key and value rows) on one.
 """
@@ -52,7 +55,7 @@ from torch_geometric_hot.ops.native.workspace import (  # noqa: F401
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _SOURCES = [os.path.join(_HERE, name)
             for name in ('kernel_attention.c', 'class_combination.c',
-                         'feature_maps.c')]
+                         'feature_maps.c', 'direct_readings.c')]
 _FLAGS = [['-O3', '-march=native'], ['-O3']]  # the second if the first fails
 _COMMON = ['-std=gnu11', '-fopenmp-simd', '-shared', '-fPIC']
 _MODES = ('auto', 'on', 'off')
@@ -61,6 +64,8 @@ _FUNCTIONS = {  # name: (pointer arguments, integer arguments)
     'contract': (6, 5),
     'contract_backward': (8, 8),
     'outer_sum_backward': (8, 7),
+    'direct_read': (12, 7),
+    'direct_read_backward': (15, 7),
 }
 
 
@@ -157,6 +162,7 @@ def _declare(library: ctypes.CDLL) -> ctypes.CDLL:
         getattr(library, f'favor_shift_{suffix}').argtypes = \
             [pointer] * 2 + [integer] * 2
         getattr(library, f'favor_shift_{suffix}').restype = None
+        getattr(library, f'direct_max_keys_{suffix}').restype = integer
         getattr(library, f'favor_backward_{suffix}').argtypes = \
             [pointer] * 5 + [integer] * 3 + [real]
     return library
@@ -554,3 +560,100 @@ def favor_backward(x: Tensor, projection: Tensor, phi: Tensor,
 
     _split_rows(run, x.numel() // d, 'favor_backward')
     return grad_x
+
+
+class Groups(NamedTuple):
+    r"""Rows listed group by group: group :obj:`g` holds
+    :obj:`rows[ptr[g]:ptr[g + 1]]`."""
+    rows: Tensor
+    ptr: Tensor
+
+    @staticmethod
+    def of(runs: Runs, num_groups: int) -> 'Groups':
+        r"""The visits of :obj:`runs` as groups."""
+        counts = torch.bincount(runs.groups, minlength=num_groups)
+        return Groups(runs.rows, torch.cat([counts.new_zeros(1),
+                                            counts.cumsum(0)]))
+
+
+def direct_max_keys(dtype: torch.dtype) -> int:
+    r"""The most keys a group may have for :func:`direct_read`."""
+    return _function('direct_max_keys', dtype)()
+
+
+def _direct_call(name: str, dtype: torch.dtype, groups: Tensor,
+                 pointers: Sequence, integers: Sequence[int],
+                 split: bool = True) -> None:
+    # pointers: the data before the group list, then after it; the group
+    # list is split across threads (groups write disjoint rows) unless
+    # split is False
+    function = _function(name, dtype)
+
+    def run(start: int, stop: int) -> int:
+        return function(*pointers[0], groups[start:].data_ptr(),
+                        *pointers[1], stop - start, *integers)
+
+    if split:
+        _split_rows(run, groups.numel(), name)
+    elif run(0, groups.numel()) < 0:
+        raise MemoryError(f'native {name}: out of memory for its scratch')
+
+
+class DirectReading(NamedTuple):
+    r"""One reading of :func:`direct_read`: its query rows by group, the
+    columns it reads (indices into the pool's value columns, long) and its
+    output (or, backward, its gradient) :obj:`[rows, H, len(sel) + 1]`."""
+    queries: Groups
+    sel: Tensor
+    data: Optional[Tensor]
+
+
+def _reading_pointers(readings: Sequence[DirectReading]) -> list:
+    # the per-reading pointer arrays: query rows, their group starts, the
+    # columns read, their counts, the outputs or gradients
+    counts = torch.tensor([r.sel.numel() for r in readings] or [0])
+    return [_pointers([r.queries.rows for r in readings]),
+            _pointers([r.queries.ptr for r in readings]),
+            _pointers([r.sel for r in readings]), counts,
+            _pointers([r.data for r in readings])]
+
+
+def direct_read(k: Tensor, v: Tensor, q: Tensor, keys: Groups,
+                groups: Tensor, head_stride: int, columns: Tensor,
+                readings: Sequence[DirectReading]) -> None:
+    r"""Writes the readings :obj:`data[row] = q[row]^T S_g[:, sel]` (then
+    the denominator) of the query rows of :obj:`groups` (long; each with at
+    most :func:`direct_max_keys` keys), where :obj:`S_g = sum k[x] [v[x, h *
+    head_stride + columns], 1]^T` over the keys :obj:`x` of group :obj:`g`,
+    computed from the keys without the summary. :obj:`k [P, H, R]`,
+    :obj:`v [P, L]`, :obj:`q [rows, H, R]` and the outputs contiguous."""
+    (_, H, R), C = k.shape, columns.numel()
+    arrays = _reading_pointers(readings)
+    _direct_call('direct_read', k.dtype, groups, [
+        [k.data_ptr(), v.data_ptr(), q.data_ptr(), keys.rows.data_ptr(),
+         keys.ptr.data_ptr()],
+        [columns.data_ptr(), *arrays[:3], arrays[3].data_ptr(), arrays[4]]],
+        [len(readings), H, R, C, v.size(1), head_stride])
+
+
+def direct_read_backward(k: Tensor, v: Tensor, q: Tensor, keys: Groups,
+                         groups: Tensor, head_stride: int, columns: Tensor,
+                         readings: Sequence[DirectReading],
+                         grad_q: Optional[Tensor], grad_k: Optional[Tensor],
+                         grad_v: Optional[Tensor]) -> None:
+    r"""Adds the gradients of :func:`direct_read` for the readings'
+    gradients (their :obj:`data`, contiguous; :obj:`None`: zero) to
+    :obj:`grad_q`, :obj:`grad_k` and :obj:`grad_v` (laid out as :obj:`q`,
+    :obj:`k`, :obj:`v`; each skipped when :obj:`None`), split across threads
+    only when no key row is listed twice (two threads would add to it at
+    once)."""
+    (_, H, R), C = k.shape, columns.numel()
+    arrays = _reading_pointers(readings)
+    split = torch.get_num_threads() > 1 and bool(
+        (torch.bincount(keys.rows) <= 1).all())
+    _direct_call('direct_read_backward', k.dtype, groups, [
+        [k.data_ptr(), v.data_ptr(), q.data_ptr(), keys.rows.data_ptr(),
+         keys.ptr.data_ptr()],
+        [columns.data_ptr(), *arrays[:3], arrays[3].data_ptr(), arrays[4],
+         _ptr(grad_q), _ptr(grad_k), _ptr(grad_v)]],
+        [len(readings), H, R, C, v.size(1), head_stride], split)

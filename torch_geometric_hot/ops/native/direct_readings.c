@@ -1,0 +1,361 @@
+/*
+ * Readings of small key groups computed directly from their keys: for a
+ * query row i of group g and head h,
+ *     o_i = sum_{j in g} (q_i . k_j) [v_j, 1]
+ * which is q_i^T S_g of kernel_attention.c without the summary S_g. A
+ * group of n keys costs n (R + C) per query instead of R C per key and
+ * per query plus the [R, C] block's stores and transposes: cheaper while
+ * n is small (at most MAX_KEYS = 4 vectors of keys here).
+ *
+ * Per group and head, the group's keys are gathered once into cache-
+ * resident panels (keys transposed [R, NK], keys [NK, RP], values
+ * [NK, CP] and transposed [C, NK]; RP, CP: whole vectors), then every
+ * query of every reading of the group is one pass over them: the n
+ * weights q_i . k_j as NK-lane vectors, then their products with the
+ * values, vectorised over the value columns (a reading stores the columns
+ * it reads). The backward pass recomputes the weights and, a chunk of
+ * queries at a time, accumulates the group's key and value gradients in
+ * transposed panels (register blocks over the chunk), added to the
+ * gradient rows once per group and head. Lanes and rows past a group's n
+ * keys hold stale data that no result reads. Groups (and so the rows
+ * they write) are distinct, so a caller may split the list of groups
+ * across threads.
+ *
+ * Keys and queries are [.., H, R] rows (row stride H R); the pool's value
+ * column c of head h of data row x is v[x * ldv + h * hb + src[c]], and a
+ * reading reads columns sel[0, nsel) of them. Readings and their
+ * gradients are [rows, H, nsel + 1] (the last column: the denominator).
+ * Plain C11 with GCC vector extensions; compiled with the other kernels by
+ * torch_geometric_hot.ops.native. Functions that allocate scratch return
+ * -1 when that fails, else 0.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define DV_BYTES 32
+#define INLINE_D static inline __attribute__((always_inline))
+/* Vectors of keys a group may have (its weights stay in registers). */
+#define KEY_VECS 4
+/* Vectors of columns accumulated at once. */
+#define COL_VECS 4
+/* Queries whose weights the backward pass holds at once. */
+#define CHUNK 64
+
+#define DEFINE_DIRECT(T, SUF)                                                 \
+typedef T dvec_##SUF __attribute__((vector_size(DV_BYTES), aligned(sizeof(T))));\
+enum { DW_##SUF = DV_BYTES / sizeof(T), NK_##SUF = KEY_VECS * DW_##SUF };     \
+                                                                              \
+INLINE_D dvec_##SUF dld_##SUF(const T *p) { return *(const dvec_##SUF *)p; } \
+INLINE_D void dst_##SUF(T *p, dvec_##SUF x) { *(dvec_##SUF *)p = x; }        \
+                                                                              \
+/* Prefetches `bytes` from p (the rows of the next group: its first touch  \
+   would otherwise stall on memory). */                                      \
+INLINE_D void fetch_##SUF(const void *p, int64_t bytes) {                    \
+    for (int64_t b = 0; b < bytes; b += 64)                                   \
+        __builtin_prefetch((const char *)p + b);                              \
+}                                                                             \
+                                                                              \
+/* Prefetches the key rows of group g (of k and v, and of their gradients  \
+   gk, gv when not NULL) and its query rows in the nr readings (and their   \
+   output or gradient rows). */                                              \
+static void fetch_group_##SUF(const T *k, const T *v, const T *gk,           \
+                              const T *gv, const T *q,                        \
+                              const int64_t *key_rows, const int64_t *key_ptr,\
+                              int64_t g, const int64_t *const *query_rows,    \
+                              const int64_t *const *query_ptr,                \
+                              const int64_t *nsel, T *const *data,            \
+                              int64_t nr, int64_t H, int64_t R, int64_t ldv,  \
+                              int64_t v_lo, int64_t v_hi) {                   \
+    for (int64_t t = key_ptr[g]; t < key_ptr[g + 1]; ++t) {                   \
+        const int64_t x = key_rows[t];                                        \
+        fetch_##SUF(k + x * H * R, sizeof(T) * H * R);                        \
+        fetch_##SUF(v + x * ldv + v_lo, sizeof(T) * (v_hi - v_lo));           \
+        if (gk) fetch_##SUF(gk + x * H * R, sizeof(T) * H * R);               \
+        if (gv) fetch_##SUF(gv + x * ldv + v_lo, sizeof(T) * (v_hi - v_lo));  \
+    }                                                                         \
+    for (int64_t r = 0; r < nr; ++r)                                          \
+        for (int64_t t = query_ptr[r][g]; t < query_ptr[r][g + 1]; ++t) {     \
+            const int64_t i = query_rows[r][t];                               \
+            fetch_##SUF(q + i * H * R, sizeof(T) * H * R);                    \
+            if (data[r])                                                      \
+                fetch_##SUF(data[r] + i * H * (nsel[r] + 1),                  \
+                            sizeof(T) * H * (nsel[r] + 1));                   \
+        }                                                                     \
+}                                                                             \
+                                                                              \
+/* The span [lo, hi) of a values row that the pool's columns of all H       \
+   heads cover. */                                                           \
+static void value_span_##SUF(const int64_t *src, int64_t C, int64_t H,       \
+                             int64_t hb, int64_t *lo, int64_t *hi) {          \
+    *lo = 0; *hi = 0;                                                         \
+    for (int64_t c = 0; c < C; ++c) {                                         \
+        if (c == 0 || src[c] < *lo) *lo = src[c];                             \
+        if (c == 0 || src[c] + 1 > *hi) *hi = src[c] + 1;                     \
+    }                                                                         \
+    *hi += (H - 1) * hb;                                                      \
+}                                                                             \
+                                                                              \
+/* The largest group the direct readings take. */                            \
+int64_t direct_max_keys_##SUF(void) { return NK_##SUF; }                     \
+                                                                              \
+/* The panels of one group and head, and the scratch of its queries. */      \
+typedef struct {                                                              \
+    T *kt, *k, *v, *vt; /* [R, NK], [NK, RP], [NK, CP], [C, NK] */            \
+    T *lanes, *gk, *gv; /* [max(RP, CP) + slack], [R, NK], [C, NK] */         \
+    T *w, *a;           /* [CHUNK, NK] each: weights, their gradients */      \
+    int64_t rp, cp;                                                           \
+} panels_##SUF;                                                               \
+                                                                              \
+static int panels_alloc_##SUF(panels_##SUF *p, int64_t R, int64_t C) {       \
+    const int64_t nk = NK_##SUF;                                              \
+    p->rp = (R + DW_##SUF - 1) / DW_##SUF * DW_##SUF;                         \
+    p->cp = (C + DW_##SUF - 1) / DW_##SUF * DW_##SUF;                         \
+    const int64_t lanes = (p->rp > p->cp ? p->rp : p->cp) +                   \
+        COL_VECS * DW_##SUF;                                                  \
+    /* (slack at the end: a block of columns may read past a panel) */       \
+    T *buf = calloc(nk * (2 * R + p->rp + p->cp + 2 * C + 2 * CHUNK) +       \
+                    2 * lanes, sizeof(T));                                    \
+    if (!buf) return -1;                                                      \
+    p->kt = buf; p->k = p->kt + nk * R; p->v = p->k + nk * p->rp;             \
+    p->vt = p->v + nk * p->cp; p->gk = p->vt + nk * C;                        \
+    p->gv = p->gk + nk * R; p->w = p->gv + nk * C; p->a = p->w + nk * CHUNK;  \
+    p->lanes = p->a + nk * CHUNK;                                             \
+    return 0;                                                                 \
+}                                                                             \
+                                                                              \
+static void panels_fill_##SUF(panels_##SUF *p, const T *k, const T *v,       \
+                              const int64_t *kr, int64_t n, int64_t h,        \
+                              int64_t H, int64_t R, int64_t C,                \
+                              const int64_t *src, int64_t ldv, int64_t hb,    \
+                              int transposed_values) {                        \
+    for (int64_t j = 0; j < n; ++j) {                                         \
+        const T *kj = k + (kr[j] * H + h) * R;                                \
+        const T *vj = v + kr[j] * ldv + h * hb;                               \
+        memcpy(p->k + j * p->rp, kj, sizeof(T) * R);                          \
+        for (int64_t r = 0; r < R; ++r) p->kt[r * NK_##SUF + j] = kj[r];      \
+        for (int64_t c = 0; c < C; ++c) p->v[j * p->cp + c] = vj[src[c]];     \
+        if (transposed_values)                                                \
+            for (int64_t c = 0; c < C; ++c)                                   \
+                p->vt[c * NK_##SUF + j] = vj[src[c]];                         \
+    }                                                                         \
+}                                                                             \
+                                                                              \
+/* w[0, NW) = sum_r qi[r] kt[r, :] (the weights of the group's keys). */     \
+INLINE_D void weights_##SUF(const T *qi, const T *kt, int64_t R,             \
+                            dvec_##SUF *w, const int NW) {                    \
+    for (int v = 0; v < NW; ++v) w[v] = (dvec_##SUF){0};                     \
+    for (int64_t r = 0; r < R; ++r) {                                         \
+        const T a = qi[r];                                                    \
+        for (int v = 0; v < NW; ++v)                                          \
+            w[v] += a * dld_##SUF(kt + r * NK_##SUF + v * DW_##SUF);          \
+    }                                                                         \
+}                                                                             \
+                                                                              \
+/* lanes[c] = sum_{j < n} wj[j] m[j, c] for c < C (and some lanes past it;  \
+   m: rows ldm apart in a panel), in blocks of COL_VECS vectors. */          \
+INLINE_D void weighted_rows_##SUF(const T *wj, const T *m, int64_t ldm,      \
+                                  int64_t n, int64_t C, T *lanes) {           \
+    for (int64_t c0 = 0; c0 < C; c0 += COL_VECS * DW_##SUF) {                 \
+        dvec_##SUF acc[COL_VECS] = {{0}};                                     \
+        for (int64_t j = 0; j < n; ++j) {                                     \
+            const T b = wj[j];                                                \
+            for (int v = 0; v < COL_VECS; ++v)                                \
+                acc[v] += b * dld_##SUF(m + j * ldm + c0 + v * DW_##SUF);     \
+        }                                                                     \
+        for (int v = 0; v < COL_VECS; ++v)                                    \
+            dst_##SUF(lanes + c0 + v * DW_##SUF, acc[v]);                     \
+    }                                                                         \
+}                                                                             \
+                                                                              \
+/* The readings of one reading's queries of group g, head h. */              \
+INLINE_D void read_group_##SUF(const panels_##SUF *p, const T *q,            \
+                               const int64_t *rows, int64_t m,                \
+                               const int64_t *sel, int64_t nsel, T *out,      \
+                               int64_t n, int64_t h, int64_t H, int64_t R,    \
+                               int64_t C, const int NW) {                     \
+    for (int64_t t = 0; t < m; ++t) {                                         \
+        dvec_##SUF w[KEY_VECS];                                               \
+        weights_##SUF(q + (rows[t] * H + h) * R, p->kt, R, w, NW);           \
+        T wj[NK_##SUF], den = 0;                                              \
+        for (int v = 0; v < NW; ++v) dst_##SUF(wj + v * DW_##SUF, w[v]);      \
+        for (int64_t j = 0; j < n; ++j) den += wj[j];                         \
+        weighted_rows_##SUF(wj, p->v, p->cp, n, C, p->lanes);                 \
+        T *o = out + (rows[t] * H + h) * (nsel + 1);                          \
+        for (int64_t c = 0; c < nsel; ++c) o[c] = p->lanes[sel[c]];           \
+        o[nsel] = den;                                                        \
+    }                                                                         \
+}                                                                             \
+                                                                              \
+/* Readings out[r] [rows, H, nsel[r] + 1] of the queries of groups[0, ng)   \
+   for nr readings: group g has keys key_rows[key_ptr[g] .. key_ptr[g + 1])  \
+   (at most NK) and, in reading r, the query rows                            \
+   query_rows[r][query_ptr[r][g] .. query_ptr[r][g + 1]). */                 \
+int direct_read_##SUF(const T *k, const T *v, const T *q,                     \
+                      const int64_t *key_rows, const int64_t *key_ptr,        \
+                      const int64_t *groups, const int64_t *src,              \
+                      const int64_t *const *query_rows,                       \
+                      const int64_t *const *query_ptr,                        \
+                      const int64_t *const *sel, const int64_t *nsel,         \
+                      T *const *out, int64_t ng, int64_t nr, int64_t H,       \
+                      int64_t R, int64_t C, int64_t ldv, int64_t hb) {        \
+    panels_##SUF p;                                                           \
+    int64_t v_lo, v_hi;                                                       \
+    if (panels_alloc_##SUF(&p, R, C)) return -1;                              \
+    value_span_##SUF(src, C, H, hb, &v_lo, &v_hi);                            \
+    for (int64_t i = 0; i < ng; ++i) {                                        \
+        const int64_t g = groups[i], n = key_ptr[g + 1] - key_ptr[g];         \
+        const int nw = (int)((n + DW_##SUF - 1) / DW_##SUF);                  \
+        if (i + 1 < ng)                                                       \
+            fetch_group_##SUF(k, v, NULL, NULL, q, key_rows, key_ptr,         \
+                              groups[i + 1], query_rows, query_ptr, nsel,     \
+                              out, nr, H, R, ldv, v_lo, v_hi);                \
+        for (int64_t h = 0; h < H; ++h) {                                     \
+            panels_fill_##SUF(&p, k, v, key_rows + key_ptr[g], n, h, H, R, C, \
+                              src, ldv, hb, 0);                               \
+            for (int64_t r = 0; r < nr; ++r) {                                \
+                const int64_t *rows = query_rows[r] + query_ptr[r][g];        \
+                const int64_t m = query_ptr[r][g + 1] - query_ptr[r][g];      \
+                switch (nw) {                                                 \
+                case 0: case 1: READ_GROUP(SUF, 1); break;                    \
+                case 2: READ_GROUP(SUF, 2); break;                            \
+                case 3: READ_GROUP(SUF, 3); break;                            \
+                default: READ_GROUP(SUF, 4); break;                           \
+                }                                                             \
+            }                                                                 \
+        }                                                                     \
+    }                                                                         \
+    free(p.kt);                                                               \
+    return 0;                                                                 \
+}                                                                             \
+                                                                              \
+/* acc[x, :] += sum_t coef[t][x] rows[t, :] for x < X over the chunk's m     \
+   queries (coef[t]: row t's coefficients, rows: [m, NK]): the transposed   \
+   gradient panel of keys (coef: queries, rows: weight gradients) or of     \
+   values (coef: reading gradients, rows: weights). */                       \
+INLINE_D void accumulate_##SUF(T *acc, int64_t X, const int64_t *index,      \
+                               const T *const *coef, const T *rows,           \
+                               int64_t m, const int NW) {                     \
+    for (int64_t x = 0; x < X; ++x) {                                         \
+        T *target = acc + (index ? index[x] : x) * NK_##SUF;                  \
+        dvec_##SUF s[KEY_VECS];                                               \
+        for (int v = 0; v < NW; ++v) s[v] = dld_##SUF(target + v * DW_##SUF); \
+        for (int64_t t = 0; t < m; ++t) {                                     \
+            const T c = coef[t][x];                                           \
+            for (int v = 0; v < NW; ++v)                                      \
+                s[v] += c * dld_##SUF(rows + t * NK_##SUF + v * DW_##SUF);    \
+        }                                                                     \
+        for (int v = 0; v < NW; ++v) dst_##SUF(target + v * DW_##SUF, s[v]);  \
+    }                                                                         \
+}                                                                             \
+                                                                              \
+/* One reading's queries of group g, head h, in the backward pass: adds to  \
+   grad_q and to the group's panels p->gk, p->gv. */                         \
+INLINE_D void read_group_backward_##SUF(                                      \
+        panels_##SUF *p, const T *q, const T *grad, const int64_t *rows,      \
+        int64_t m, const int64_t *sel, int64_t nsel, int64_t n, int64_t h,    \
+        int64_t H, int64_t R, T *grad_q, int need_k, int need_v,             \
+        const int NW) {                                                       \
+    for (int64_t t0 = 0; t0 < m; t0 += CHUNK) {                               \
+        const int64_t mc = m - t0 < CHUNK ? m - t0 : CHUNK;                   \
+        const T *qs[CHUNK], *gs[CHUNK];                                       \
+        for (int64_t t = 0; t < mc; ++t) {                                    \
+            const int64_t i = rows[t0 + t] * H + h;                           \
+            const T *go = gs[t] = grad + i * (nsel + 1);                      \
+            qs[t] = q + i * R;                                                \
+            /* a_j = go . [v_j, 1] = dL/dw_j */                               \
+            dvec_##SUF a[KEY_VECS];                                           \
+            for (int v = 0; v < NW; ++v) a[v] = (dvec_##SUF){0} + go[nsel];   \
+            for (int64_t c = 0; c < nsel; ++c)                                \
+                for (int v = 0; v < NW; ++v)                                  \
+                    a[v] += go[c] * dld_##SUF(p->vt + sel[c] * NK_##SUF +     \
+                                              v * DW_##SUF);                  \
+            for (int v = 0; v < NW; ++v)                                      \
+                dst_##SUF(p->a + t * NK_##SUF + v * DW_##SUF, a[v]);          \
+            if (need_v) {                                                     \
+                dvec_##SUF w[KEY_VECS];                                       \
+                weights_##SUF(qs[t], p->kt, R, w, NW);                        \
+                for (int v = 0; v < NW; ++v)                                  \
+                    dst_##SUF(p->w + t * NK_##SUF + v * DW_##SUF, w[v]);      \
+            }                                                                 \
+            if (grad_q) {                                                     \
+                weighted_rows_##SUF(p->a + t * NK_##SUF, p->k, p->rp, n, R,   \
+                                    p->lanes);                                \
+                T *gq = grad_q + i * R;                                       \
+                for (int64_t r = 0; r < R; ++r) gq[r] += p->lanes[r];         \
+            }                                                                 \
+        }                                                                     \
+        if (need_k) accumulate_##SUF(p->gk, R, NULL, qs, p->a, mc, NW);       \
+        if (need_v) accumulate_##SUF(p->gv, nsel, sel, gs, p->w, mc, NW);     \
+    }                                                                         \
+}                                                                             \
+                                                                              \
+/* Backward of direct_read for the readings' gradients grad[r] (NULL: zero) \
+   : adds to grad_q [rows, H, R], grad_k (laid out as k) and grad_v (as v,   \
+   at the value columns; each skipped when NULL). */                         \
+int direct_read_backward_##SUF(const T *k, const T *v, const T *q,           \
+                               const int64_t *key_rows,                       \
+                               const int64_t *key_ptr, const int64_t *groups, \
+                               const int64_t *src,                            \
+                               const int64_t *const *query_rows,              \
+                               const int64_t *const *query_ptr,               \
+                               const int64_t *const *sel, const int64_t *nsel,\
+                               const T *const *grad, T *grad_q, T *grad_k,    \
+                               T *grad_v, int64_t ng, int64_t nr, int64_t H,  \
+                               int64_t R, int64_t C, int64_t ldv,             \
+                               int64_t hb) {                                  \
+    panels_##SUF p;                                                           \
+    int64_t v_lo, v_hi;                                                       \
+    if (panels_alloc_##SUF(&p, R, C)) return -1;                              \
+    value_span_##SUF(src, C, H, hb, &v_lo, &v_hi);                            \
+    for (int64_t i = 0; i < ng; ++i) {                                        \
+        const int64_t g = groups[i], n = key_ptr[g + 1] - key_ptr[g];         \
+        const int64_t *kr = key_rows + key_ptr[g];                            \
+        const int nw = (int)((n + DW_##SUF - 1) / DW_##SUF);                  \
+        if (i + 1 < ng) /* (the gradient rows: read, like outputs) */         \
+            fetch_group_##SUF(k, v, grad_k, grad_v, q, key_rows, key_ptr,     \
+                              groups[i + 1], query_rows, query_ptr, nsel,     \
+                              (T *const *)grad, nr, H, R, ldv, v_lo, v_hi);   \
+        if (n == 0) continue; /* no key: no gradient */                       \
+        for (int64_t h = 0; h < H; ++h) {                                     \
+            panels_fill_##SUF(&p, k, v, kr, n, h, H, R, C, src, ldv, hb, 1);  \
+            memset(p.gk, 0, sizeof(T) * NK_##SUF * (R + C));                  \
+            for (int64_t r = 0; r < nr; ++r) {                                \
+                if (!grad[r]) continue;                                       \
+                const int64_t *rows = query_rows[r] + query_ptr[r][g];        \
+                const int64_t m = query_ptr[r][g + 1] - query_ptr[r][g];      \
+                switch (nw) {                                                 \
+                case 1: READ_GROUP_BACKWARD(SUF, 1); break;                   \
+                case 2: READ_GROUP_BACKWARD(SUF, 2); break;                   \
+                case 3: READ_GROUP_BACKWARD(SUF, 3); break;                   \
+                default: READ_GROUP_BACKWARD(SUF, 4); break;                  \
+                }                                                             \
+            }                                                                 \
+            for (int64_t j = 0; j < n; ++j) {                                 \
+                if (grad_k) {                                                 \
+                    T *x = grad_k + (kr[j] * H + h) * R;                      \
+                    for (int64_t r = 0; r < R; ++r)                           \
+                        x[r] += p.gk[r * NK_##SUF + j];                       \
+                }                                                             \
+                if (grad_v) {                                                 \
+                    T *x = grad_v + kr[j] * ldv + h * hb;                     \
+                    for (int64_t c = 0; c < C; ++c)                           \
+                        x[src[c]] += p.gv[c * NK_##SUF + j];                  \
+                }                                                             \
+            }                                                                 \
+        }                                                                     \
+    }                                                                         \
+    free(p.kt);                                                               \
+    return 0;                                                                 \
+}
+
+#define READ_GROUP(SUF, NW)                                                   \
+    read_group_##SUF(&p, q, rows, m, sel[r], nsel[r], out[r], n, h, H, R, C, \
+                     NW)
+#define READ_GROUP_BACKWARD(SUF, NW)                                          \
+    read_group_backward_##SUF(&p, q, grad[r], rows, m, sel[r], nsel[r], n,   \
+                              h, H, R, grad_q, grad_k != NULL,                \
+                              grad_v != NULL, NW)
+
+DEFINE_DIRECT(float, f32)
+DEFINE_DIRECT(double, f64)
