@@ -57,10 +57,10 @@ INLINE_D void fetch_##SUF(const void *p, int64_t bytes) {                    \
 }                                                                             \
                                                                               \
 /* Prefetches the key rows of group g (of k and v, and of their gradients  \
-   gk, gv when not NULL) and its query rows in the nr readings (and their   \
-   output or gradient rows). */                                              \
+   gk, gv when not NULL) and its query rows in the nr readings (of q, of    \
+   gq when not NULL, and their output or gradient rows). */                  \
 static void fetch_group_##SUF(const T *k, const T *v, const T *gk,           \
-                              const T *gv, const T *q,                        \
+                              const T *gv, const T *q, const T *gq,           \
                               const int64_t *key_rows, const int64_t *key_ptr,\
                               int64_t g, const int64_t *const *query_rows,    \
                               const int64_t *const *query_ptr,                \
@@ -78,6 +78,7 @@ static void fetch_group_##SUF(const T *k, const T *v, const T *gk,           \
         for (int64_t t = query_ptr[r][g]; t < query_ptr[r][g + 1]; ++t) {     \
             const int64_t i = query_rows[r][t];                               \
             fetch_##SUF(q + i * H * R, sizeof(T) * H * R);                    \
+            if (gq) fetch_##SUF(gq + i * H * R, sizeof(T) * H * R);           \
             if (data[r])                                                      \
                 fetch_##SUF(data[r] + i * H * (nsel[r] + 1),                  \
                             sizeof(T) * H * (nsel[r] + 1));                   \
@@ -207,7 +208,7 @@ int direct_read_##SUF(const T *k, const T *v, const T *q,                     \
         const int64_t g = groups[i], n = key_ptr[g + 1] - key_ptr[g];         \
         const int nw = (int)((n + DW_##SUF - 1) / DW_##SUF);                  \
         if (i + 1 < ng)                                                       \
-            fetch_group_##SUF(k, v, NULL, NULL, q, key_rows, key_ptr,         \
+            fetch_group_##SUF(k, v, NULL, NULL, q, NULL, key_rows, key_ptr,   \
                               groups[i + 1], query_rows, query_ptr, nsel,     \
                               out, nr, H, R, ldv, v_lo, v_hi);                \
         for (int64_t h = 0; h < H; ++h) {                                     \
@@ -313,7 +314,8 @@ int direct_read_backward_##SUF(const T *k, const T *v, const T *q,           \
         const int64_t *kr = key_rows + key_ptr[g];                            \
         const int nw = (int)((n + DW_##SUF - 1) / DW_##SUF);                  \
         if (i + 1 < ng) /* (the gradient rows: read, like outputs) */         \
-            fetch_group_##SUF(k, v, grad_k, grad_v, q, key_rows, key_ptr,     \
+            fetch_group_##SUF(k, v, grad_k, grad_v, q, grad_q, key_rows,      \
+                              key_ptr,                                        \
                               groups[i + 1], query_rows, query_ptr, nsel,     \
                               (T *const *)grad, nr, H, R, ldv, v_lo, v_hi);   \
         if (n == 0) continue; /* no key: no gradient */                       \
