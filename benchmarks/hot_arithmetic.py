@@ -8,9 +8,10 @@ run and on one graph:
 * the multiply-accumulates of one forward+backward pass: every matrix
   product (counted by ``torch.utils.flop_counter.FlopCounterMode``, forward
   and backward) plus the summaries and readings of kernel attention (the
-  native kernels: counted from the pools and readings the model builds;
-  their backward pass does twice the forward's), element-wise work not
-  counted;
+  native kernels: counted from the pools and readings the model builds,
+  every group as summarised, although small groups are read directly with
+  fewer; their backward pass does twice the forward's), element-wise work
+  not counted;
 * this machine's single-precision matrix-product rate: a large square
   product (the peak) and the model's most frequent shape,
   ``[entries, 32] x [32, 32]``;
@@ -49,7 +50,9 @@ TARGET = 25.0
 
 def _native_macs(step: Callable[[], torch.Tensor]) -> int:
     r"""Forward multiply-accumulates of kernel attention's summaries and
-    readings in one forward pass of :obj:`step`."""
+    readings in one forward pass of :obj:`step`, every group counted as
+    summarised (groups the kernels read directly from their keys cost
+    fewer: an upper bound)."""
     total = [0]
 
     def counting(terms, pools, reads, phi_q, phi_k, positions, values,

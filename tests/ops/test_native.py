@@ -291,6 +291,17 @@ def _pool_run(k, values, q, pools, reads, grads):
     return outs + list(torch.autograd.grad(outs, leaves, grads))
 
 
+def _pool_readings_agree(k, values, q, pools, reads, grads):
+    # the readings and the gradients of k, values, q: native against torch
+    on, off = _both_modes(lambda: _pool_run(k, values, q, pools, reads,
+                                            grads))
+    tol = dict(rtol=1e-12, atol=1e-12) if k.dtype == torch.float64 else \
+        dict(rtol=1e-4, atol=1e-4)
+    for a, b in zip(on, off):
+        torch.testing.assert_close(a, b, **tol)
+    return on, tol
+
+
 @pytest.mark.parametrize('channels', [5, 8, 12])
 @pytest.mark.parametrize('dtype', [torch.float64, torch.float32])
 def test_pool_readings_equal_gathered_copies(channels, dtype, grouping):
@@ -299,12 +310,7 @@ def test_pool_readings_equal_gathered_copies(channels, dtype, grouping):
     reads.append(reads[2]._replace(slots=(0, )))  # as the full reading's
     grads = [torch.randn(45, 3, _width(pools, r, channels), dtype=dtype,
                          generator=gen) for r in reads]
-    on, off = _both_modes(lambda: _pool_run(k, values, q, pools, reads,
-                                            grads))
-    tol = dict(rtol=1e-12, atol=1e-12) if dtype == torch.float64 else \
-        dict(rtol=1e-4, atol=1e-4)
-    for a, b in zip(on, off):
-        torch.testing.assert_close(a, b, **tol)
+    on, tol = _pool_readings_agree(k, values, q, pools, reads, grads)
     # the denominator column reads the sum of the group's keys
     summary = k[pools[2].position].sum(0)  # the single group of pool 2
     torch.testing.assert_close(on[1][..., -1],
@@ -390,11 +396,8 @@ def test_pool_readings_with_repeated_and_no_positions(groups, grouping,
     torch.set_num_threads(3)
     try:  # several times: two threads adding to one row race only sometimes
         for _ in range(5):
-            on, off = _both_modes(lambda: _pool_run(k, values, q, pools,
-                                                    reads, grads))
+            on, _ = _pool_readings_agree(k, values, q, pools, reads, grads)
             assert on[1].abs().sum() == 0  # reads the empty pool
-            for a, b in zip(on, off):
-                torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
     finally:
         torch.set_num_threads(threads)
 
@@ -414,12 +417,7 @@ def test_direct_readings_of_groups_with_many_queries(dtype, monkeypatch):
              ka.Reading(0, torch.randint(4, (700, ), generator=gen), (0, ))]
     grads = [torch.randn(700, 2, _width(pools, r, 8), dtype=dtype,
                          generator=gen) for r in reads]
-    on, off = _both_modes(lambda: _pool_run(k, values, q, pools, reads,
-                                            grads))
-    tol = dict(rtol=1e-12, atol=1e-12) if dtype == torch.float64 else \
-        dict(rtol=1e-4, atol=1e-4)
-    for a, b in zip(on, off):
-        torch.testing.assert_close(a, b, **tol)
+    on, _ = _pool_readings_agree(k, values, q, pools, reads, grads)
     assert on[0][reads[0].index == 3].abs().sum() == 0
 
 
@@ -438,9 +436,6 @@ def test_direct_readings_split_across_threads(monkeypatch):
     threads = torch.get_num_threads()
     torch.set_num_threads(2)
     try:
-        on, off = _both_modes(lambda: _pool_run(k, values, q, pools, reads,
-                                                grads))
+        _pool_readings_agree(k, values, q, pools, reads, grads)
     finally:
         torch.set_num_threads(threads)
-    for a, b in zip(on, off):
-        torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)

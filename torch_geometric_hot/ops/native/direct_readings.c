@@ -106,10 +106,13 @@ typedef struct {                                                              \
     T *lanes, *gk, *gv; /* [max(RP, CP) + slack], [R, NK], [C, NK] */         \
     T *w, *a;           /* [CHUNK, NK] each: weights, their gradients */      \
     int64_t rp, cp;                                                           \
+    int64_t v_lo, v_hi; /* the span of a values row the columns cover */      \
 } panels_##SUF;                                                               \
                                                                               \
-static int panels_alloc_##SUF(panels_##SUF *p, int64_t R, int64_t C) {       \
+static int panels_alloc_##SUF(panels_##SUF *p, int64_t R, int64_t C,        \
+                               const int64_t *src, int64_t H, int64_t hb) {   \
     const int64_t nk = NK_##SUF;                                              \
+    value_span_##SUF(src, C, H, hb, &p->v_lo, &p->v_hi);                      \
     p->rp = (R + DW_##SUF - 1) / DW_##SUF * DW_##SUF;                         \
     p->cp = (C + DW_##SUF - 1) / DW_##SUF * DW_##SUF;                         \
     const int64_t lanes = (p->rp > p->cp ? p->rp : p->cp) +                   \
@@ -201,16 +204,14 @@ int direct_read_##SUF(const T *k, const T *v, const T *q,                     \
                       T *const *out, int64_t ng, int64_t nr, int64_t H,       \
                       int64_t R, int64_t C, int64_t ldv, int64_t hb) {        \
     panels_##SUF p;                                                           \
-    int64_t v_lo, v_hi;                                                       \
-    if (panels_alloc_##SUF(&p, R, C)) return -1;                              \
-    value_span_##SUF(src, C, H, hb, &v_lo, &v_hi);                            \
+    if (panels_alloc_##SUF(&p, R, C, src, H, hb)) return -1;                  \
     for (int64_t i = 0; i < ng; ++i) {                                        \
         const int64_t g = groups[i], n = key_ptr[g + 1] - key_ptr[g];         \
         const int nw = (int)((n + DW_##SUF - 1) / DW_##SUF);                  \
         if (i + 1 < ng)                                                       \
             fetch_group_##SUF(k, v, NULL, NULL, q, NULL, key_rows, key_ptr,   \
                               groups[i + 1], query_rows, query_ptr, nsel,     \
-                              out, nr, H, R, ldv, v_lo, v_hi);                \
+                              out, nr, H, R, ldv, p.v_lo, p.v_hi);            \
         for (int64_t h = 0; h < H; ++h) {                                     \
             panels_fill_##SUF(&p, k, v, key_rows + key_ptr[g], n, h, H, R, C, \
                               src, ldv, hb, 0);                               \
@@ -306,9 +307,7 @@ int direct_read_backward_##SUF(const T *k, const T *v, const T *q,           \
                                int64_t R, int64_t C, int64_t ldv,             \
                                int64_t hb) {                                  \
     panels_##SUF p;                                                           \
-    int64_t v_lo, v_hi;                                                       \
-    if (panels_alloc_##SUF(&p, R, C)) return -1;                              \
-    value_span_##SUF(src, C, H, hb, &v_lo, &v_hi);                            \
+    if (panels_alloc_##SUF(&p, R, C, src, H, hb)) return -1;                  \
     for (int64_t i = 0; i < ng; ++i) {                                        \
         const int64_t g = groups[i], n = key_ptr[g + 1] - key_ptr[g];         \
         const int64_t *kr = key_rows + key_ptr[g];                            \
@@ -317,7 +316,8 @@ int direct_read_backward_##SUF(const T *k, const T *v, const T *q,           \
             fetch_group_##SUF(k, v, grad_k, grad_v, q, grad_q, key_rows,      \
                               key_ptr,                                        \
                               groups[i + 1], query_rows, query_ptr, nsel,     \
-                              (T *const *)grad, nr, H, R, ldv, v_lo, v_hi);   \
+                              (T *const *)grad, nr, H, R, ldv, p.v_lo,        \
+                              p.v_hi);                                        \
         if (n == 0) continue; /* no key: no gradient */                       \
         for (int64_t h = 0; h < H; ++h) {                                     \
             panels_fill_##SUF(&p, k, v, kr, n, h, H, R, C, src, ldv, hb, 1);  \
