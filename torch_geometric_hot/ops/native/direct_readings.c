@@ -5,7 +5,7 @@
  * which is q_i^T S_g of kernel_attention.c without the summary S_g. A
  * group of n keys costs n (R + C) per query instead of R C per key and
  * per query plus the [R, C] block's stores and transposes: cheaper while
- * n is small (at most MAX_KEYS = 4 vectors of keys here).
+ * n is small (at most KEY_VECS vectors of keys here: 32 floats, 16 doubles).
  *
  * Per group and head, the group's keys are gathered once into cache-
  * resident panels (keys transposed [R, NK], keys [NK, RP], values
