@@ -302,11 +302,15 @@ def _pool_readings_agree(k, values, q, pools, reads, grads):
     return on, tol
 
 
-@pytest.mark.parametrize('channels', [5, 8, 12])
+# 7 or 45 features: the direct kernels' key gradients in one or several
+# column blocks
+@pytest.mark.parametrize('channels,features', [(5, 7), (8, 7), (12, 7),
+                                               (12, 45)])
 @pytest.mark.parametrize('dtype', [torch.float64, torch.float32])
-def test_pool_readings_equal_gathered_copies(channels, dtype, grouping):
-    k, values, q, pools, reads, gen = _pool_problem(60, 45, 3, 7, channels,
-                                                    dtype)
+def test_pool_readings_equal_gathered_copies(channels, features, dtype,
+                                             grouping):
+    k, values, q, pools, reads, gen = _pool_problem(60, 45, 3, features,
+                                                    channels, dtype)
     reads.append(reads[2]._replace(slots=(0, )))  # as the full reading's
     grads = [torch.randn(45, 3, _width(pools, r, channels), dtype=dtype,
                          generator=gen) for r in reads]
