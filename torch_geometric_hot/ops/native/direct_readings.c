@@ -156,19 +156,32 @@ INLINE_D void weights_##SUF(const T *qi, const T *kt, int64_t R,             \
     }                                                                         \
 }                                                                             \
                                                                               \
-/* lanes[c] = sum_{j < n} wj[j] m[j, c] for c < C (and some lanes past it;  \
-   m: rows ldm apart in a panel), in blocks of COL_VECS vectors. */          \
+/* lanes[c0 + c] = sum_{j < n} wj[j] m[j, c0 + c] for the NV vectors from  \
+   column c0 (m: rows ldm apart in a panel). */                              \
+INLINE_D void weighted_block_##SUF(const T *wj, const T *m, int64_t ldm,     \
+                                   int64_t n, int64_t c0, T *lanes,           \
+                                   const int NV) {                            \
+    dvec_##SUF acc[COL_VECS] = {{0}};                                         \
+    for (int64_t j = 0; j < n; ++j) {                                         \
+        const T b = wj[j];                                                    \
+        for (int v = 0; v < NV; ++v)                                          \
+            acc[v] += b * dld_##SUF(m + j * ldm + c0 + v * DW_##SUF);         \
+    }                                                                         \
+    for (int v = 0; v < NV; ++v)                                              \
+        dst_##SUF(lanes + c0 + v * DW_##SUF, acc[v]);                         \
+}                                                                             \
+                                                                              \
+/* lanes[c] = sum_{j < n} wj[j] m[j, c] for c < C (and the lanes past it in \
+   C's last vector), in blocks of at most COL_VECS vectors. */               \
 INLINE_D void weighted_rows_##SUF(const T *wj, const T *m, int64_t ldm,      \
                                   int64_t n, int64_t C, T *lanes) {           \
     for (int64_t c0 = 0; c0 < C; c0 += COL_VECS * DW_##SUF) {                 \
-        dvec_##SUF acc[COL_VECS] = {{0}};                                     \
-        for (int64_t j = 0; j < n; ++j) {                                     \
-            const T b = wj[j];                                                \
-            for (int v = 0; v < COL_VECS; ++v)                                \
-                acc[v] += b * dld_##SUF(m + j * ldm + c0 + v * DW_##SUF);     \
+        switch ((C - c0 + DW_##SUF - 1) / DW_##SUF) {                         \
+        case 1: weighted_block_##SUF(wj, m, ldm, n, c0, lanes, 1); break;     \
+        case 2: weighted_block_##SUF(wj, m, ldm, n, c0, lanes, 2); break;     \
+        case 3: weighted_block_##SUF(wj, m, ldm, n, c0, lanes, 3); break;     \
+        default: weighted_block_##SUF(wj, m, ldm, n, c0, lanes, 4); break;    \
         }                                                                     \
-        for (int v = 0; v < COL_VECS; ++v)                                    \
-            dst_##SUF(lanes + c0 + v * DW_##SUF, acc[v]);                     \
     }                                                                         \
 }                                                                             \
                                                                               \
