@@ -41,7 +41,8 @@ def compiler(tmp_path_factory):
     return cc
 
 
-@pytest.mark.parametrize('harness', ['kernel_attention.c', 'favor_plus.c',
+@pytest.mark.parametrize('harness', ['kernel_attention.c',
+                                     'class_combination.c', 'favor_plus.c',
                                      'direct_readings.c'])
 def test_kernels_under_sanitizers(harness, compiler, tmp_path):
     target = str(tmp_path / harness[:-2])
