@@ -414,6 +414,7 @@ def native_pool_readings_backward(plan: PoolPlan, k: Tensor, values: Tensor,
     :obj:`grad_q` holds a gradient."""
     need_s = grad_k is not None or grad_v is not None
     summaries = plan.summaries
+    flat = values.view(values.size(0), -1)
     flat_grad_v = None if grad_v is None else grad_v.view(grad_v.size(0), -1)
     if grad_q is not None and not q_written and any(
             plan.direct[read.pool] is not None and grad is not None
@@ -445,13 +446,12 @@ def native_pool_readings_backward(plan: PoolPlan, k: Tensor, values: Tensor,
             s_written = grad_s is not None
         if s_written:
             native.outer_sum_backward(
-                k, values.view(values.size(0), -1), grad_s, runs,
-                values.size(-1), columns, True, grad_k, flat_grad_v)
+                k, flat, grad_s, runs, values.size(-1), columns, True,
+                grad_k, flat_grad_v)
         part = plan.direct[p]
         if part is not None and mine:
             native.direct_read_backward(
-                k, values.view(values.size(0), -1), q, part.keys,
-                part.groups, values.size(-1), columns,
+                k, flat, q, part.keys, part.groups, values.size(-1), columns,
                 _direct_readings(plan, reads, p, [
                     None if g is None else g.contiguous() for g in grads]),
                 grad_q, grad_k, flat_grad_v)

@@ -288,10 +288,12 @@ def _call(name: str, dtype: torch.dtype, runs: Runs, pointers: Sequence,
                         runs.groups[start:].data_ptr(), *pointers[-1],
                         stop - start, *integers, *owned)
 
-    if threads <= 1:
-        statuses = [run(0, visits)]
-    else:
-        statuses = _in_threads(run, _segments(runs.groups, threads))
+    _check(name, [run(0, visits)] if threads <= 1 else
+           _in_threads(run, _segments(runs.groups, threads)))
+
+
+def _check(name: str, statuses: Sequence[int]) -> None:
+    # the kernels return a negative status when their scratch is not had
     if any(status < 0 for status in statuses):
         raise MemoryError(f'native {name}: out of memory for its scratch')
 
@@ -420,14 +422,20 @@ def _slot_pointers(values: Tensor, slots: Sequence[int]) -> ctypes.Array:
         *[values.data_ptr() + s * step for s in slots])
 
 
-def _split_rows(run, rows: int, name: Optional[str] = None) -> None:
-    # run(start, stop) over independent rows, split across threads; with
-    # a name, run returns the kernel's status (negative: out of memory)
+def _split_rows(run, rows: int, name: Optional[str] = None,
+                split: bool = True) -> None:
+    # run(start, stop) over independent rows, split across threads (unless
+    # split is False); with a name, run returns the kernel's status
     threads = min(torch.get_num_threads(), rows // MIN_ROWS_PER_THREAD)
-    statuses = [run(0, rows)] if threads <= 1 else _in_threads(
-        run, [rows * t // threads for t in range(threads + 1)])
-    if name is not None and any(status < 0 for status in statuses):
-        raise MemoryError(f'native {name}: out of memory for its scratch')
+    statuses = [run(0, rows)] if threads <= 1 or not split else \
+        _in_threads(run, [rows * t // threads for t in range(threads + 1)])
+    if name is not None:
+        _check(name, statuses)
+
+
+def _row(t: Tensor, row: int, width: int) -> int:
+    # the address of row `row` of a contiguous tensor of rows `width` long
+    return t.data_ptr() + row * width * t.element_size()
 
 
 def combine(table: CombinationTable, readings: Sequence[Tensor], q: Tensor,
@@ -514,10 +522,8 @@ def favor_logits(x: Tensor, projection: Tensor, shift_rows: bool,
     function = _function('favor_logits', x.dtype)
 
     def run(start: int, stop: int) -> int:
-        return function(x.data_ptr() + start * d * x.element_size(),
-                        transposed.data_ptr(),
-                        out.data_ptr() + start * r * out.element_size(),
-                        row_max.data_ptr() + start * row_max.element_size(),
+        return function(_row(x, start, d), transposed.data_ptr(),
+                        _row(out, start, r), _row(row_max, start, 1),
                         stop - start, d, r, int(shift_rows), d**-0.25,
                         log_scale)
 
@@ -532,9 +538,8 @@ def favor_shift(out: Tensor, shift: Tensor) -> None:
     function = _function('favor_shift', out.dtype)
 
     def run(start: int, stop: int) -> None:
-        function(out.data_ptr() + start * r * out.element_size(),
-                 shift.data_ptr() + start * shift.element_size(),
-                 stop - start, r)
+        function(_row(out, start, r), _row(shift, start, 1), stop - start,
+                 r)
 
     _split_rows(run, shift.numel())
 
@@ -548,15 +553,12 @@ def favor_backward(x: Tensor, projection: Tensor, phi: Tensor,
     projection = projection.to(x.dtype).contiguous()
     grad_x = torch.empty_like(x)
     function = _function('favor_backward', x.dtype)
-    size = x.element_size()
 
     def run(start: int, stop: int) -> int:
-        return function(x.data_ptr() + start * d * size,
-                        projection.data_ptr(),
-                        phi.data_ptr() + start * r * size,
-                        grad.data_ptr() + start * r * size,
-                        grad_x.data_ptr() + start * d * size, stop - start,
-                        d, r, d**-0.25)
+        return function(_row(x, start, d), projection.data_ptr(),
+                        _row(phi, start, r), _row(grad, start, r),
+                        _row(grad_x, start, d), stop - start, d, r,
+                        d**-0.25)
 
     _split_rows(run, x.numel() // d, 'favor_backward')
     return grad_x
@@ -593,10 +595,7 @@ def _direct_call(name: str, dtype: torch.dtype, groups: Tensor,
         return function(*pointers[0], groups[start:].data_ptr(),
                         *pointers[1], stop - start, *integers)
 
-    if split:
-        _split_rows(run, groups.numel(), name)
-    elif run(0, groups.numel()) < 0:
-        raise MemoryError(f'native {name}: out of memory for its scratch')
+    _split_rows(run, groups.numel(), name, split)
 
 
 class DirectReading(NamedTuple):
