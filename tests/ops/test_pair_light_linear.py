@@ -3,8 +3,10 @@ import torch
 from torch_geometric.data import Batch
 
 from torch_geometric_hot.data import PairView
+from torch_geometric_hot.ops import native
 from torch_geometric_hot.ops.pair_light_linear import (
-    pair_light_linear, pair_light_linear_reference)
+    entry_gather, entry_scatter, pair_light_linear,
+    pair_light_linear_reference)
 from torch_geometric_hot.testing import (attach_order_inputs,
                                          complete_graph, edge_case_graphs,
                                          random_graph)
@@ -31,11 +33,19 @@ def parameters(c_in, c_out, dtype, bias=True):
     return weight, b
 
 
+# 'auto': the native entry passes where they build; 'off': torch's
+@pytest.mark.parametrize('native_mode', ['auto', 'off'])
 @pytest.mark.parametrize('dtype', [torch.float32, torch.float64])
 @pytest.mark.parametrize('bias', [True, False])
 @pytest.mark.parametrize('all_transposes', [False, True])
-def test_matches_class_by_class_reference(dtype, bias, all_transposes):
+def test_matches_class_by_class_reference(native_mode, dtype, bias,
+                                          all_transposes):
     data, view = batched_edge_cases(all_transposes)
+    with native.use_native(native_mode):
+        _assert_matches_reference(data, view, dtype, bias)
+
+
+def _assert_matches_reference(data, view, dtype, bias):
     x = data.pair_x.to(dtype).requires_grad_()
     weight, b = parameters(3, 5, dtype, bias)
     inputs = [x, weight.requires_grad_()] + (
@@ -52,13 +62,56 @@ def test_matches_class_by_class_reference(dtype, bias, all_transposes):
         torch.testing.assert_close(g, w, **tol)
 
 
-def test_gradcheck():
+@pytest.mark.parametrize('native_mode', ['auto', 'off'])
+def test_gradcheck(native_mode):
     data, view = batched_edge_cases()
     x = data.pair_x[:, :2].clone().requires_grad_()
     weight, b = parameters(2, 3, torch.float64)
-    assert torch.autograd.gradcheck(
-        lambda x, w, b: pair_light_linear(x, view, w, b),
-        (x, weight.requires_grad_(), b.requires_grad_()))
+    with native.use_native(native_mode):
+        assert torch.autograd.gradcheck(
+            lambda x, w, b: pair_light_linear(x, view, w, b),
+            (x, weight.requires_grad_(), b.requires_grad_()))
+
+
+@pytest.mark.parametrize('native_mode', ['auto', 'off'])
+@pytest.mark.parametrize('all_transposes', [False, True])
+def test_entry_scatter_is_the_adjoint_of_entry_gather(native_mode,
+                                                      all_transposes):
+    # <gather(y, nodes), g> = <y, G> + <nodes, S> for (G, S) = scatter(g)
+    _, view = batched_edge_cases(all_transposes)
+    gen = torch.Generator().manual_seed(1)
+    C = 5
+    y = torch.randn(view.num_entries, 2 * C, generator=gen,
+                    dtype=torch.float64)
+    nodes = torch.randn(view.num_nodes, 3 * C, generator=gen,
+                        dtype=torch.float64)
+    g = torch.randn(view.num_entries, C, generator=gen, dtype=torch.float64)
+    with native.use_native(native_mode):
+        out = entry_gather(y, nodes, view)
+        grad_y, grad_nodes = entry_scatter(g, view)
+    assert grad_y.shape == y.shape and grad_nodes.shape == nodes.shape
+    torch.testing.assert_close((out * g).sum(), (y * grad_y).sum() +
+                               (nodes * grad_nodes).sum())
+    # the diagonal entries read only their node's first block
+    torch.testing.assert_close(out[view.diag_pos], nodes[:, :C])
+    assert (grad_y[view.diag_pos] == 0).all()
+
+
+def test_entry_gather_across_threads():
+    # enough entries for the native gather to split them between threads
+    view = PairView.build(random_graph(600, 6000, seed=3).edge_index, 600)
+    assert view.num_entries > 2 * native.MIN_ROWS_PER_THREAD
+    gen = torch.Generator().manual_seed(2)
+    y = torch.randn(view.num_entries, 8, generator=gen)
+    nodes = torch.randn(view.num_nodes, 12, generator=gen)
+    with native.use_native('off'):
+        expected = entry_gather(y, nodes, view)
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        torch.testing.assert_close(entry_gather(y, nodes, view), expected)
+    finally:
+        torch.set_num_threads(threads)
 
 
 def test_empty_input():

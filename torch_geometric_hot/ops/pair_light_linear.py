@@ -10,18 +10,25 @@ HOT's light layers (§4.1) keep the five pointwise classes of
 
 Every block of a HOT encoder runs five of them (keys, queries, the
 attention's pointwise term and the two feed-forward layers), so they are
-written here as two entry-sized matrix products and a few gathers, with a
-backward pass that reuses the same shape: the transpose term's gradient is
-the transposed gradient times :math:`W_3^\top`, and the diagonal entries'
-gradients come from per-node sums of the gradient. No
-:obj:`[entries, C]` buffer is zero-filled, and nothing is kept for backward
-beyond the input. :func:`pair_light_linear_reference` (the class-by-class
-sum) is the oracle.
+written here as two matrix products and one pass over the entries: the
+entry-wise products :math:`Y = A [W_2 \,|\, W_3]` and the node-wise ones
+:math:`N = A_{\text{diag}} [W_1 \,|\, W_4 \,|\, W_5]`, then every entry
+gathers its terms from them (:func:`entry_gather`). The backward pass is
+the same shape transposed: one pass (:func:`entry_scatter`) lays out
+every entry's gradient next to its transpose's and sums the gradients of
+every node's row and column, then four products give the input's and the
+weights' gradients. Natively (:mod:`torch_geometric_hot.ops.native`,
+``pair_entries.c``) each pass is one loop over the entries; otherwise a
+few gathers and scatters. Nothing is kept for backward beyond the input.
+:func:`pair_light_linear_reference` (the class-by-class sum) is the
+oracle.
 """
 from typing import Optional, Tuple
 
 import torch
 from torch import Tensor
+
+from torch_geometric_hot.ops import native
 
 #: (part, terms) of the light 2→2 classes, in the order of the weights.
 LIGHT_PAIR_CLASSES = (('diag', ((1, 'E', 'self'), )),
@@ -40,26 +47,62 @@ def _transposed(x: Tensor, view) -> Tensor:
     return out
 
 
+def _indices(view) -> Tuple[Tensor, Tensor, Tensor]:
+    return (view.row.contiguous(), view.col.contiguous(),
+            view.transpose.contiguous())
+
+
+def entry_gather(y: Tensor, nodes: Tensor, view) -> Tensor:
+    r"""Every entry's light 2→2 output :obj:`[P, C]` from the entry-wise
+    products :obj:`y = [A W_2, A W_3]` :obj:`[P, 2C]` and the node-wise
+    ones :obj:`nodes = [A_d W_1 + b_1, A_d W_4 + b_2, A_d W_5]`
+    :obj:`[n, 3C]`: a diagonal entry :math:`(i, i)` takes its node's first
+    block, an off-diagonal :math:`(i, j)` adds its own first block of
+    :obj:`y`, its transpose's second and the second and third node blocks
+    of :math:`i` and :math:`j`."""
+    if native.applies(y, nodes):
+        return native.pair_gather(y.contiguous(), nodes.contiguous(),
+                                  *_indices(view))
+    C = nodes.size(1) // 3
+    out = y[:, :C] + _transposed(y[:, C:], view)
+    out.add_(nodes[:, C:2 * C].index_select(0, view.row))
+    out.add_(nodes[:, 2 * C:].index_select(0, view.col))
+    return out.index_copy_(0, view.diag_pos, nodes[:, :C])
+
+
+def entry_scatter(grad: Tensor, view) -> Tuple[Tensor, Tensor]:
+    r"""The adjoint of :func:`entry_gather`: the gradients of :obj:`y`
+    (every off-diagonal entry's gradient and its transpose's; zero on the
+    diagonal) and of :obj:`nodes` (per node, its diagonal entry's gradient
+    and the sums over its row's and its column's off-diagonal entries)."""
+    if native.applies(grad):
+        return native.pair_scatter(grad.contiguous(), *_indices(view),
+                                   view.num_nodes)
+    grad_d = grad.index_select(0, view.diag_pos)
+    entries = torch.cat([grad, _transposed(grad, view)], dim=1)
+    entries.index_fill_(0, view.diag_pos, 0)
+    zeros = grad.new_zeros(view.num_nodes, grad.size(1))
+    nodes = torch.cat([grad_d,
+                       zeros.index_add(0, view.row, grad).sub_(grad_d),
+                       zeros.index_add(0, view.col, grad).sub_(grad_d)],
+                      dim=1)
+    return entries, nodes
+
+
 class _PairLightLinear(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x: Tensor, weight: Tensor, bias: Optional[Tensor],
                 view) -> Tensor:
         x = x.contiguous()
         w_diag, w_self, w_t, w_i, w_j = weight.unbind(0)
-        xd = x.index_select(0, view.diag_pos)  # [n, C]
-        # Every entry as off-diagonal, then the diagonal rows replaced.
-        out = torch.mm(x, w_self)
-        out.addmm_(_transposed(x, view), w_t)
-        at_i, at_j = xd @ w_i, xd @ w_j  # [n, C']
-        diag = xd @ w_diag
+        y = x @ torch.cat([w_self, w_t], dim=1)  # [P, 2C']
+        nodes = x.index_select(0, view.diag_pos) @ torch.cat(
+            [w_diag, w_i, w_j], dim=1)  # [n, 3C']
         if bias is not None:
-            at_i, diag = at_i + bias[1], diag + bias[0]
-        out.add_(at_i.index_select(0, view.row))
-        out.add_(at_j.index_select(0, view.col))
-        out.index_copy_(0, view.diag_pos, diag)
+            nodes[:, :2 * weight.size(-1)] += bias.view(1, -1)
         ctx.view, ctx.has_bias = view, bias is not None
         ctx.save_for_backward(x, weight)
-        return out
+        return entry_gather(y, nodes, view)
 
     @staticmethod
     @torch.autograd.function.once_differentiable
@@ -67,34 +110,21 @@ class _PairLightLinear(torch.autograd.Function):
         x, weight = ctx.saved_tensors
         view = ctx.view
         need_x, need_w, need_b = ctx.needs_input_grad[:3]
-        grad = grad.contiguous()
         w_diag, w_self, w_t, w_i, w_j = weight.unbind(0)
-        grad_d = grad.index_select(0, view.diag_pos)  # [n, C']
-        grad_t = _transposed(grad, view)
-        n = view.num_nodes
-        # per node: the gradients of the off-diagonal entries of its row
-        # (that read A_ii through W_4) and of its column (A_jj through W_5)
-        at_i = grad.new_zeros(n, grad.size(1)).index_add_(
-            0, view.row, grad).sub_(grad_d)
-        at_j = grad.new_zeros(n, grad.size(1)).index_add_(
-            0, view.col, grad).sub_(grad_d)
+        grad_y, grad_nodes = entry_scatter(grad, view)
         grad_x = grad_w = grad_b = None
         if need_x:
-            grad_x = torch.mm(grad, w_self.t())
-            grad_x.addmm_(grad_t, w_t.t())
-            grad_xd = grad_d @ w_diag.t() + at_i @ w_i.t() + at_j @ w_j.t()
-            grad_x.index_copy_(0, view.diag_pos, grad_xd)
+            grad_x = grad_y @ torch.cat([w_self, w_t], dim=1).t()
+            grad_x.index_copy_(0, view.diag_pos, grad_nodes @ torch.cat(
+                [w_diag, w_i, w_j], dim=1).t())
         if need_w:
-            xd = x.index_select(0, view.diag_pos)
-            xd_t = xd.t()
-            grad_w = torch.stack([
-                xd_t @ grad_d, x.t() @ grad - xd_t @ grad_d,
-                x.t() @ grad_t - xd_t @ grad_d,  # grad_t[ii] = grad[ii]
-                xd_t @ at_i, xd_t @ at_j
-            ])
+            entry_w = (x.t() @ grad_y).view(x.size(1), 2, -1)
+            node_w = (x.index_select(0, view.diag_pos).t() @ grad_nodes
+                      ).view(x.size(1), 3, -1)
+            grad_w = torch.stack([node_w[:, 0], entry_w[:, 0],
+                                  entry_w[:, 1], node_w[:, 1], node_w[:, 2]])
         if need_b and ctx.has_bias:
-            diag_sum = grad_d.sum(0)
-            grad_b = torch.stack([diag_sum, grad.sum(0) - diag_sum])
+            grad_b = grad_nodes[:, :2 * weight.size(-1)].sum(0).view(2, -1)
         return grad_x, grad_w, grad_b, None
 
 

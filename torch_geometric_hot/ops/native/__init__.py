@@ -10,7 +10,9 @@ next to this file at first use:
 * ``feature_maps.c``: the FAVOR+ logits, their stabilising shift and the
   backward pass of :func:`torch_geometric_hot.ops.feature_maps.favor_plus`;
 * ``direct_readings.c``: readings of small key groups straight from their
-  keys (no summary), forward and backward.
+  keys (no summary), forward and backward;
+* ``pair_entries.c``: the entry-wise gather and scatter of
+  :mod:`torch_geometric_hot.ops.pair_light_linear`.
 
 The sources are plain C11 (no torch headers, so they build in about a
 second);
@@ -30,9 +32,10 @@ tensors (anything else, and tracing by ``torch.compile``, takes the torch
 path). The summary kernels split their rows across
 ``torch.get_num_threads()`` threads at group boundaries (no two threads
 write the same summary block), the direct readings their groups, the
-FAVOR+ kernels their rows; the class combination splits its forward
-pass's rows across them and runs its backward pass (which adds to shared
-key and value rows) on one.
+FAVOR+ kernels and the pair gather their rows; the class combination
+splits its forward pass's rows across them and runs its backward pass
+(which adds to shared key and value rows) on one, as does the pair
+scatter.
 """
 import contextlib
 import ctypes
@@ -55,7 +58,8 @@ from torch_geometric_hot.ops.native.workspace import (  # noqa: F401
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _SOURCES = [os.path.join(_HERE, name)
             for name in ('kernel_attention.c', 'class_combination.c',
-                         'feature_maps.c', 'direct_readings.c')]
+                         'feature_maps.c', 'direct_readings.c',
+                         'pair_entries.c')]
 _FLAGS = [['-O3', '-march=native'], ['-O3']]  # the second if the first fails
 _COMMON = ['-std=gnu11', '-fopenmp-simd', '-shared', '-fPIC']
 _MODES = ('auto', 'on', 'off')
@@ -163,6 +167,10 @@ def _declare(library: ctypes.CDLL) -> ctypes.CDLL:
             [pointer] * 2 + [integer] * 2
         getattr(library, f'favor_shift_{suffix}').restype = None
         getattr(library, f'direct_max_keys_{suffix}').restype = integer
+        for name in ('pair_gather', 'pair_scatter'):  # 6 arrays, 3 sizes
+            getattr(library, f'{name}_{suffix}').argtypes = \
+                [pointer] * 6 + [integer] * 3
+            getattr(library, f'{name}_{suffix}').restype = None
         getattr(library, f'favor_backward_{suffix}').argtypes = \
             [pointer] * 5 + [integer] * 3 + [real]
     return library
@@ -656,3 +664,36 @@ def direct_read_backward(k: Tensor, v: Tensor, q: Tensor, keys: Groups,
         [columns.data_ptr(), *arrays[:3], arrays[3].data_ptr(), arrays[4],
          _ptr(grad_q), _ptr(grad_k), _ptr(grad_v)]],
         [len(readings), H, R, C, v.size(1), head_stride], split)
+
+
+def pair_gather(y: Tensor, nodes: Tensor, row: Tensor, col: Tensor,
+                transpose: Tensor) -> Tensor:
+    r"""The light 2→2 layer's entries :obj:`[P, C]` from the entry-wise
+    products :obj:`y [P, 2C]` and the node-wise ones :obj:`nodes [n, 3C]`
+    (see ``pair_entries.c``; all contiguous, the indices long and in
+    range: a :class:`~torch_geometric_hot.data.PairView`'s)."""
+    C = nodes.size(1) // 3
+    out = y.new_empty(y.size(0), C)
+    function = _function('pair_gather', y.dtype)
+
+    def run(start: int, stop: int) -> None:
+        function(y.data_ptr(), nodes.data_ptr(), row.data_ptr(),
+                 col.data_ptr(), transpose.data_ptr(), out.data_ptr(), start,
+                 stop, C)
+
+    _split_rows(run, out.size(0))  # entries are independent
+    return out
+
+
+def pair_scatter(grad: Tensor, row: Tensor, col: Tensor, transpose: Tensor,
+                 num_nodes: int) -> Tuple[Tensor, Tensor]:
+    r"""The adjoint of :func:`pair_gather` for the gradient :obj:`grad
+    [P, C]`: the entry-wise :obj:`[P, 2C]` and node-wise :obj:`[n, 3C]`
+    gradients (one call: it adds to shared node rows)."""
+    P, C = grad.shape
+    entries = grad.new_empty(P, 2 * C)
+    nodes = grad.new_zeros(num_nodes, 3 * C)
+    _function('pair_scatter', grad.dtype)(
+        grad.data_ptr(), row.data_ptr(), col.data_ptr(), transpose.data_ptr(),
+        entries.data_ptr(), nodes.data_ptr(), 0, P, C)
+    return entries, nodes
