@@ -58,7 +58,7 @@ PROMISE_RANGE = (10**4, 10**6)
 Step = Callable[[], Tensor]
 
 
-class _Graph:
+class BAGraph:
     r"""A BA graph with node features, as the models read it."""
     def __init__(self, size: int) -> None:
         self.edge_index = ba_edge_index(size, m=5, seed=0)
@@ -74,7 +74,7 @@ class _Graph:
 
 
 def _pair_model(model: torch.nn.Module, size: int) -> Tuple[Step, Dict]:
-    graph = _Graph(size)
+    graph = BAGraph(size)
     view = PairView.build(graph.edge_index, graph.num_nodes)
     return (lambda: model(graph, view)), graph.fields
 
@@ -86,15 +86,19 @@ def _pair_model(model: torch.nn.Module, size: int) -> Tuple[Step, Dict]:
 SOFTMAX_GB_AT_1012 = 0.15
 
 
+def hot_model(attention: str, checkpoint: bool = False) -> HOTGraphModel:
+    r"""The benchmark's HOT model: ``4 x Enc2->2 + Enc2->0``, width 32, 4
+    heads x 8, FAVOR+ for kernel attention."""
+    return HOTGraphModel(CHANNELS, CHANNELS, num_layers=LAYERS, heads=HEADS,
+                         attention=attention, kernel='favor+',
+                         checkpoint=checkpoint, seed=0)
+
+
 def hot(attention: str, checkpoint: bool = False):
     def build(size: int) -> Tuple[Step, Dict]:
         if attention == 'softmax':
             _check_softmax_fits(size)
-        model = HOTGraphModel(CHANNELS, CHANNELS, num_layers=LAYERS,
-                              heads=HEADS, attention=attention,
-                              kernel='favor+', checkpoint=checkpoint,
-                              seed=0)
-        return _pair_model(model, size)
+        return _pair_model(hot_model(attention, checkpoint), size)
 
     return build
 
@@ -102,7 +106,7 @@ def hot(attention: str, checkpoint: bool = False):
 def _check_softmax_fits(size: int) -> None:
     r"""Fails a softmax point at once when its quadratic pair count is
     projected (from the measured 10^3-edge point) over ``--max-mem-gb``."""
-    entries = _Graph(size).fields['n_entries']
+    entries = BAGraph(size).fields['n_entries']
     projected = SOFTMAX_GB_AT_1012 * (entries / 1012)**2
     limit = float(os.environ.get('HOT_SCALING_MAX_MEM_GB', 12.0))
     if projected > limit:
@@ -130,7 +134,7 @@ class _Stack(torch.nn.Module):
 
 
 def _node_model(stack: _Stack, size: int) -> Tuple[Step, Dict]:
-    graph = _Graph(size)
+    graph = BAGraph(size)
     return (lambda: stack(graph.x, graph.edge_index)), graph.fields
 
 
@@ -155,7 +159,7 @@ def gps_performer(size: int) -> Tuple[Step, Dict]:
 
 
 def floor(size: int) -> Tuple[Step, Dict]:
-    fields = _Graph(size).fields
+    fields = BAGraph(size).fields
     return bandwidth_floor(fields['n_entries'], CHANNELS), fields
 
 
