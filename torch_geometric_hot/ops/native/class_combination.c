@@ -53,27 +53,30 @@
 #define LINE 64
 
 #define DEFINE_COMBINE(T, SUF)                                                \
-/* Asks for the key rows that row `row` dots its query with. */             \
+/* Asks for the key rows that row `row` dots its query with (and, when        \
+   grad_k is not NULL, their gradient rows, which it adds to). */             \
 INLINE void prefetch_keys_##SUF(int64_t row, int64_t rows, int64_t nk,        \
                                 int64_t *const *position, const T *k,         \
-                                int64_t key_size) {                           \
+                                T *grad_k, int64_t key_size) {                \
     if (row >= rows) return;                                                  \
     for (int64_t s = 0; s < nk; ++s) {                                        \
         const int64_t p = position[s][row];                                   \
         if (p < 0) continue;                                                  \
-        for (int64_t b = 0; b < key_size * (int64_t)sizeof(T); b += LINE)     \
+        for (int64_t b = 0; b < key_size * (int64_t)sizeof(T); b += LINE) {   \
             __builtin_prefetch((const char *)(k + p * key_size) + b);         \
+            if (grad_k)                                                       \
+                __builtin_prefetch((char *)(grad_k + p * key_size) + b, 1);   \
+        }                                                                     \
     }                                                                         \
 }                                                                             \
                                                                               \
-/* Asks for the value rows that row `row`'s single-key terms read and, when \
-   not NULL, the value and key gradient rows they add to. */                 \
+/* Asks for the value rows that row `row`'s single-key terms read (and,       \
+   when grad_value is not NULL, the gradient rows they add to). */            \
 INLINE void prefetch_values_##SUF(int64_t row, int64_t rows, int64_t nc,      \
                                   const int64_t *start, const int64_t *kind,  \
                                   const int64_t *src,                         \
                                   int64_t *const *position,                   \
                                   T *const *value, T *const *grad_value,      \
-                                  T *grad_k, int64_t nk, int64_t key_size,    \
                                   int64_t ldv, int64_t vsize) {               \
     if (row >= rows) return;                                                  \
     for (int64_t c = 0; c < nc; ++c)                                          \
@@ -87,13 +90,6 @@ INLINE void prefetch_values_##SUF(int64_t row, int64_t rows, int64_t nc,      \
                     __builtin_prefetch((char *)(grad_value[c] + p * ldv) + b, \
                                        1);                                    \
             }                                                                 \
-        }                                                                     \
-    if (grad_k)                                                               \
-        for (int64_t s = 0; s < nk; ++s) {                                    \
-            const int64_t p = position[s][row];                               \
-            if (p < 0) continue;                                              \
-            for (int64_t b = 0; b < key_size * (int64_t)sizeof(T); b += LINE) \
-                __builtin_prefetch((char *)(grad_k + p * key_size) + b, 1);   \
         }                                                                     \
 }                                                                             \
                                                                               \
@@ -121,10 +117,10 @@ INLINE void combine_body_##SUF(COMBINE_PARAMS(T), T *out, T *den_out,         \
     T num[H * Dc], den[H], dots[nk * H + 1];                                  \
     for (int64_t row = 0; row < rows; ++row) {                                \
         prefetch_keys_##SUF(row + PREFETCH_ROWS, rows, nk, position, k,       \
-                            H * R);                                           \
-        prefetch_values_##SUF(row + PREFETCH_ROWS, rows, nc, start, kind,    \
-                              src, position, value, (T *const *)0, (T *)0,    \
-                              nk, H * R, ldv, H * Dc);                        \
+                            (T *)0, H * R);                                   \
+        prefetch_values_##SUF(row + PREFETCH_ROWS, rows, nc, start, kind,     \
+                              src, position, value, (T *const *)0, ldv,       \
+                              H * Dc);                                        \
         row_dots_##SUF(COMBINE_ARGS, row, dots);                              \
         for (int64_t c = 0; c < nc; ++c) {                                    \
             T *o = out + (row * nc + c) * H * Dc;                             \
@@ -180,10 +176,9 @@ INLINE void combine_backward_body_##SUF(COMBINE_PARAMS(T), const T *out,     \
     T g_num[H * Dc], g_den[H], dots[nk * H + 1], g_dots[nk * H + 1];          \
     for (int64_t row = 0; row < rows; ++row) {                                \
         prefetch_keys_##SUF(row + PREFETCH_ROWS, rows, nk, position, k,       \
-                            H * R);                                           \
-        prefetch_values_##SUF(row + PREFETCH_ROWS, rows, nc, start, kind,    \
-                              src, position, value, grad_value, grad_k, nk,   \
-                              H * R, ldv, H * Dc);                            \
+                            grad_k, H * R);                                   \
+        prefetch_values_##SUF(row + PREFETCH_ROWS, rows, nc, start, kind,     \
+                              src, position, value, grad_value, ldv, H * Dc); \
         row_dots_##SUF(COMBINE_ARGS, row, dots);                              \
         for (int64_t j = 0; j < nk * H; ++j) g_dots[j] = 0;                   \
         for (int64_t c = 0; c < nc; ++c) {                                    \
