@@ -26,7 +26,6 @@ Usage::
 """
 import argparse
 import os
-import statistics
 import sys
 import time
 from types import SimpleNamespace
@@ -35,7 +34,8 @@ from typing import Callable, Dict, List, Tuple
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import ba_edge_index, write_json  # noqa: E402
+from harness import alternation_times, ba_edge_index, \
+    write_json  # noqa: E402
 from hot_scaling import CHANNELS, HEADS, LAYERS  # noqa: E402
 
 from torch_geometric_hot.data import PairView  # noqa: E402
@@ -100,13 +100,7 @@ def compare(graph: Graph, repeats: int) -> Dict:
                   n_graphs=view.num_graphs, threads=torch.get_num_threads(),
                   direct_max_keys=default,
                   direct_cost_ratio=kernel_attention.DIRECT_COST_RATIO)
-    for name, values in times.items():
-        record[f'{name}_min_s'] = min(values)
-        record[f'{name}_median_s'] = statistics.median(values)
-        record[f'{name}_s'] = values
-    record['ratio_min'] = record['direct_min_s'] / record['summaries_min_s']
-    record['ratio_median'] = (record['direct_median_s'] /
-                              record['summaries_median_s'])
+    record.update(alternation_times(times, 'summaries', 'direct'))
     return record
 
 

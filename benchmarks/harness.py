@@ -22,6 +22,10 @@ fwd_bwd_s)``
     is the time of both. Gradients are not zeroed between repetitions. An
     output that does not require grad (an index builder) is not
     differentiated, so its ``fwd_bwd_s`` is its ``fwd_s``.
+``alternation_times(times, first, second, prefixes=()) -> dict``
+    The fields of a side-by-side comparison of two settings timed
+    alternately in one process: per setting its passes, minimum and
+    median, and the ratios second / first of the minima and medians.
 ``run_benchmark(name, sizes, variants, argv=None, size_key='n_edges',
 floor=None, quick_sizes=None) -> list[dict]``
     The command line of every script. ``variants`` maps a variant name to
@@ -184,6 +188,26 @@ def time_fwd_bwd(step_fwd: Step, repeats: int = 3, warmup: int = 1,
 
 
 # ---------------------------------------------------------------- memory --
+def alternation_times(times: Dict[str, List[float]], first: str,
+                      second: str, prefixes: Sequence[str] = ()) -> Dict:
+    r"""The fields of a side-by-side comparison from the timed passes of
+    each setting (:obj:`times`, alternating in one process): per setting
+    (named by :obj:`prefixes` when given) its passes, minimum and median,
+    then the ratios :obj:`second` / :obj:`first` of the minima and of the
+    medians (below 1: the second is faster)."""
+    names = list(prefixes) or [first, second]
+    record: Dict = {}
+    for name, key in zip(names, (first, second)):
+        record[f'{name}_min_s'] = min(times[key])
+        record[f'{name}_median_s'] = statistics.median(times[key])
+        record[f'{name}_s'] = times[key]
+    record['ratio_min'] = record[f'{names[1]}_min_s'] / \
+        record[f'{names[0]}_min_s']
+    record['ratio_median'] = record[f'{names[1]}_median_s'] / \
+        record[f'{names[0]}_median_s']
+    return record
+
+
 def _current_rss_kb() -> int:
     with open('/proc/self/statm') as f:
         return int(f.read().split()[1]) * os.sysconf('SC_PAGE_SIZE') // 1024

@@ -25,7 +25,6 @@ Usage::
 import argparse
 import ctypes
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -36,7 +35,7 @@ import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [HERE, os.path.dirname(HERE)]  # harness, package
-from harness import write_json  # noqa: E402
+from harness import alternation_times, write_json  # noqa: E402
 from hot_scaling import BAGraph, hot_model  # noqa: E402
 
 from torch_geometric_hot.data import PairView  # noqa: E402
@@ -116,12 +115,7 @@ def compare(libraries: Dict[str, object], step: Callable[[], torch.Tensor],
     record = dict(threads=torch.get_num_threads(), builds=[a, b],
                   max_abs_diff_out=float((out_a - out_b).abs().max()),
                   max_abs_diff_grad=float((grad_a - grad_b).abs().max()))
-    for key, name in (('a', a), ('b', b)):
-        record[f'{key}_min_s'] = min(times[name])
-        record[f'{key}_median_s'] = statistics.median(times[name])
-        record[f'{key}_s'] = times[name]
-    record['ratio_min'] = record['b_min_s'] / record['a_min_s']
-    record['ratio_median'] = record['b_median_s'] / record['a_median_s']
+    record.update(alternation_times(times, a, b, ('a', 'b')))
     return record
 
 

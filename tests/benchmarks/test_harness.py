@@ -50,6 +50,18 @@ def test_loglog_slope():
     assert math.isnan(harness.loglog_slope([10, 20], [0.0, 0.0]))
 
 
+def test_alternation_times():
+    times = {'old': [4.0, 2.0, 3.0], 'new': [1.0, 3.0, 2.0]}
+    r = harness.alternation_times(times, 'old', 'new')
+    assert (r['old_min_s'], r['old_median_s']) == (2.0, 3.0)
+    assert (r['new_min_s'], r['new_median_s']) == (1.0, 2.0)
+    assert r['new_s'] == times['new']
+    assert r['ratio_min'] == 0.5 and r['ratio_median'] == pytest.approx(2 / 3)
+    named = harness.alternation_times(times, 'old', 'new', ('a', 'b'))
+    assert named['a_min_s'] == 2.0 and named['b_median_s'] == 2.0
+    assert 'old_min_s' not in named
+
+
 def test_summarize_ratios_and_slopes():
     records = []
     for size in (100, 1_000, 10_000, 100_000):
