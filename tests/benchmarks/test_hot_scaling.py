@@ -40,6 +40,7 @@ def test_check_promises_reads_slope_ratio_and_gat():
     records += [_record('gat', s, s * 2e-6, 1.0) for s in sizes]
     lines = hot_scaling.check_promises(records)
     assert 'mem slope 1.000' in lines[0] and 'spread 1.000' in lines[0]
+    assert 'time slope 1.000' in lines[0]
     assert any('at 1000000 edges' in line for line in lines)
     assert lines[-1].endswith('5x (<= 25x)')
 
