@@ -36,10 +36,9 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import alternation_times, ba_edge_index, \
     write_json  # noqa: E402
-from hot_scaling import CHANNELS, HEADS, LAYERS  # noqa: E402
+from hot_scaling import CHANNELS, hot_model  # noqa: E402
 
 from torch_geometric_hot.data import PairView  # noqa: E402
-from torch_geometric_hot.models import HOTGraphModel  # noqa: E402
 from torch_geometric_hot.ops import kernel_attention  # noqa: E402
 
 Graph = Tuple[SimpleNamespace, PairView]
@@ -82,8 +81,7 @@ def compare(graph: Graph, repeats: int) -> Dict:
     r"""Alternating passes of the model with every group summarised and with
     the default rule; the times of each and their ratio."""
     data, view = graph
-    model = HOTGraphModel(CHANNELS, CHANNELS, num_layers=LAYERS, heads=HEADS,
-                          attention='kernel', kernel='favor+', seed=0)
+    model = hot_model('kernel')
     default = kernel_attention.DIRECT_MAX_KEYS
     settings = {'summaries': 0, 'direct': default}
     times: Dict[str, List[float]] = {name: [] for name in settings}

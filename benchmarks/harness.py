@@ -187,7 +187,6 @@ def time_fwd_bwd(step_fwd: Step, repeats: int = 3, warmup: int = 1,
     return statistics.median(fwd), statistics.median(fwd_bwd)
 
 
-# ---------------------------------------------------------------- memory --
 def alternation_times(times: Dict[str, List[float]], first: str,
                       second: str, prefixes: Sequence[str] = ()) -> Dict:
     r"""The fields of a side-by-side comparison from the timed passes of
@@ -208,6 +207,7 @@ def alternation_times(times: Dict[str, List[float]], first: str,
     return record
 
 
+# ---------------------------------------------------------------- memory --
 def _current_rss_kb() -> int:
     with open('/proc/self/statm') as f:
         return int(f.read().split()[1]) * os.sysconf('SC_PAGE_SIZE') // 1024

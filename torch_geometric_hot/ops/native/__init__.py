@@ -334,6 +334,14 @@ def outer_sum(k: Tensor, v: Tensor, runs: Runs, num_groups: int,
     return out
 
 
+def _may_split_adds(rows: Tensor) -> bool:
+    # whether a kernel that adds to data rows may split its work across
+    # threads: more than one thread, and no row listed twice (two threads
+    # would add to it at once)
+    return torch.get_num_threads() > 1 and bool(
+        (torch.bincount(rows) <= 1).all())
+
+
 def outer_sum_backward(k: Tensor, v: Tensor, grad: Tensor, runs: Runs,
                        head_stride: int, columns: Tensor, ones: bool,
                        grad_k: Optional[Tensor], grad_v: Optional[Tensor]
@@ -345,8 +353,7 @@ def outer_sum_backward(k: Tensor, v: Tensor, grad: Tensor, runs: Runs,
     threads would add to it at once)."""
     (_, H, R), C = k.shape, grad.size(-1)
     grad = grad.contiguous()
-    split = torch.get_num_threads() > 1 and bool(
-        (torch.bincount(runs.rows) <= 1).all())
+    split = _may_split_adds(runs.rows)
     _call('outer_sum_backward', k.dtype, runs, [
         k.data_ptr(), v.data_ptr(), grad.data_ptr(),
         [columns.data_ptr(), _ptr(grad_k), _ptr(grad_v)]],
@@ -656,8 +663,7 @@ def direct_read_backward(k: Tensor, v: Tensor, q: Tensor, keys: Groups,
     once)."""
     (_, H, R), C = k.shape, columns.numel()
     arrays = _reading_pointers(readings)
-    split = torch.get_num_threads() > 1 and bool(
-        (torch.bincount(keys.rows) <= 1).all())
+    split = _may_split_adds(keys.rows)
     _direct_call('direct_read_backward', k.dtype, groups, [
         [k.data_ptr(), v.data_ptr(), q.data_ptr(), keys.rows.data_ptr(),
          keys.ptr.data_ptr()],
