@@ -9,6 +9,8 @@ import hot_arithmetic  # noqa: E402
 import hot_scaling  # noqa: E402
 
 from torch_geometric_hot.ops import native  # noqa: E402
+from torch_geometric_hot.ops.feature_maps import \
+    default_num_features  # noqa: E402
 
 
 def test_native_count_matches_the_pools_of_one_block():
@@ -16,7 +18,7 @@ def test_native_count_matches_the_pools_of_one_block():
     # the count adds rows x H x R x columns over pools and readings
     step, fields = hot_scaling.hot('kernel')(300)
     count = hot_arithmetic._native_macs(step)
-    H, R, D = 4, 17, 8
+    H, R, D = 4, default_num_features(8), 8
     m = fields['n_edges']
     # at least: each 2->2 layer sums every off-diagonal entry into one slot
     # of one pool and reads it once

@@ -28,8 +28,10 @@ _RELU_EPS = 1e-3
 
 def default_num_features(head_dim: int) -> int:
     r"""Performer's default number of random features,
-    :math:`\lceil d \ln d \rceil` (at least :obj:`d`)."""
-    return max(head_dim, math.ceil(head_dim * math.log(max(head_dim, 2))))
+    :math:`\lfloor d \ln d \rfloor` (at least :obj:`d`): the Performer
+    reference code's and the original HOT code's default (16 for
+    :math:`d = 8`)."""
+    return max(head_dim, int(head_dim * math.log(max(head_dim, 2))))
 
 
 def orthogonal_gaussian(num_features: int, dim: int,
@@ -174,7 +176,7 @@ class FeatureMap(torch.nn.Module):
         kernel (str, optional): ``'favor+'``, ``'relu'`` or ``'elu'``.
             (default: ``'favor+'``)
         num_features (int, optional): Number of random features :math:`r`
-            (default: :math:`\lceil d \ln d \rceil`). Ignored by ``'elu'``.
+            (default: :math:`\lfloor d \ln d \rfloor`). Ignored by ``'elu'``.
         redraw_interval (int, optional): Redraw the projection every this
             many training forward passes of the owner (counted by
             :meth:`step`); never in eval mode.
