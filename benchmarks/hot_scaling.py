@@ -209,10 +209,21 @@ def _cap_child_memory(argv: List[str]) -> None:
 
 def check_promises(records: List[Dict]) -> List[str]:
     r"""The issue-3 promises for ``hot_kernel`` (and ``hot_kernel_ckpt``)
-    over :data:`PROMISE_RANGE`, from the records of one run."""
+    over :data:`PROMISE_RANGE`, from the records of one run: judged for
+    each huge-page setting of the run apart (``--thp`` times every point
+    without and with them; those lines end in ``[THP]``)."""
+    ok = [r for r in records if r.get('status') == 'ok']
+    lines = []
+    for thp in sorted({r.get('thp', False) for r in ok}):
+        same = [r for r in ok if r.get('thp', False) == thp]
+        lines += [line + (' [THP]' if thp else '')
+                  for line in _promises(same)]
+    return lines
+
+
+def _promises(ok: List[Dict]) -> List[str]:
     from harness import summarize
     lo, hi = PROMISE_RANGE
-    ok = [r for r in records if r.get('status') == 'ok']
     lines = []
     gat = {r['size']: r for r in ok if r['variant'] == 'gat'}
     for variant in ('hot_kernel', 'hot_kernel_ckpt'):
@@ -239,8 +250,8 @@ def check_promises(records: List[Dict]) -> List[str]:
         if 10**5 in gat and any(r['size'] == 10**5 for r in mine):
             r = next(r for r in mine if r['size'] == 10**5)
             g = gat[10**5]
-            ratio = (r['fwd_bwd_s'] / r['n_edges']) / (g['fwd_bwd_s'] /
-                                                      g['n_edges'])
+            ratio = (r['fwd_bwd_s'] / r['n_edges']) / (
+                g['fwd_bwd_s'] / g['n_edges'])
             lines.append(f"{variant} / gat fwd+bwd time per edge at 1e5: "
                          f"{ratio:.3g}x (<= 25x)")
     return lines

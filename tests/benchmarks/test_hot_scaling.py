@@ -45,6 +45,25 @@ def test_check_promises_reads_slope_ratio_and_gat():
     assert lines[-1].endswith('5x (<= 25x)')
 
 
+def test_check_promises_judges_each_huge_page_setting_apart():
+    sizes = [10**4, 10**5]
+    records = []
+    for thp, gat_s in ((False, 2e-6), (True, 4e-6)):
+        records += [dict(_record('floor', s, s * 1e-6, 1.0), thp=thp)
+                    for s in sizes]
+        records += [dict(_record('hot_kernel', s, s * 1e-5, s * 1e-3),
+                         thp=thp) for s in sizes]
+        records += [dict(_record('gat', s, s * gat_s, 1.0), thp=thp)
+                    for s in sizes]
+    lines = hot_scaling.check_promises(records)
+    ratios = [line for line in lines if '/ gat' in line]
+    # each setting's kernel model against its own GAT: 5x and 2.5x
+    assert ratios == [
+        'hot_kernel / gat fwd+bwd time per edge at 1e5: 5x (<= 25x)',
+        'hot_kernel / gat fwd+bwd time per edge at 1e5: 2.5x (<= 25x) [THP]']
+    assert sum(line.endswith('[THP]') for line in lines) == len(lines) / 2
+
+
 def test_child_memory_watchdog_stops_an_over_budget_point(monkeypatch):
     import subprocess
     monkeypatch.delenv('HOT_SCALING_MAX_MEM_GB', raising=False)
