@@ -296,8 +296,15 @@ def _call(name: str, dtype: torch.dtype, runs: Runs, pointers: Sequence,
                         runs.groups[start:].data_ptr(), *pointers[-1],
                         stop - start, *integers, *owned)
 
-    _check(name, [run(0, visits)] if threads <= 1 else
-           _in_threads(run, _segments(runs.groups, threads)))
+    if threads <= 1:
+        _check(name, [run(0, visits)])
+        return
+    # a kernel that writes summary blocks splits at group starts (one
+    # writer per block); the others anywhere, also inside a long run (a
+    # per-graph pool is a single one)
+    bounds = _segments(runs.groups, threads) if num_groups is not None \
+        else [visits * t // threads for t in range(threads + 1)]
+    _check(name, _in_threads(run, bounds))
 
 
 def _check(name: str, statuses: Sequence[int]) -> None:
