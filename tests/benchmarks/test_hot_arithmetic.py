@@ -28,9 +28,16 @@ def test_native_count_matches_the_pools_of_one_block():
 
 @pytest.mark.skipif(not native.available(), reason='no native kernels')
 def test_measure_is_consistent():
-    r = hot_arithmetic.measure(300, 1)
+    r = hot_arithmetic.measure(300, 3)
     assert r['total_gmac'] == pytest.approx(r['matmul_gmac'] +
                                             r['native_gmac'])
+    # three alternating rounds: the medians of their passes, and each
+    # round's ratio
+    assert len(r['hot_pass_s']) == len(r['gat_pass_s']) == 3
+    assert r['hot_fwd_bwd_s'] == sorted(r['hot_pass_s'])[1]
+    assert r['round_ratios'] == pytest.approx(
+        [h / g for h, g in zip(r['hot_pass_s'], r['gat_pass_s'])])
+    assert r['round_ratio_median'] == sorted(r['round_ratios'])[1]
     assert r['floor_at_peak_s'] == pytest.approx(r['total_gmac'] /
                                                  r['peak_gmacs'])
     assert r['measured_ratio_to_gat'] == pytest.approx(
