@@ -279,21 +279,22 @@ def _segments(groups: Tensor, threads: int) -> List[int]:
 def _call(name: str, dtype: torch.dtype, runs: Runs, pointers: Sequence,
           integers: Sequence[int], num_groups: Optional[int] = None,
           split: bool = True,
-          summary: Optional[Tuple[int, Tensor]] = None) -> None:
+          written: Optional[Tuple[int, Tensor]] = None) -> None:
     # pointers: data before the runs, the runs, data after; integers after
     # the number of visits; with num_groups, the kernel writes summary
     # blocks and is told the groups it owns (g_lo, g_hi); split=False keeps
     # it on one thread (it adds to rows that several runs may share);
-    # summary: (its place in the data after the runs, the summaries), so
-    # that one group's summary can be split too (each thread past the
-    # first sums its part into a zeroed block of its own, added after)
+    # written: (its place in the data after the runs, the summary blocks
+    # the kernel writes), so that one group's summary can be split too
+    # (each thread past the first sums its part into a zeroed block of its
+    # own, added after)
     function = _function(name, dtype)
     visits = runs.rows.numel()
     threads = min(torch.get_num_threads(), visits // MIN_ROWS_PER_THREAD)
     threads = threads if split else 1
     even = [visits * t // max(threads, 1) for t in range(threads + 1)]
-    partial = {start: torch.zeros_like(summary[1]) for start in even[1:-1]} \
-        if num_groups == 1 and summary is not None else {}
+    partial = {start: torch.zeros_like(written[1]) for start in even[1:-1]} \
+        if num_groups == 1 and written is not None else {}
 
     def run(start: int, stop: int) -> int:
         owned = [] if num_groups is None else [
@@ -301,7 +302,7 @@ def _call(name: str, dtype: torch.dtype, runs: Runs, pointers: Sequence,
             num_groups if stop == visits else int(runs.groups[stop])]
         after = list(pointers[-1])
         if start in partial:
-            after[summary[0]] = partial[start].data_ptr()
+            after[written[0]] = partial[start].data_ptr()
         return function(*pointers[:-1], runs.rows[start:].data_ptr(),
                         runs.groups[start:].data_ptr(), *after,
                         stop - start, *integers, *owned)
@@ -316,7 +317,7 @@ def _call(name: str, dtype: torch.dtype, runs: Runs, pointers: Sequence,
     _check(name, _in_threads(run, even if split_anywhere else
                              _segments(runs.groups, threads)))
     for block in partial.values():
-        summary[1].add_(block)
+        written[1].add_(block)
 
 
 def _check(name: str, statuses: Sequence[int]) -> None:
@@ -350,7 +351,7 @@ def outer_sum(k: Tensor, v: Tensor, runs: Runs, num_groups: int,
     _call('outer_sum', k.dtype, runs, [k.data_ptr(), v.data_ptr(), [
         columns.data_ptr(), out.data_ptr()]],
         [H, R, C, v.size(1), head_stride, int(ones)], num_groups,
-        summary=(1, out))
+        written=(1, out))
     return out
 
 
@@ -421,7 +422,7 @@ def contract_backward(q: Tensor, summary: Tensor, grad: Tensor, runs: Runs,
         [columns.data_ptr(), _ptr(grad_q), _ptr(grad_summary)]],
         [H, R, C, columns.numel(), int(add_q) + 2 * int(add_summary)],
         summary.size(0),
-        summary=None if grad_summary is None else (2, grad_summary))
+        written=None if grad_summary is None else (2, grad_summary))
 
 
 def _pointers(tensors: Sequence[Optional[Tensor]]) -> ctypes.Array:
