@@ -41,9 +41,12 @@
 #define COL_VECS 4
 /* Queries whose weights the backward pass holds at once. */
 #define CHUNK 64
-/* Queries ahead (in a group's list) whose rows are prefetched: they lie
-   all over their tensors (at 10^5 edges, one process: forward -12 %,
-   backward -15 % against none; 12 ahead was no better). */
+/* Queries ahead (in a group's list) whose rows are prefetched, whole (all
+   heads) during the first head's pass: they lie all over their tensors (at
+   10^5 edges, one process: forward -12 %, backward -15 % against none; 12
+   ahead was no better; whole rows once instead of one head's part per head,
+   with only the next group's first queries fetched with its keys: forward
+   -1 to -2 %, backward -2 to -7 % on one layer's calls). */
 #define QUERY_AHEAD 6
 /* Prefetches the n elements from p (RW: 1 when they will be written). */
 #define FETCH_SPAN(p, n, RW)                                                  \
@@ -70,8 +73,9 @@ INLINE_D void fetch_##SUF(const void *p, int64_t bytes) {                    \
 }                                                                             \
                                                                               \
 /* Prefetches the key rows of group g (of k and v, and of their gradients  \
-   gk, gv when not NULL) and its query rows in the nr readings (of q, of    \
-   gq when not NULL, and their output or gradient rows). */                  \
+   gk, gv when not NULL) and the rows of its first QUERY_AHEAD queries in   \
+   each of the nr readings (of q, of gq when not NULL, and their output or  \
+   gradient rows; the loop over the queries fetches the others). */         \
 static void fetch_group_##SUF(const T *k, const T *v, const T *gk,           \
                               const T *gv, const T *q, const T *gq,           \
                               const int64_t *key_rows, const int64_t *key_ptr,\
@@ -88,7 +92,8 @@ static void fetch_group_##SUF(const T *k, const T *v, const T *gk,           \
         if (gv) fetch_##SUF(gv + x * ldv + v_lo, sizeof(T) * (v_hi - v_lo));  \
     }                                                                         \
     for (int64_t r = 0; r < nr; ++r)                                          \
-        for (int64_t t = query_ptr[r][g]; t < query_ptr[r][g + 1]; ++t) {     \
+        for (int64_t t = query_ptr[r][g]; t < query_ptr[r][g + 1] &&          \
+             t < query_ptr[r][g] + QUERY_AHEAD; ++t) {                        \
             const int64_t i = query_rows[r][t];                               \
             fetch_##SUF(q + i * H * R, sizeof(T) * H * R);                    \
             if (gq) fetch_##SUF(gq + i * H * R, sizeof(T) * H * R);           \
@@ -205,10 +210,10 @@ INLINE_D void read_group_##SUF(const panels_##SUF *p, const T *q,            \
                                int64_t n, int64_t h, int64_t H, int64_t R,    \
                                int64_t C, const int NW) {                     \
     for (int64_t t = 0; t < m; ++t) {                                         \
-        if (t + QUERY_AHEAD < m) {                                            \
-            const int64_t f = rows[t + QUERY_AHEAD] * H + h;                  \
-            FETCH_SPAN(q + f * R, R, 0);                                      \
-            FETCH_SPAN(out + f * (nsel + 1), nsel + 1, 1);                    \
+        if (h == 0 && t + QUERY_AHEAD < m) {                                  \
+            const int64_t f = rows[t + QUERY_AHEAD] * H;                      \
+            FETCH_SPAN(q + f * R, H * R, 0);                                  \
+            FETCH_SPAN(out + f * (nsel + 1), H * (nsel + 1), 1);              \
         }                                                                     \
         dvec_##SUF w[KEY_VECS];                                               \
         weights_##SUF(q + (rows[t] * H + h) * R, p->kt, R, w, NW);           \
@@ -293,11 +298,11 @@ INLINE_D void read_group_backward_##SUF(                                      \
         const int64_t mc = m - t0 < CHUNK ? m - t0 : CHUNK;                   \
         const T *qs[CHUNK], *gs[CHUNK];                                       \
         for (int64_t t = 0; t < mc; ++t) {                                    \
-            if (t0 + t + QUERY_AHEAD < m) {                                   \
-                const int64_t f = rows[t0 + t + QUERY_AHEAD] * H + h;         \
-                FETCH_SPAN(q + f * R, R, 0);                                  \
-                FETCH_SPAN(grad + f * (nsel + 1), nsel + 1, 0);               \
-                if (grad_q) FETCH_SPAN(grad_q + f * R, R, 1);                 \
+            if (h == 0 && t0 + t + QUERY_AHEAD < m) {                         \
+                const int64_t f = rows[t0 + t + QUERY_AHEAD] * H;             \
+                FETCH_SPAN(q + f * R, H * R, 0);                              \
+                FETCH_SPAN(grad + f * (nsel + 1), H * (nsel + 1), 0);         \
+                if (grad_q) FETCH_SPAN(grad_q + f * R, H * R, 1);             \
             }                                                                 \
             const int64_t i = rows[t0 + t] * H + h;                           \
             const T *go = gs[t] = grad + i * (nsel + 1);                      \
