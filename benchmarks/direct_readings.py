@@ -35,7 +35,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import alternation_times, ba_edge_index, \
-    write_json  # noqa: E402
+    format_alternation, write_json  # noqa: E402
 from hot_scaling import CHANNELS, hot_model  # noqa: E402
 
 from torch_geometric_hot.data import PairView  # noqa: E402
@@ -103,12 +103,9 @@ def compare(graph: Graph, repeats: int) -> Dict:
 
 
 def format_record(name: str, r: Dict) -> str:
-    return (f"{name:>10} n={r['n_nodes']:>7} m={r['n_edges']:>7}  "
-            f"summaries {r['summaries_min_s']:.3f} / "
-            f"{r['summaries_median_s']:.3f} s  direct "
-            f"{r['direct_min_s']:.3f} / {r['direct_median_s']:.3f} s  "
-            f"ratio {r['ratio_min']:.2f} / {r['ratio_median']:.2f} "
-            f"(min / median)")
+    settings = ('summaries', 'direct')
+    return (f"{name:>10} n={r['n_nodes']:>7} m={r['n_edges']:>7}  " +
+            format_alternation(r, settings, settings) + ' (min / median)')
 
 
 def main(argv=None) -> List[Dict]:

@@ -26,6 +26,9 @@ fwd_bwd_s)``
     The fields of a side-by-side comparison of two settings timed
     alternately in one process: per setting its passes, minimum and
     median, and the ratios second / first of the minima and medians.
+``format_alternation(record, prefixes, labels) -> str``
+    Those fields as one line: each setting's minimum / median, then the
+    ratios.
 ``run_benchmark(name, sizes, variants, argv=None, size_key='n_edges',
 floor=None, quick_sizes=None) -> list[dict]``
     The command line of every script. ``variants`` maps a variant name to
@@ -205,6 +208,17 @@ def alternation_times(times: Dict[str, List[float]], first: str,
     record['ratio_median'] = record[f'{names[1]}_median_s'] / \
         record[f'{names[0]}_median_s']
     return record
+
+
+def format_alternation(record: Dict, prefixes: Sequence[str],
+                       labels: Sequence[str]) -> str:
+    r"""The fields of :func:`alternation_times` (settings named by
+    :obj:`prefixes`, printed as :obj:`labels`) as one line."""
+    sides = [f"{label} {record[f'{name}_min_s']:.3f} / "
+             f"{record[f'{name}_median_s']:.3f} s"
+             for name, label in zip(prefixes, labels)]
+    return '  '.join(sides) + (f"  ratio {record['ratio_min']:.3f} / "
+                               f"{record['ratio_median']:.3f}")
 
 
 # ---------------------------------------------------------------- memory --

@@ -35,7 +35,8 @@ import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [HERE, os.path.dirname(HERE)]  # harness, package
-from harness import alternation_times, write_json  # noqa: E402
+from harness import alternation_times, format_alternation, \
+    write_json  # noqa: E402
 from hot_scaling import BAGraph, hot_model  # noqa: E402
 
 from torch_geometric_hot.data import PairView  # noqa: E402
@@ -120,11 +121,9 @@ def compare(libraries: Dict[str, object], step: Callable[[], torch.Tensor],
 
 
 def format_record(r: Dict) -> str:
-    a, b = r['builds']
-    return (f"{a}: {r['a_min_s']:.3f} / {r['a_median_s']:.3f} s  "
-            f"{b}: {r['b_min_s']:.3f} / {r['b_median_s']:.3f} s  "
-            f"ratio {r['ratio_min']:.3f} / {r['ratio_median']:.3f} "
-            f"(min / median; max |diff| out {r['max_abs_diff_out']:.1e}, "
+    return (format_alternation(r, ('a', 'b'),
+                               [f'{build}:' for build in r['builds']]) +
+            f" (min / median; max |diff| out {r['max_abs_diff_out']:.1e}, "
             f"grad {r['max_abs_diff_grad']:.1e})")
 
 

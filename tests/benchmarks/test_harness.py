@@ -60,6 +60,8 @@ def test_alternation_times():
     named = harness.alternation_times(times, 'old', 'new', ('a', 'b'))
     assert named['a_min_s'] == 2.0 and named['b_median_s'] == 2.0
     assert 'old_min_s' not in named
+    assert harness.format_alternation(named, ('a', 'b'), ('A', 'B')) == (
+        'A 2.000 / 3.000 s  B 1.000 / 2.000 s  ratio 0.500 / 0.667')
 
 
 def test_summarize_ratios_and_slopes():
