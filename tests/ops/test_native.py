@@ -433,17 +433,40 @@ def test_direct_readings_of_groups_with_many_queries(dtype, monkeypatch):
     assert on[0][reads[0].index == 3].abs().sum() == 0
 
 
+@pytest.mark.parametrize('costs,threads,bounds', [
+    ([10, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1], 2, [0, 1, 11]),
+    ([1] * 9, 3, [0, 3, 6, 9]),
+    ([100, 1, 1], 3, [0, 1, 3]),  # a part would be empty: fewer parts
+    ([0] * 5, 2, [0, 4, 5]),
+])
+def test_balanced_bounds(costs, threads, bounds):
+    assert native._balanced_bounds(torch.tensor(costs), threads) == bounds
+
+
 def test_direct_readings_split_across_threads(monkeypatch):
-    # distinct key rows: the direct backward pass too splits its groups
+    # distinct key rows: the direct backward pass too splits its groups,
+    # at equal costs: the first groups have the most keys and queries
     monkeypatch.setattr(native, 'MIN_ROWS_PER_THREAD', 8)
     monkeypatch.setattr(ka, 'DIRECT_COST_RATIO', float('inf'))
+    splits = []
+    balanced_bounds = native._balanced_bounds
+
+    def recorded(costs: torch.Tensor, threads: int) -> list:
+        splits.append((costs, balanced_bounds(costs, threads)))
+        return splits[-1][1]
+
+    monkeypatch.setattr(native, '_balanced_bounds', recorded)
     gen = torch.Generator().manual_seed(0)
     k = torch.rand(600, 2, 5, dtype=torch.float64, generator=gen)
     values = torch.randn(600, 3, 2, 4, dtype=torch.float64, generator=gen)
     q = torch.rand(500, 2, 5, dtype=torch.float64, generator=gen)
-    pools = [ka.Pool(torch.randperm(600, generator=gen),
-                     torch.randint(200, (600, ), generator=gen), 200, (2, 0))]
-    reads = [ka.Reading(0, torch.randint(200, (500, ), generator=gen))]
+
+    def skewed(size: int) -> torch.Tensor:
+        return (torch.rand(size, generator=gen)**3 * 200).long()
+
+    pools = [ka.Pool(torch.randperm(600, generator=gen), skewed(600), 200,
+                     (2, 0))]
+    reads = [ka.Reading(0, skewed(500))]
     grads = [torch.randn(500, 2, 9, dtype=torch.float64, generator=gen)]
     threads = torch.get_num_threads()
     torch.set_num_threads(2)
@@ -451,3 +474,8 @@ def test_direct_readings_split_across_threads(monkeypatch):
         _pool_readings_agree(k, values, q, pools, reads, grads)
     finally:
         torch.set_num_threads(threads)
+    assert len(splits) == 2  # forward and backward
+    for costs, (_, middle, end) in splits:
+        assert end == costs.numel() and middle < end // 3  # not at half
+        assert abs(costs[:middle].sum() - costs[middle:].sum()) <= \
+            costs.max()

@@ -31,7 +31,8 @@ The choice can be forced with the environment variable
 tensors (anything else, and tracing by ``torch.compile``, takes the torch
 path). The summary kernels split their rows across
 ``torch.get_num_threads()`` threads at group boundaries (no two threads
-write the same summary block), the direct readings their groups, the
+write the same summary block), the direct readings their groups (at
+equal estimated costs, :data:`QUERY_COST`), the
 FAVOR+ kernels and the pair gather their rows; the class combination
 splits its forward pass's rows across them and runs its backward pass
 (which adds to shared key and value rows) on one, as does the pair
@@ -460,14 +461,31 @@ def _slot_pointers(values: Tensor, slots: Sequence[int]) -> ctypes.Array:
 
 
 def _split_rows(run, rows: int, name: Optional[str] = None,
-                split: bool = True) -> None:
+                split: bool = True, costs: Optional[Tensor] = None) -> None:
     # run(start, stop) over independent rows, split across threads (unless
-    # split is False); with a name, run returns the kernel's status
+    # split is False) into equal numbers of rows or, with costs [rows],
+    # equal total costs; with a name, run returns the kernel's status
     threads = min(torch.get_num_threads(), rows // MIN_ROWS_PER_THREAD)
-    statuses = [run(0, rows)] if threads <= 1 or not split else \
-        _in_threads(run, [rows * t // threads for t in range(threads + 1)])
+    if threads <= 1 or not split:
+        statuses = [run(0, rows)]
+    else:
+        statuses = _in_threads(run, [rows * t // threads
+                                     for t in range(threads + 1)]
+                               if costs is None else
+                               _balanced_bounds(costs, threads))
     if name is not None:
         _check(name, statuses)
+
+
+def _balanced_bounds(costs: Tensor, threads: int) -> List[int]:
+    # split points of rows with these costs into `threads` consecutive
+    # parts of about equal total cost (no part empty)
+    total = costs.double().cumsum(0)
+    targets = total[-1] * torch.arange(1, threads, dtype=torch.double) / \
+        threads
+    inner = torch.searchsorted(total, targets, right=True).tolist()
+    return sorted({0, costs.numel(), *(min(max(b, 1), costs.numel() - 1)
+                                       for b in inner)})
 
 
 def _row(t: Tensor, row: int, width: int) -> int:
@@ -620,19 +638,35 @@ def direct_max_keys(dtype: torch.dtype) -> int:
     return _function('direct_max_keys', dtype)()
 
 
-def _direct_call(name: str, dtype: torch.dtype, groups: Tensor,
+#: What a query costs the direct readings on its own, in (query, key)
+#: pairs: reading its row and writing its output (or, backward, its
+#: gradients) outweigh the arithmetic of a few keys. Their groups are split
+#: across threads at equal total :obj:`queries * (keys + QUERY_COST)`.
+#: (At 10^5 edges, two threads, in a Barabasi-Albert graph, whose first
+#: nodes have the most keys: the direct calls' slowest threads summed over
+#: a pass, 8 alternating rounds: 1.34 s split by group count, 1.15 s with
+#: 32 here, 1.18 s with 64, 1.19 s by query count alone; by products
+#: alone, 1.11 times the time by group count in another run.)
+QUERY_COST = 32
+
+
+def _direct_call(name: str, dtype: torch.dtype, keys: Groups,
+                 groups: Tensor, readings: Sequence['DirectReading'],
                  pointers: Sequence, integers: Sequence[int],
                  split: bool = True) -> None:
     # pointers: the data before the group list, then after it; the group
     # list is split across threads (groups write disjoint rows) unless
-    # split is False
+    # split is False, at equal costs (QUERY_COST)
     function = _function(name, dtype)
 
     def run(start: int, stop: int) -> int:
         return function(*pointers[0], groups[start:].data_ptr(),
                         *pointers[1], stop - start, *integers)
 
-    _split_rows(run, groups.numel(), name, split)
+    queries = sum(r.queries.ptr.diff().index_select(0, groups)
+                  for r in readings)
+    costs = queries * (keys.ptr.diff().index_select(0, groups) + QUERY_COST)
+    _split_rows(run, groups.numel(), name, split, costs)
 
 
 class DirectReading(NamedTuple):
@@ -665,7 +699,7 @@ def direct_read(k: Tensor, v: Tensor, q: Tensor, keys: Groups,
     :obj:`v [P, L]`, :obj:`q [rows, H, R]` and the outputs contiguous."""
     (_, H, R), C = k.shape, columns.numel()
     arrays = _reading_pointers(readings)
-    _direct_call('direct_read', k.dtype, groups, [
+    _direct_call('direct_read', k.dtype, keys, groups, readings, [
         [k.data_ptr(), v.data_ptr(), q.data_ptr(), keys.rows.data_ptr(),
          keys.ptr.data_ptr()],
         [columns.data_ptr(), *arrays[:3], arrays[3].data_ptr(), arrays[4]]],
@@ -686,7 +720,7 @@ def direct_read_backward(k: Tensor, v: Tensor, q: Tensor, keys: Groups,
     (_, H, R), C = k.shape, columns.numel()
     arrays = _reading_pointers(readings)
     split = _may_split_adds(keys.rows)
-    _direct_call('direct_read_backward', k.dtype, groups, [
+    _direct_call('direct_read_backward', k.dtype, keys, groups, readings, [
         [k.data_ptr(), v.data_ptr(), q.data_ptr(), keys.rows.data_ptr(),
          keys.ptr.data_ptr()],
         [columns.data_ptr(), *arrays[:3], arrays[3].data_ptr(), arrays[4],
