@@ -60,7 +60,7 @@ def _native_macs(step: Callable[[], torch.Tensor]) -> int:
 
     def counting(terms, pools, reads, phi_q, phi_k, positions, values,
                  *args):
-        H, R, D = phi_k.size(1), phi_k.size(2), values.size(-1)
+        H, R, D = phi_k.size(1), phi_k.size(2), values.shape[-1]
         for pool in pools:
             total[0] += pool.position.numel() * H * R * (
                 len(pool.slots) * D + 1)

@@ -5,7 +5,8 @@ from torch_geometric_hot.ops import kernel_attention as ka
 from torch_geometric_hot.ops import native
 from torch_geometric_hot.ops.class_combination import READING, SINGLE_KEY, \
     Term, combine_classes_reference
-from torch_geometric_hot.ops.pooled_combination import pooled_combination
+from torch_geometric_hot.ops.pooled_combination import ValueProjection, \
+    pooled_combination
 
 pytestmark = pytest.mark.skipif(native._compiler() is None,
                                 reason='no C compiler')
@@ -120,3 +121,57 @@ def test_fused_checks_its_arguments():
         with pytest.raises(IndexError, match='single-key position'):
             pooled_combination(**{**args, 'positions': [
                 positions[0], positions[1] + INPUTS]})
+
+
+def _projection(dtype, D, C=7):
+    gen = torch.Generator().manual_seed(3)
+    x = torch.randn(INPUTS, C, dtype=dtype, generator=gen)
+    weight = torch.randn(4 * H * D, C, dtype=dtype, generator=gen)
+    return x, weight
+
+
+@pytest.mark.parametrize('native_mode', ['on', 'off'])
+@pytest.mark.parametrize('frozen', [(), ('x', ), ('weight', ),
+                                    ('x', 'weight')])
+def test_value_projection_equals_its_values(native_mode, frozen):
+    # natively the values are computed in the workspace, computed again
+    # for the backward pass, and their gradient reduced to x's and the
+    # weight's inside the operation
+    D = 5
+    terms, pools, reads, phi_q, phi_k, positions, _, nonempty = \
+        _problem(torch.float64, D)
+    x, weight = _projection(torch.float64, D)
+    grad = torch.randn(ROWS, 3, H, D, dtype=torch.float64,
+                       generator=torch.Generator().manual_seed(1))
+    results = []
+    for projected in (True, False):
+        leaves = [t.clone().requires_grad_(n not in frozen) for n, t in
+                  (('phi_q', phi_q), ('x', x), ('weight', weight))]
+        projection = ValueProjection(leaves[1], leaves[2], H, D)
+        with native.use_native(native_mode):
+            out = pooled_combination(
+                terms, pools, reads, leaves[0], phi_k, positions,
+                projection if projected else projection.values(), SLOTS,
+                nonempty, eps=0.05)
+        results.append([out, *torch.autograd.grad(
+            out, [t for t in leaves if t.requires_grad], grad)])
+    for a, b in zip(*results):
+        torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
+
+
+def test_value_projection_gradcheck_and_checks():
+    terms, pools, reads, phi_q, phi_k, positions, _, nonempty = \
+        _problem(torch.float64, 3)
+    x, weight = _projection(torch.float64, 3, C=2)
+    with native.use_native('on'):
+        assert torch.autograd.gradcheck(
+            lambda k, x, w: pooled_combination(
+                terms, pools, reads, phi_q, k, positions,
+                ValueProjection(x, w, H, 3), SLOTS, nonempty, eps=0.05),
+            [t.clone().requires_grad_() for t in (phi_k, x, weight)])
+        for bad in (ValueProjection(x, weight[:-1], H, 3),
+                    ValueProjection(x[:, :1], weight, H, 3),
+                    ValueProjection(x, weight.float(), H, 3)):
+            with pytest.raises(ValueError, match="value projection"):
+                pooled_combination(terms, pools, reads, phi_q, phi_k,
+                                   positions, bad, SLOTS, nonempty)

@@ -15,6 +15,7 @@ from torch_geometric_hot.ops.global_softmax_attention import \
     global_softmax_class_attention
 from torch_geometric_hot.ops.higher_order_attention import \
     kernel_class_attention, softmax_class_attention
+from torch_geometric_hot.ops.pooled_combination import ValueProjection
 
 ATTENTIONS = ('softmax', 'kernel')
 Attention = Dict[str, Tuple[Tensor, Tensor]]
@@ -229,17 +230,21 @@ class HOTConv(torch.nn.Module):
             return {k: v * D**-0.5 for k, v in full.items()}
         return {k: self.feature_map(v, True) for k, v in full.items()}
 
-    def _values(self, x: Tensor, index: Sequence[int]) -> Tensor:
+    def _values(self, x: Tensor,
+                index: Sequence[int]) -> Union[Tensor, ValueProjection]:
         r"""The values of one part's classes, :obj:`[inputs, classes, H, D]`
         (projected per part: the gradients of a part's attention then fill
-        and add buffers of its own classes only)."""
+        and add buffers of its own classes only); for kernel attention, as
+        their projection (computed inside the attention)."""
         weight = self.lin_value.weight
         if len(index) < len(self.classes):
             width = self.heads * self.head_channels
             weight = weight.view(len(self.classes), width, -1)[index].flatten(
                 0, 1)
-        return torch.nn.functional.linear(x, weight).view(
-            x.size(0), len(index), self.heads, self.head_channels)
+        projection = ValueProjection(x, weight, self.heads,
+                                     self.head_channels)
+        return projection if self.attention == 'kernel' else \
+            projection.values()
 
     def _attend(self, classes, target, view, q, keys, values,
                 weights) -> Optional[Tensor]:

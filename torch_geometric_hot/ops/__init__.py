@@ -15,7 +15,8 @@ from torch_geometric_hot.ops.kernel_attention import (Pool, Reading,
                                                       pool_readings,
                                                       segment_outer_sum)
 from torch_geometric_hot.ops.class_combination import combine_classes
-from torch_geometric_hot.ops.pooled_combination import pooled_combination
+from torch_geometric_hot.ops.pooled_combination import (ValueProjection,
+                                                        pooled_combination)
 from torch_geometric_hot.ops.pair_light_linear import pair_light_linear
 from torch_geometric_hot.ops.higher_order_attention import (
     softmax_class_attention, kernel_class_attention)
@@ -29,7 +30,7 @@ __all__ = [
     'Target', 'equivariant_linear', 'input_summaries', 'class_counts',
     'gather_contract', 'segment_outer_sum', 'Pool', 'Reading',
     'pool_readings', 'pair_light_linear',
-    'combine_classes', 'pooled_combination',
+    'combine_classes', 'pooled_combination', 'ValueProjection',
     'softmax_class_attention',
     'kernel_class_attention', 'global_softmax_class_attention'
 ]

@@ -16,7 +16,7 @@ Both take the class tables of :mod:`torch_geometric_hot.ops.basis` and the
 output :class:`~torch_geometric_hot.ops.equivariant.Target`.
 """
 from dataclasses import replace
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 import torch
 from torch import Tensor
@@ -27,7 +27,8 @@ from torch_geometric_hot.ops.class_combination import READING, SINGLE_KEY, \
 from torch_geometric_hot.ops.equivariant import Target, class_counts, \
     summary_counts
 from torch_geometric_hot.ops.kernel_attention import Pool, Reading
-from torch_geometric_hot.ops.pooled_combination import pooled_combination
+from torch_geometric_hot.ops.pooled_combination import ValueProjection, \
+    pooled_combination
 from torch_geometric_hot.ops.scatter import scatter_sum
 from torch_geometric_hot.ops.softmax import grouped_softmax
 
@@ -167,7 +168,8 @@ def softmax_class_attention(
 
 def kernel_class_attention(classes: Sequence[EquivariantClass],
                            target: Target, view, in_order: int,
-                           phi_q: Tensor, phi_k: Tensor, values: Tensor,
+                           phi_q: Tensor, phi_k: Tensor,
+                           values: Union[Tensor, ValueProjection],
                            slots: Sequence[int], exact: bool = True,
                            eps: float = 1e-6) -> Tensor:
     r"""Kernel attention of several aggregating classes writing one part.
@@ -190,7 +192,10 @@ def kernel_class_attention(classes: Sequence[EquivariantClass],
         in_order (int): Input order.
         phi_q (torch.Tensor): Mapped queries :obj:`[rows, H, r]`.
         phi_k (torch.Tensor): Mapped keys :obj:`[inputs, H, r]`.
-        values (torch.Tensor): Values :obj:`[inputs, slots, H, d_v]`.
+        values (torch.Tensor or ValueProjection): Values
+            :obj:`[inputs, slots, H, d_v]`, or their projection
+            (:class:`~torch_geometric_hot.ops.pooled_combination.ValueProjection`:
+            natively computed in the operation's workspace).
         slots (list): Per class, its slot in :obj:`values`.
         exact (bool): Keep the distinct-index exclusions.
         eps (float): Floor of the denominator.
@@ -202,7 +207,7 @@ def kernel_class_attention(classes: Sequence[EquivariantClass],
     if not exact:
         classes = [replace(cls, terms=cls.terms[:1]) for cls in classes]
     terms = [cls.terms for cls in classes]
-    d_v = values.size(-1)
+    d_v = values.shape[-1]
     # Which classes read each aggregate summary: one summary build each.
     users: Dict[str, List[int]] = {}
     for c, class_terms in enumerate(terms):
