@@ -96,21 +96,32 @@ def test_reference_is_the_fallback():
 
 
 @pytest.mark.skipif(native._compiler() is None, reason='no C compiler')
-def test_forward_split_across_threads(monkeypatch):
+@pytest.mark.parametrize('frozen', [(), (3, ), (4, ), (3, 4)])
+def test_split_across_threads(frozen, monkeypatch):
     # rows are independent: three threads on row ranges give the same
-    # output as the reference
+    # output and gradients as one; backward, each thread past the first
+    # adds to key and value gradients of its own (rows share keys)
     monkeypatch.setattr(native, 'MIN_ROWS_PER_THREAD', 4)
     terms, readings, keys, positions, values, nonempty = _problem(
         torch.float64, D=8)
+    grad = torch.randn(23, 3, 3, 8, dtype=torch.float64,
+                       generator=torch.Generator().manual_seed(1))
+    results = []
     threads = torch.get_num_threads()
-    torch.set_num_threads(3)
     try:
-        with native.use_native('on'):
-            out = combine_classes(terms, readings, *keys, positions, values,
-                                  SLOTS, nonempty)
+        for count in (1, 3):
+            torch.set_num_threads(count)
+            inputs = [t.clone().requires_grad_(i not in frozen) for i, t in
+                      enumerate([*readings, *keys, values])]
+            with native.use_native('on'):
+                out = combine_classes(terms, inputs[:2], *inputs[2:4],
+                                      positions, inputs[4], SLOTS, nonempty)
+            results.append([out, *torch.autograd.grad(
+                out, [t for t in inputs if t.requires_grad], grad)])
     finally:
         torch.set_num_threads(threads)
-    torch.testing.assert_close(
-        out, combine_classes_reference(terms, readings, *keys, positions,
-                                       values, SLOTS, nonempty, 1e-6),
+    for a, b in zip(*results):
+        torch.testing.assert_close(a, b, rtol=1e-13, atol=1e-13)
+    torch.testing.assert_close(results[0][0], combine_classes_reference(
+        terms, readings, *keys, positions, values, SLOTS, nonempty, 1e-6),
         rtol=1e-12, atol=1e-12)

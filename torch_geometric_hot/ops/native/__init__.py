@@ -34,9 +34,10 @@ path). The summary kernels split their rows across
 write the same summary block), the direct readings their groups (at
 equal estimated costs, :data:`QUERY_COST`), the
 FAVOR+ kernels and the pair gather their rows; the class combination
-splits its forward pass's rows across them and runs its backward pass
-(which adds to shared key and value rows) on one, as does the pair
-scatter.
+splits its rows across them, backward too (each thread past the first
+adds to zeroed key and value gradients of its own, added after: rows share
+keys); the pair scatter runs on one (split, it gained nothing: its time
+is the page faults of its fresh output).
 """
 import contextlib
 import ctypes
@@ -46,6 +47,7 @@ import platform
 import shutil
 import subprocess
 import tempfile
+import threading
 import warnings
 from concurrent.futures import ThreadPoolExecutor
 from typing import Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple
@@ -537,14 +539,14 @@ def combine_backward(table: CombinationTable,
     first, added to the others (which the caller zero-fills or has filled
     with other terms of the same gradient); with :obj:`scratch`, the
     readings' gradients are temporaries taken from it."""
-    args, width = _combine_args(
-        table, [None] * len(reading_shapes),
-        [shape[-1] for shape in reading_shapes], q, k, positions, values,
-        slots, nonempty, eps)
+    widths = [shape[-1] for shape in reading_shapes]
     grad = grad.contiguous()  # (kept alive through the call)
     n_r = len(reading_shapes)
-    zeros = out.new_zeros if scratch is None else \
-        (lambda shape: scratch.zeros(shape, out.dtype))
+
+    def zeros(shape: Sequence[int]) -> Tensor:
+        return out.new_zeros(shape) if scratch is None else \
+            scratch.zeros(shape, out.dtype)
+
     grads = [zeros(shape) if need else None
              for shape, need in zip(reading_shapes, needs)]
     need_q, need_k, need_v = needs[n_r:]
@@ -554,12 +556,38 @@ def combine_backward(table: CombinationTable,
         grads += [q.new_empty(q.shape) if need_q else None,
                   torch.zeros_like(k) if need_k else None,
                   torch.zeros_like(values) if need_v else None]
-    grad_values = _slot_pointers(grads[-1], slots) if need_v else \
-        _pointers([None] * len(slots))
-    _function('combine_backward', out.dtype)(
-        *args, out.data_ptr(), den.data_ptr(), grad.data_ptr(),
-        _pointers(grads[:n_r]), _ptr(grads[n_r]), _ptr(grads[n_r + 1]),
-        grad_values)
+    shared = [g for g in grads[n_r + 1:] if g is not None]  # k, values
+    partial: List[List[Tensor]] = []
+    taking = threading.Lock()  # (the scratch is not thread-safe)
+
+    def run(start: int, stop: int) -> None:
+        # rows start..stop (every per-row input and output from there on);
+        # a thread past the first adds to zeroed key and value gradients
+        # of its own, added after (key rows are shared between rows)
+        grad_k, grad_v = grads[n_r + 1:]
+        if start > 0 and shared:
+            with taking:
+                blocks = [zeros(g.shape) for g in shared]
+                partial.append(blocks)
+            grad_k = blocks[0] if grad_k is not None else None
+            grad_v = blocks[-1] if grad_v is not None else None
+        args, _ = _combine_args(
+            table, [None] * n_r, widths, q[start:], k,
+            [p[start:] for p in positions], values, slots,
+            nonempty[start:stop], eps)
+        _function('combine_backward', out.dtype)(
+            *args, out[start:].data_ptr(), den[start:].data_ptr(),
+            grad[start:].data_ptr(),
+            _pointers([None if g is None else g[start:]
+                       for g in grads[:n_r]]),
+            _ptr(None if grads[n_r] is None else grads[n_r][start:]),
+            _ptr(grad_k), _slot_pointers(grad_v, slots) if grad_v is not None
+            else _pointers([None] * len(slots)))
+
+    _split_rows(run, nonempty.size(0))
+    for blocks in partial:
+        for target, block in zip(shared, blocks):
+            target.add_(block)
     return grads
 
 

@@ -16,9 +16,9 @@
  * computed once per row. q is [rows, H, R], k [P, H, R]; class c's values
  * (and their gradients) are [P, H, D] blocks ldv apart from row to row.
  * Plain C11; see torch_geometric_hot.ops.native. A call is single-threaded;
- * the caller splits the forward pass's rows across threads (rows are
- * independent), the backward pass (which adds to shared key and value
- * rows) runs as one call.
+ * the caller splits the rows across threads (rows are independent), and
+ * gives each backward call past the first key and value gradients of its
+ * own (rows share key and value rows, which the backward pass adds to).
  */
 #include <stdint.h>
 
