@@ -446,14 +446,22 @@ class CombinationTable(NamedTuple):
 
 def _combine_args(table: CombinationTable, readings, widths, q: Tensor,
                   k: Tensor, positions, values: Tensor,
-                  slots: Sequence[int], nonempty: Tensor, eps: float):
-    rows, nc = nonempty.shape
+                  slots: Sequence[int], nonempty: Tensor, eps: float,
+                  start: int, stop: int):
+    # the leading arguments of the combination kernels for rows
+    # start..stop: every per-row input from there on (keys and values are
+    # gathered by position: whole); the widths' tensor is returned too, to
+    # be kept alive through the call
+    nc = nonempty.size(1)
     H, D = values.shape[2:]
     width = torch.tensor(list(widths) or [0])
-    return [rows, H, D, q.size(-1), nc, values.stride(0), len(positions), *(
-        t.data_ptr() for t in table), _pointers(readings), width.data_ptr(),
-        q.data_ptr(), k.data_ptr(), _pointers(positions),
-        _slot_pointers(values, slots), nonempty.data_ptr(), eps], width
+    return [stop - start, H, D, q.size(-1), nc, values.stride(0),
+            len(positions), *(t.data_ptr() for t in table),
+            _pointers([None if r is None else r[start:] for r in readings]),
+            width.data_ptr(), q[start:].data_ptr(), k.data_ptr(),
+            _pointers([p[start:] for p in positions]),
+            _slot_pointers(values, slots), nonempty[start:].data_ptr(),
+            eps], width
 
 
 def _slot_pointers(values: Tensor, slots: Sequence[int]) -> ctypes.Array:
@@ -509,12 +517,8 @@ def combine(table: CombinationTable, readings: Sequence[Tensor], q: Tensor,
     widths = [r.size(-1) for r in readings]
 
     def run(start: int, stop: int) -> None:
-        # rows start..stop: every per-row input and output from there on
-        # (keys and values are gathered by position: whole)
-        args, _ = _combine_args(
-            table, [r[start:] for r in readings], widths, q[start:], k,
-            [p[start:] for p in positions], values, slots,
-            nonempty[start:stop], eps)
+        args, _ = _combine_args(table, readings, widths, q, k, positions,
+                                values, slots, nonempty, eps, start, stop)
         _function('combine', out.dtype)(*args, out[start:].data_ptr(),
                                         den[start:].data_ptr())
 
@@ -561,9 +565,9 @@ def combine_backward(table: CombinationTable,
     taking = threading.Lock()  # (the scratch is not thread-safe)
 
     def run(start: int, stop: int) -> None:
-        # rows start..stop (every per-row input and output from there on);
-        # a thread past the first adds to zeroed key and value gradients
-        # of its own, added after (key rows are shared between rows)
+        # rows start..stop (see _combine_args); a thread past the first
+        # adds to zeroed key and value gradients of its own, added after
+        # (key rows are shared between rows)
         grad_k, grad_v = grads[n_r + 1:]
         if start > 0 and shared:
             with taking:
@@ -571,10 +575,9 @@ def combine_backward(table: CombinationTable,
                 partial.append(blocks)
             grad_k = blocks[0] if grad_k is not None else None
             grad_v = blocks[-1] if grad_v is not None else None
-        args, _ = _combine_args(
-            table, [None] * n_r, widths, q[start:], k,
-            [p[start:] for p in positions], values, slots,
-            nonempty[start:stop], eps)
+        args, _ = _combine_args(table, [None] * n_r, widths, q, k,
+                                positions, values, slots, nonempty, eps,
+                                start, stop)
         _function('combine_backward', out.dtype)(
             *args, out[start:].data_ptr(), den[start:].data_ptr(),
             grad[start:].data_ptr(),
