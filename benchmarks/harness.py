@@ -47,6 +47,11 @@ floor=None, quick_sizes=None) -> list[dict]``
     ``MALLOC_MMAP_MAX_=0``, ``MALLOC_TRIM_THRESHOLD_`` and
     ``MALLOC_TOP_PAD_`` large, so that a large tensor does not get fresh,
     page-faulting pages every time; recorded as ``allocator='keep'``).
+    The points run size by size (:func:`schedule`).
+``schedule(sizes, variants, thps) -> list[tuple]``
+    The order of the points: size by size, each size's variants (the
+    floor first) one after another, so that ratios at one size compare
+    points measured minutes apart.
 ``write_json(path, obj)``
     Writes :obj:`obj` as indented JSON, creating the folder.
 ``summarize(records, size_key='n_edges') -> list[dict]``
@@ -369,36 +374,34 @@ def run_benchmark(name: str, sizes: Sequence[int],
                   threads=args.threads or torch.get_num_threads(),
                   machine=platform.machine(),
                   allocator='keep' if args.keep_freed_memory else 'default')
-    records, floor_times = [], {}
-    for variant in [FLOOR] + names:
-        for thp in ([False, True] if args.thp else [False]):
-            for size in sorted(sizes):
-                point = dict(variant=variant, size=int(size),
-                             repeats=args.repeats, warmup=args.warmup,
-                             min_time=args.min_time,
-                             threads=common['threads'])
-                record = dict(common, variant=variant, size=int(size),
-                              thp=thp)
-                timeout = (args.repeats + args.warmup + 2) * \
-                    args.max_seconds + 300  # + start-up and set-up
-                record.update(_run_child(point, thp, timeout,
-                                         args.keep_freed_memory))
-                floor_s = floor_times.get((int(size), thp))
-                if record['status'] == 'ok' and floor_s:
-                    record['time_to_floor'] = record['fwd_bwd_s'] / floor_s
-                if variant == FLOOR and record['status'] == 'ok':
-                    floor_times[(int(size), thp)] = record['fwd_bwd_s']
-                records.append(record)
-                print(format_table([record], size_key,
-                                   header=len(records) == 1), flush=True)
-                if (record['status'] != 'ok'
-                        or record['fwd_bwd_s'] > args.max_seconds
-                        or record['peak_mem_mb'] > 1024 * args.max_mem_gb):
-                    print(f'  -> stopping {variant} (thp={thp}) after '
-                          f'{size}: {record["status"]}, limits '
-                          f'{args.max_seconds}s / {args.max_mem_gb} GB '
-                          f'{record.get("error", "")}')
-                    break
+    records, floor_times, stopped = [], {}, set()
+    for size, thp, variant in schedule(
+            sizes, [FLOOR] + names, [False, True] if args.thp else [False]):
+        if (variant, thp) in stopped:
+            continue
+        point = dict(variant=variant, size=size, repeats=args.repeats,
+                     warmup=args.warmup, min_time=args.min_time,
+                     threads=common['threads'])
+        record = dict(common, variant=variant, size=size, thp=thp)
+        timeout = (args.repeats + args.warmup + 2) * \
+            args.max_seconds + 300  # + start-up and set-up
+        record.update(_run_child(point, thp, timeout,
+                                 args.keep_freed_memory))
+        floor_s = floor_times.get((size, thp))
+        if record['status'] == 'ok' and floor_s:
+            record['time_to_floor'] = record['fwd_bwd_s'] / floor_s
+        if variant == FLOOR and record['status'] == 'ok':
+            floor_times[(size, thp)] = record['fwd_bwd_s']
+        records.append(record)
+        print(format_table([record], size_key, header=len(records) == 1),
+              flush=True)
+        if (record['status'] != 'ok'
+                or record['fwd_bwd_s'] > args.max_seconds
+                or record['peak_mem_mb'] > 1024 * args.max_mem_gb):
+            print(f'  -> stopping {variant} (thp={thp}) after {size}: '
+                  f'{record["status"]}, limits {args.max_seconds}s / '
+                  f'{args.max_mem_gb} GB {record.get("error", "")}')
+            stopped.add((variant, thp))
     summary = summarize(records, size_key)
     print()
     print(format_summary(summary))
@@ -411,6 +414,18 @@ def run_benchmark(name: str, sizes: Sequence[int],
         plot(records, path, size_key)
         print(f'wrote {path}')
     return records
+
+
+def schedule(sizes: Sequence[float], variants: Sequence[str],
+             thps: Sequence[bool]) -> List[Tuple[int, bool, str]]:
+    r"""The order of a run's points, as (size, thp, variant): size by size
+    from the smallest, each size's huge-page settings in turn, each
+    setting's variants in the given order (the floor first). The variants
+    of one size then run minutes apart, not a whole sweep apart: this
+    machine's speed drifts by up to 1.6x within minutes, and ratios
+    between variants are read at one size."""
+    return [(int(size), thp, variant) for size in sorted(sizes)
+            for thp in thps for variant in variants]
 
 
 def write_json(path: str, obj) -> None:

@@ -161,6 +161,17 @@ def test_run_benchmark_end_to_end(tmp_path):
     assert (tmp_path / 'toy_summary.json').exists()
 
 
+def test_schedule_runs_size_by_size():
+    # the variants of one size run one after another (the floor first),
+    # so that their ratio is not read across a whole sweep
+    assert harness.schedule([3e3, 1e3], ['floor', 'a', 'b'],
+                            [False, True]) == [
+        (1000, False, 'floor'), (1000, False, 'a'), (1000, False, 'b'),
+        (1000, True, 'floor'), (1000, True, 'a'), (1000, True, 'b'),
+        (3000, False, 'floor'), (3000, False, 'a'), (3000, False, 'b'),
+        (3000, True, 'floor'), (3000, True, 'a'), (3000, True, 'b')]
+
+
 def test_child_env_sets_exactly_the_asked_allocator(monkeypatch):
     monkeypatch.setenv('MALLOC_MMAP_MAX_', '7')  # inherited: dropped
     env = harness.child_env(thp=False, keep_freed_memory=False)
