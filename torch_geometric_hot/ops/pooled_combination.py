@@ -61,6 +61,10 @@ class ValueProjection(NamedTuple):
         return torch.mm(self.x, self.weight.t(), out=flat).view(self.shape)
 
 
+#: Where :func:`native_combination`'s saved tensors hold the values.
+_VALUES = 5
+
+
 class _PooledCombination(torch.autograd.Function):
     # inputs after the constants: phi_k, phi_q, then the values or, with a
     # projection (heads, head_channels), its x and weight; then positions
@@ -77,28 +81,28 @@ class _PooledCombination(torch.autograd.Function):
                                             phi_k, positions, data, slots,
                                             nonempty, eps)
         ctx.plan, ctx.reads = plan._replace(summaries=[]), reads
-        saved[5] = values  # the values, or the projection's input
-        ctx.save_for_backward(*saved, weight, *plan.summaries)
+        saved[_VALUES] = values  # the values, or the projection's input
+        ctx.save_for_backward(weight, *saved, *plan.summaries)
         return out
 
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, grad):
-        saved = list(ctx.saved_tensors)
+        weight, *saved = ctx.saved_tensors
         split = len(saved) - len(ctx.plan.pools)  # then the summaries
-        weight = saved.pop(split - 1)
-        split -= 1
-        _, _, _, phi_q, phi_k, values = saved[:6]  # native_combination's
+        _, _, _, phi_q, phi_k, values = saved[:_VALUES + 1]
         need_k, need_q, need_v, need_w = ctx.needs_input_grad[7:11]
+        need_x = need_v  # with a projection, its input is in the slot
         with native.workspace() as scratch:  # the readings' gradients too
-            if ctx.projection is not None:
+            if ctx.projection is None:
+                grad_v = torch.zeros_like(values) if need_v else None
+            else:
                 projection = ValueProjection(values, weight, *ctx.projection)
-                values = saved[5] = projection.values_into(scratch)
-                need_x, need_v = need_v, need_v or need_w
+                values = saved[_VALUES] = projection.values_into(scratch)
+                need_v = need_x or need_w
+                grad_v = scratch.zeros(values.shape, values.dtype) \
+                    if need_v else None
             grad_k = torch.zeros_like(phi_k) if need_k else None
-            grad_v = None if not need_v else torch.zeros_like(values) \
-                if ctx.projection is None else \
-                scratch.zeros(values.shape, values.dtype)
             grad_q = phi_q.new_empty(phi_q.shape) if need_q else None
             n_r = len(ctx.reading_shapes)
             grad_readings = native_combination_backward(

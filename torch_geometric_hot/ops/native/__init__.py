@@ -50,7 +50,8 @@ import tempfile
 import threading
 import warnings
 from concurrent.futures import ThreadPoolExecutor
-from typing import Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple
+from typing import (Callable, Dict, Iterator, List, NamedTuple, Optional,
+                    Sequence, Tuple)
 
 import torch
 from torch import Tensor
@@ -279,6 +280,33 @@ def _segments(groups: Tensor, threads: int) -> List[int]:
     return sorted({0, groups.numel(), *starts.tolist()})
 
 
+class _Partials:
+    r"""Tensors that the parts of a split would all add to: the first part
+    adds to them, each other part to zeroed blocks of its own (made by
+    :obj:`zeros`, under a lock: a workspace is not thread-safe), added to
+    them after the split (:meth:`add`)."""
+    def __init__(self, targets: Sequence[Tensor],
+                 zeros: Callable[[Tensor], Tensor] = torch.zeros_like
+                 ) -> None:
+        self.targets, self.zeros = list(targets), zeros
+        self.blocks: List[List[Tensor]] = []
+        self.lock = threading.Lock()
+
+    def take(self, start: int) -> List[Tensor]:
+        r"""What the part starting at row :obj:`start` adds to."""
+        if start == 0:
+            return self.targets
+        with self.lock:
+            self.blocks.append([self.zeros(t) for t in self.targets])
+            return self.blocks[-1]
+
+    def add(self) -> None:
+        r"""Adds the other parts' blocks to the targets."""
+        for blocks in self.blocks:
+            for target, block in zip(self.targets, blocks):
+                target.add_(block)
+
+
 def _call(name: str, dtype: torch.dtype, runs: Runs, pointers: Sequence,
           integers: Sequence[int], num_groups: Optional[int] = None,
           split: bool = True,
@@ -289,23 +317,21 @@ def _call(name: str, dtype: torch.dtype, runs: Runs, pointers: Sequence,
     # it on one thread (it adds to rows that several runs may share);
     # written: (its place in the data after the runs, the summary blocks
     # the kernel writes), so that one group's summary can be split too
-    # (each thread past the first sums its part into a zeroed block of its
-    # own, added after)
+    # (_Partials)
     function = _function(name, dtype)
     visits = runs.rows.numel()
     threads = min(torch.get_num_threads(), visits // MIN_ROWS_PER_THREAD)
     threads = threads if split else 1
-    even = [visits * t // max(threads, 1) for t in range(threads + 1)]
-    partial = {start: torch.zeros_like(written[1]) for start in even[1:-1]} \
-        if num_groups == 1 and written is not None else {}
+    partial = _Partials([written[1]]) \
+        if num_groups == 1 and written is not None else None
 
     def run(start: int, stop: int) -> int:
         owned = [] if num_groups is None else [
             0 if start == 0 else int(runs.groups[start]),
             num_groups if stop == visits else int(runs.groups[stop])]
         after = list(pointers[-1])
-        if start in partial:
-            after[written[0]] = partial[start].data_ptr()
+        if partial is not None:
+            after[written[0]] = partial.take(start)[0].data_ptr()
         return function(*pointers[:-1], runs.rows[start:].data_ptr(),
                         runs.groups[start:].data_ptr(), *after,
                         stop - start, *integers, *owned)
@@ -316,11 +342,13 @@ def _call(name: str, dtype: torch.dtype, runs: Runs, pointers: Sequence,
     # a kernel that writes summary blocks splits at group starts (one
     # writer per block), unless it has partial blocks; the others
     # anywhere, also inside a long run (a per-graph pool is a single one)
-    split_anywhere = num_groups is None or bool(partial)
-    _check(name, _in_threads(run, even if split_anywhere else
+    split_anywhere = num_groups is None or partial is not None
+    _check(name, _in_threads(run, [visits * t // threads
+                                   for t in range(threads + 1)]
+                             if split_anywhere else
                              _segments(runs.groups, threads)))
-    for block in partial.values():
-        written[1].add_(block)
+    if partial is not None:
+        partial.add()
 
 
 def _check(name: str, statuses: Sequence[int]) -> None:
@@ -478,11 +506,11 @@ def _split_rows(run, rows: int, name: Optional[str] = None,
     threads = min(torch.get_num_threads(), rows // MIN_ROWS_PER_THREAD)
     if threads <= 1 or not split:
         statuses = [run(0, rows)]
-    else:
+    elif costs is None:
         statuses = _in_threads(run, [rows * t // threads
-                                     for t in range(threads + 1)]
-                               if costs is None else
-                               _balanced_bounds(costs, threads))
+                                     for t in range(threads + 1)])
+    else:
+        statuses = _in_threads(run, _balanced_bounds(costs, threads))
     if name is not None:
         _check(name, statuses)
 
@@ -560,21 +588,15 @@ def combine_backward(table: CombinationTable,
         grads += [q.new_empty(q.shape) if need_q else None,
                   torch.zeros_like(k) if need_k else None,
                   torch.zeros_like(values) if need_v else None]
-    shared = [g for g in grads[n_r + 1:] if g is not None]  # k, values
-    partial: List[List[Tensor]] = []
-    taking = threading.Lock()  # (the scratch is not thread-safe)
+    # rows share key and value rows: each part adds to its own (_Partials)
+    partial = _Partials([g for g in grads[n_r + 1:] if g is not None],
+                        lambda t: zeros(t.shape))
 
     def run(start: int, stop: int) -> None:
-        # rows start..stop (see _combine_args); a thread past the first
-        # adds to zeroed key and value gradients of its own, added after
-        # (key rows are shared between rows)
-        grad_k, grad_v = grads[n_r + 1:]
-        if start > 0 and shared:
-            with taking:
-                blocks = [zeros(g.shape) for g in shared]
-                partial.append(blocks)
-            grad_k = blocks[0] if grad_k is not None else None
-            grad_v = blocks[-1] if grad_v is not None else None
+        # rows start..stop (see _combine_args)
+        shared = iter(partial.take(start))
+        grad_k, grad_v = [None if g is None else next(shared)
+                          for g in grads[n_r + 1:]]
         args, _ = _combine_args(table, [None] * n_r, widths, q, k,
                                 positions, values, slots, nonempty, eps,
                                 start, stop)
@@ -588,9 +610,7 @@ def combine_backward(table: CombinationTable,
             else _pointers([None] * len(slots)))
 
     _split_rows(run, nonempty.size(0))
-    for blocks in partial:
-        for target, block in zip(shared, blocks):
-            target.add_(block)
+    partial.add()
     return grads
 
 
