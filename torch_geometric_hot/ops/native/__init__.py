@@ -721,37 +721,47 @@ def _direct_call(name: str, dtype: torch.dtype, keys: Groups,
 
 
 class DirectReading(NamedTuple):
-    r"""One reading of :func:`direct_read`: its query rows by group, the
-    columns it reads (indices into the pool's value columns, long) and its
-    output (or, backward, its gradient) :obj:`[rows, H, len(sel) + 1]`."""
+    r"""One reading of :func:`direct_read`: its query rows by group (rows
+    of :obj:`q[start:]`), the columns it reads (indices into the pool's
+    value columns, long), its output (or, backward, its gradient)
+    :obj:`[rows, H, len(sel) + 1]` and the first of the queries' rows."""
     queries: Groups
     sel: Tensor
     data: Optional[Tensor]
+    start: int = 0
 
 
-def _reading_pointers(readings: Sequence[DirectReading]) -> list:
+def _reading_pointers(readings: Sequence[DirectReading],
+                      q: Tensor) -> list:
     # the per-reading pointer arrays: query rows, their group starts, the
-    # columns read, their counts, the outputs or gradients
+    # columns read, their counts, the outputs or gradients, the queries
     counts = torch.tensor([r.sel.numel() for r in readings] or [0])
     return [_pointers([r.queries.rows for r in readings]),
             _pointers([r.queries.ptr for r in readings]),
             _pointers([r.sel for r in readings]), counts,
-            _pointers([r.data for r in readings])]
+            _pointers([r.data for r in readings]),
+            _rows(q, [r.start for r in readings])]
+
+
+def _rows(t: Optional[Tensor], starts: Sequence[int]) -> ctypes.Array:
+    # pointers to rows `starts` of t (all NULL when t is None)
+    return (ctypes.c_void_p * max(len(starts), 1))(
+        *[None if t is None else _row(t, s, t.stride(0)) for s in starts])
 
 
 def direct_read(k: Tensor, v: Tensor, q: Tensor, keys: Groups,
                 groups: Tensor, head_stride: int, columns: Tensor,
                 readings: Sequence[DirectReading]) -> None:
-    r"""Writes the readings :obj:`data[row] = q[row]^T S_g[:, sel]` (then
-    the denominator) of the query rows of :obj:`groups` (long; each with at
-    most :func:`direct_max_keys` keys), where :obj:`S_g = sum k[x] [v[x, h *
+    r"""Writes the readings :obj:`data[row] = q[start + row]^T S_g[:, sel]`
+    (then the denominator) of the query rows of :obj:`groups` (long; each
+    with at most :func:`direct_max_keys` keys), where :obj:`S_g = sum k[x] [v[x, h *
     head_stride + columns], 1]^T` over the keys :obj:`x` of group :obj:`g`,
     computed from the keys without the summary. :obj:`k [P, H, R]`,
     :obj:`v [P, L]`, :obj:`q [rows, H, R]` and the outputs contiguous."""
     (_, H, R), C = k.shape, columns.numel()
-    arrays = _reading_pointers(readings)
+    arrays = _reading_pointers(readings, q)
     _direct_call('direct_read', k.dtype, keys, groups, readings, [
-        [k.data_ptr(), v.data_ptr(), q.data_ptr(), keys.rows.data_ptr(),
+        [k.data_ptr(), v.data_ptr(), arrays[5], keys.rows.data_ptr(),
          keys.ptr.data_ptr()],
         [columns.data_ptr(), *arrays[:3], arrays[3].data_ptr(), arrays[4]]],
         [len(readings), H, R, C, v.size(1), head_stride])
@@ -765,17 +775,18 @@ def direct_read_backward(k: Tensor, v: Tensor, q: Tensor, keys: Groups,
     r"""Adds the gradients of :func:`direct_read` for the readings'
     gradients (their :obj:`data`, contiguous; :obj:`None`: zero) to
     :obj:`grad_q`, :obj:`grad_k` and :obj:`grad_v` (laid out as :obj:`q`,
-    :obj:`k`, :obj:`v`; each skipped when :obj:`None`), split across threads
+    :obj:`k`, :obj:`v`, a reading's rows at its start; each skipped when :obj:`None`), split across threads
     only when no key row is listed twice (two threads would add to it at
     once)."""
     (_, H, R), C = k.shape, columns.numel()
-    arrays = _reading_pointers(readings)
+    arrays = _reading_pointers(readings, q)
     split = _may_split_adds(keys.rows)
     _direct_call('direct_read_backward', k.dtype, keys, groups, readings, [
-        [k.data_ptr(), v.data_ptr(), q.data_ptr(), keys.rows.data_ptr(),
+        [k.data_ptr(), v.data_ptr(), arrays[5], keys.rows.data_ptr(),
          keys.ptr.data_ptr()],
         [columns.data_ptr(), *arrays[:3], arrays[3].data_ptr(), arrays[4],
-         _ptr(grad_q), _ptr(grad_k), _ptr(grad_v)]],
+         _rows(grad_q, [r.start for r in readings]), _ptr(grad_k),
+         _ptr(grad_v)]],
         [len(readings), H, R, C, v.size(1), head_stride], split)
 
 

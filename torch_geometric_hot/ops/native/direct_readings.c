@@ -74,10 +74,12 @@ INLINE_D void fetch_##SUF(const void *p, int64_t bytes) {                    \
                                                                               \
 /* Prefetches the key rows of group g (of k and v, and of their gradients  \
    gk, gv when not NULL) and the rows of its first QUERY_AHEAD queries in   \
-   each of the nr readings (of q, of gq when not NULL, and their output or  \
-   gradient rows; the loop over the queries fetches the others). */         \
+   each of the nr readings (of its queries q[r], of gq[r] when gq and it    \
+   are not NULL, and their output or gradient rows; the loop over the      \
+   queries fetches the others). */                                           \
 static void fetch_group_##SUF(const T *k, const T *v, const T *gk,           \
-                              const T *gv, const T *q, const T *gq,           \
+                              const T *gv, const T *const *q,                 \
+                              T *const *gq,                                   \
                               const int64_t *key_rows, const int64_t *key_ptr,\
                               int64_t g, const int64_t *const *query_rows,    \
                               const int64_t *const *query_ptr,                \
@@ -95,8 +97,9 @@ static void fetch_group_##SUF(const T *k, const T *v, const T *gk,           \
         for (int64_t t = query_ptr[r][g]; t < query_ptr[r][g + 1] &&          \
              t < query_ptr[r][g] + QUERY_AHEAD; ++t) {                        \
             const int64_t i = query_rows[r][t];                               \
-            fetch_##SUF(q + i * H * R, sizeof(T) * H * R);                    \
-            if (gq) fetch_##SUF(gq + i * H * R, sizeof(T) * H * R);           \
+            fetch_##SUF(q[r] + i * H * R, sizeof(T) * H * R);                 \
+            if (gq && gq[r])                                                  \
+                fetch_##SUF(gq[r] + i * H * R, sizeof(T) * H * R);            \
             if (data[r])                                                      \
                 fetch_##SUF(data[r] + i * H * (nsel[r] + 1),                  \
                             sizeof(T) * H * (nsel[r] + 1));                   \
@@ -229,9 +232,10 @@ INLINE_D void read_group_##SUF(const panels_##SUF *p, const T *q,            \
                                                                               \
 /* Readings out[r] [rows, H, nsel[r] + 1] of the queries of groups[0, ng)   \
    for nr readings: group g has keys key_rows[key_ptr[g] .. key_ptr[g + 1])  \
-   (at most NK) and, in reading r, the query rows                            \
-   query_rows[r][query_ptr[r][g] .. query_ptr[r][g + 1]). */                 \
-int direct_read_##SUF(const T *k, const T *v, const T *q,                     \
+   (at most NK) and, in reading r, the rows                                  \
+   query_rows[r][query_ptr[r][g] .. query_ptr[r][g + 1]) of its queries     \
+   q[r] [rows, H, R] (each reading its own). */                              \
+int direct_read_##SUF(const T *k, const T *v, const T *const *q,              \
                       const int64_t *key_rows, const int64_t *key_ptr,        \
                       const int64_t *groups, const int64_t *src,              \
                       const int64_t *const *query_rows,                       \
@@ -335,16 +339,17 @@ INLINE_D void read_group_backward_##SUF(                                      \
 }                                                                             \
                                                                               \
 /* Backward of direct_read for the readings' gradients grad[r] (NULL: zero) \
-   : adds to grad_q [rows, H, R], grad_k (laid out as k) and grad_v (as v,   \
+   : adds to grad_q[r] (laid out as q[r]), grad_k (as k) and grad_v (as v,   \
    at the value columns; each skipped when NULL). */                         \
-int direct_read_backward_##SUF(const T *k, const T *v, const T *q,           \
+int direct_read_backward_##SUF(const T *k, const T *v, const T *const *q,    \
                                const int64_t *key_rows,                       \
                                const int64_t *key_ptr, const int64_t *groups, \
                                const int64_t *src,                            \
                                const int64_t *const *query_rows,              \
                                const int64_t *const *query_ptr,               \
                                const int64_t *const *sel, const int64_t *nsel,\
-                               const T *const *grad, T *grad_q, T *grad_k,    \
+                               const T *const *grad, T *const *grad_q,        \
+                               T *grad_k,                                     \
                                T *grad_v, int64_t ng, int64_t nr, int64_t H,  \
                                int64_t R, int64_t C, int64_t ldv,             \
                                int64_t hb) {                                  \
@@ -394,11 +399,11 @@ int direct_read_backward_##SUF(const T *k, const T *v, const T *q,           \
 }
 
 #define READ_GROUP(SUF, NW)                                                   \
-    read_group_##SUF(&p, q, rows, m, sel[r], nsel[r], out[r], n, h, H, R, C, \
-                     NW)
+    read_group_##SUF(&p, q[r], rows, m, sel[r], nsel[r], out[r], n, h, H, R, \
+                     C, NW)
 #define READ_GROUP_BACKWARD(SUF, NW)                                          \
-    read_group_backward_##SUF(&p, q, grad[r], rows, m, sel[r], nsel[r], n,   \
-                              h, H, R, grad_q, grad_k != NULL,                \
+    read_group_backward_##SUF(&p, q[r], grad[r], rows, m, sel[r], nsel[r], n,\
+                              h, H, R, grad_q[r], grad_k != NULL,             \
                               grad_v != NULL, NW)
 
 DEFINE_DIRECT(float, f32)
