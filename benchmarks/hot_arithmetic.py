@@ -58,8 +58,7 @@ def _native_macs(step: Callable[[], torch.Tensor]) -> int:
     fewer: an upper bound)."""
     total = [0]
 
-    def counting(terms, pools, reads, phi_q, phi_k, positions, values,
-                 *args):
+    def counting(parts, pools, reads, phi_q, phi_k, values, *args):
         H, R, D = phi_k.size(1), phi_k.size(2), values.shape[-1]
         for pool in pools:
             total[0] += pool.position.numel() * H * R * (
@@ -67,8 +66,8 @@ def _native_macs(step: Callable[[], torch.Tensor]) -> int:
         for read in reads:
             slots = read.slots or pools[read.pool].slots
             total[0] += read.index.numel() * H * R * (len(slots) * D + 1)
-        return pooled_combination(terms, pools, reads, phi_q, phi_k,
-                                  positions, values, *args)
+        return pooled_combination(parts, pools, reads, phi_q, phi_k, values,
+                                  *args)
 
     with mock.patch.object(attention, 'pooled_combination', counting), \
             torch.no_grad():

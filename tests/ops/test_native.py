@@ -296,7 +296,9 @@ def grouping(request, monkeypatch):
 def _pool_run(k, values, q, pools, reads, grads):
     leaves = [t.clone().requires_grad_() for t in (k, values, q)]
     outs = ka.pool_readings(*leaves, pools, reads)
-    return outs + list(torch.autograd.grad(outs, leaves, grads))
+    graded = [(o, g) for o, g in zip(outs, grads) if g is not None]
+    return outs + list(torch.autograd.grad([o for o, _ in graded], leaves,
+                                           [g for _, g in graded]))
 
 
 def _pool_readings_agree(k, values, q, pools, reads, grads):
@@ -308,6 +310,26 @@ def _pool_readings_agree(k, values, q, pools, reads, grads):
     for a, b in zip(on, off):
         torch.testing.assert_close(a, b, **tol)
     return on, tol
+
+
+def test_pool_readings_of_row_ranges(grouping):
+    # readings of some rows of the queries each (one of the first 20, two
+    # of the last 25, one of all), one of them with no gradient: native
+    # against torch, and a range reads as the same reading of those rows
+    k, values, q, pools, reads, gen = _pool_problem(60, 45, 3, 7, 5,
+                                                    torch.float64)
+    reads = [reads[0]._replace(index=reads[0].index[:20]),
+             reads[1]._replace(index=reads[1].index[20:], start=20),
+             reads[2]._replace(index=reads[2].index[20:], start=20),
+             reads[3]]
+    grads = [torch.randn(r.index.numel(), 3, _width(pools, r, 5),
+                         dtype=torch.float64, generator=gen) for r in reads]
+    grads[2] = None
+    on, tol = _pool_readings_agree(k, values, q, pools, reads, grads)
+    with native.use_native('on'):
+        alone = ka.pool_readings(k, values, q[20:], pools,
+                                 [reads[1]._replace(start=0)])[0]
+    torch.testing.assert_close(on[1], alone, **tol)
 
 
 # 7 or 45 features: the direct kernels' key gradients in one or several
@@ -373,8 +395,11 @@ def test_pool_readings_gradcheck_and_bad_input(grouping):
             ka.pool_readings(k, values, q, pools,
                              [reads[0]._replace(pool=3)])
         with pytest.raises(ValueError, match='one group per query row'):
+            ka.pool_readings(k, values, q, pools, [reads[0]._replace(
+                index=torch.cat([reads[0].index, reads[0].index[:1]]))])
+        with pytest.raises(ValueError, match=r'from its start \(1\)'):
             ka.pool_readings(k, values, q, pools,
-                             [reads[0]._replace(index=reads[0].index[1:])])
+                             [reads[0]._replace(start=1)])
         with pytest.raises(IndexError, match='group'):
             ka.pool_readings(k, values, q, pools,
                              [reads[0]._replace(index=reads[0].index + 9)])

@@ -5,8 +5,8 @@ from torch_geometric_hot.ops import kernel_attention as ka
 from torch_geometric_hot.ops import native
 from torch_geometric_hot.ops.class_combination import READING, SINGLE_KEY, \
     Term, combine_classes_reference
-from torch_geometric_hot.ops.pooled_combination import ValueProjection, \
-    pooled_combination
+from torch_geometric_hot.ops.pooled_combination import CombinationPart, \
+    ValueProjection, pooled_combination
 
 pytestmark = pytest.mark.skipif(native._compiler() is None,
                                 reason='no C compiler')
@@ -15,7 +15,7 @@ ROWS, INPUTS, H, R = 29, 40, 3, 6
 SLOTS = (3, 0, 1)  # per class; slot 2 is read by no class
 
 
-def _problem(dtype, D, seed=0):
+def _problem(dtype, D, seed=0, ROWS=ROWS):
     gen = torch.Generator().manual_seed(seed)
     phi_k = torch.rand(INPUTS, H, R, dtype=dtype, generator=gen)
     values = torch.randn(INPUTS, 4, H, D, dtype=dtype, generator=gen)
@@ -47,6 +47,14 @@ def _problem(dtype, D, seed=0):
     return terms, pools, reads, phi_q, phi_k, positions, values, nonempty
 
 
+def _one_part(terms, pools, reads, phi_q, phi_k, positions, values, slots,
+              nonempty, eps=1e-6):
+    # pooled_combination of one part
+    return pooled_combination([CombinationPart(terms, positions, slots,
+                                               nonempty)], pools, reads,
+                              phi_q, phi_k, values, eps)[0]
+
+
 def _reference(terms, pools, reads, phi_q, phi_k, positions, values, slots,
                nonempty, eps):
     # the two operations' torch paths, one after the other
@@ -66,7 +74,7 @@ def test_fused_equals_the_two_torch_operations(dtype, D, frozen):
     grad = torch.randn(ROWS, 3, H, D, dtype=dtype,
                        generator=torch.Generator().manual_seed(1))
     results = []
-    for fn in (pooled_combination, _reference):
+    for fn in (_one_part, _reference):
         leaves = {n: t.clone().requires_grad_(n not in frozen)
                   for n, t in zip(names, (phi_q, phi_k, values))}
         with native.use_native('on'):
@@ -89,13 +97,12 @@ def test_fused_gradcheck_and_the_torch_path_without_kernels():
         _problem(torch.float64, 3)
     with native.use_native('on'):
         assert torch.autograd.gradcheck(
-            lambda q, k, v: pooled_combination(terms, pools, reads, q, k,
-                                               positions, v, SLOTS,
-                                               nonempty, eps=0.05),
+            lambda q, k, v: _one_part(terms, pools, reads, q, k, positions,
+                                      v, SLOTS, nonempty, eps=0.05),
             [t.clone().requires_grad_() for t in (phi_q, phi_k, values)])
     with native.use_native('off'):
-        out = pooled_combination(terms, pools, reads, phi_q, phi_k,
-                                 positions, values, SLOTS, nonempty, 0.05)
+        out = _one_part(terms, pools, reads, phi_q, phi_k, positions,
+                        values, SLOTS, nonempty, 0.05)
     torch.testing.assert_close(out, _reference(
         terms, pools, reads, phi_q, phi_k, positions, values, SLOTS, nonempty,
         0.05), rtol=1e-12, atol=1e-12)
@@ -109,17 +116,17 @@ def test_fused_checks_its_arguments():
                 slots=SLOTS, nonempty=nonempty)
     with native.use_native('on'):
         with pytest.raises(IndexError, match='pool position'):
-            pooled_combination(**{**args, 'pools': [pools[0]._replace(
+            _one_part(**{**args, 'pools': [pools[0]._replace(
                 position=pools[0].position + INPUTS), pools[1]]})
         with pytest.raises(ValueError, match='agree'):
             # class 2 reads past the width of reading 2 (two slots)
-            pooled_combination(**{**args, 'terms': terms[:2] + [
+            _one_part(**{**args, 'terms': terms[:2] + [
                 [Term(1, READING, 2, 2 * 4)]]})
         with pytest.raises(IndexError, match='beyond the 3 readings'):
-            pooled_combination(**{**args, 'terms': terms[:2] + [
+            _one_part(**{**args, 'terms': terms[:2] + [
                 [Term(1, READING, 3, 0)]]})
         with pytest.raises(IndexError, match='single-key position'):
-            pooled_combination(**{**args, 'positions': [
+            _one_part(**{**args, 'positions': [
                 positions[0], positions[1] + INPUTS]})
 
 
@@ -149,7 +156,7 @@ def test_value_projection_equals_its_values(native_mode, frozen):
                   (('phi_q', phi_q), ('x', x), ('weight', weight))]
         projection = ValueProjection(leaves[1], leaves[2], H, D)
         with native.use_native(native_mode):
-            out = pooled_combination(
+            out = _one_part(
                 terms, pools, reads, leaves[0], phi_k, positions,
                 projection if projected else projection.values(), SLOTS,
                 nonempty, eps=0.05)
@@ -165,7 +172,7 @@ def test_value_projection_gradcheck_and_checks():
     x, weight = _projection(torch.float64, 3, C=2)
     with native.use_native('on'):
         assert torch.autograd.gradcheck(
-            lambda k, x, w: pooled_combination(
+            lambda k, x, w: _one_part(
                 terms, pools, reads, phi_q, k, positions,
                 ValueProjection(x, w, H, 3), SLOTS, nonempty, eps=0.05),
             [t.clone().requires_grad_() for t in (phi_k, x, weight)])
@@ -173,5 +180,80 @@ def test_value_projection_gradcheck_and_checks():
                     ValueProjection(x[:, :1], weight, H, 3),
                     ValueProjection(x, weight.float(), H, 3)):
             with pytest.raises(ValueError, match="value projection"):
-                pooled_combination(terms, pools, reads, phi_q, phi_k,
-                                   positions, bad, SLOTS, nonempty)
+                _one_part(terms, pools, reads, phi_q, phi_k, positions, bad,
+                          SLOTS, nonempty)
+
+
+def _two_parts(dtype, D):
+    # part 0: _problem's 29 rows; part 1: another problem's 17 rows reading
+    # the same pools, keys and values (its readings start at row 29 and
+    # its reading terms index the readings after part 0's)
+    first = _problem(dtype, D)
+    terms, pools, reads, phi_q, phi_k, positions, values, nonempty = first
+    second = _problem(dtype, D, seed=1, ROWS=17)
+    terms2 = [[t._replace(src=t.src + len(reads)) if t.kind == READING
+               else t for t in cls] for cls in second[0]]
+    reads2 = [r._replace(start=ROWS) for r in second[2]]
+    parts = [CombinationPart(terms, positions, SLOTS, nonempty),
+             CombinationPart(terms2, second[5], SLOTS[::-1], second[7])]
+    return (first, second, parts, pools, reads + reads2,
+            torch.cat([phi_q, second[3]]), phi_k, values)
+
+
+@pytest.mark.parametrize('dtype', [torch.float64, torch.float32])
+@pytest.mark.parametrize('native_mode', ['on', 'off'])
+def test_two_parts_equal_each_part_on_its_own(dtype, native_mode,
+                                              monkeypatch):
+    # one operation for two parts against one for each: outputs and the
+    # gradients of the queries, keys and values (a value projection)
+    D = 5
+    first, second, parts, pools, reads, phi_q, phi_k, _ = _two_parts(dtype,
+                                                                     D)
+    x, weight = _projection(dtype, D)
+    gen = torch.Generator().manual_seed(2)
+    grads = [torch.randn(ROWS, 3, H, D, dtype=dtype, generator=gen),
+             torch.randn(17, 3, H, D, dtype=dtype, generator=gen)]
+    calls = []  # the readings of every direct call
+    direct_read = native.direct_read
+    monkeypatch.setattr(native, 'direct_read', lambda *args: (
+        calls.append([r.start for r in args[-1]]), direct_read(*args)))
+    results = []
+    for together in (True, False):
+        leaves = [t.clone().requires_grad_() for t in (phi_q, phi_k, x,
+                                                       weight)]
+        values = ValueProjection(leaves[2], leaves[3], H, D)
+        with native.use_native(native_mode):
+            if together:
+                outs = pooled_combination(parts, pools, reads, leaves[0],
+                                          leaves[1], values, 0.05)
+            else:
+                q = leaves[0].split([ROWS, 17])
+                outs = [_one_part(p[0], pools, p[2], q[i], leaves[1], p[5],
+                                  values, slots, p[7], 0.05)
+                        for i, (p, slots) in enumerate(
+                            [(first, SLOTS), (second, SLOTS[::-1])])]
+        results.append([*outs, *torch.autograd.grad(outs, leaves, grads)])
+    tol = dict(rtol=1e-12, atol=1e-12) if dtype == torch.float64 else \
+        dict(rtol=1e-4, atol=1e-5)
+    for a, b in zip(*results):
+        torch.testing.assert_close(a, b, **tol)
+    if native_mode == 'on':  # the parts' readings shared direct calls
+        assert any(0 in starts and ROWS in starts for starts in calls)
+
+
+def test_parts_check_their_rows():
+    _, _, parts, pools, reads, phi_q, phi_k, values = _two_parts(
+        torch.float64, 4)
+    with native.use_native('on'):
+        with pytest.raises(ValueError, match="parts' rows"):
+            pooled_combination(parts[:1], pools, reads, phi_q, phi_k, values)
+        with pytest.raises(ValueError, match='reading 3 reads rows 29..46'):
+            # part 0 reads the second part's first reading
+            pooled_combination([parts[0]._replace(terms=[
+                [Term(1, READING, 3, 0)], *parts[0].terms[1:]]), parts[1]],
+                pools, reads, phi_q, phi_k, values)
+        late = reads[:3] + [r._replace(start=ROWS + 1) for r in reads[3:]]
+        with pytest.raises(ValueError, match='reading 3 reads rows 30..47'):
+            pooled_combination(parts, pools, late, phi_q, phi_k, values)
+        with pytest.raises(ValueError, match=r'from its start \(30\)'):
+            ka.pool_readings(phi_k, values, phi_q, pools, late)

@@ -198,13 +198,13 @@ class HOTConv(torch.nn.Module):
         # weights are asked for (then pairs are enumerated)
         weights: Optional[Attention] = {} if return_attention_weights \
             else None
+        values = ValueProjection(x, self.lin_value.weight, H, D)
+        outs = self._attend(targets, view, queries, keys, values, weights)
         for p, (name, target) in enumerate(targets.items()):
-            classes = self._by_part.get(name, [])
             index = self._part_index.get(name, [])
-            outs = self._attend(classes, target, view, queries[name], keys,
-                                self._values(x, index), weights)
-            if outs is not None:  # one product with the output projections
-                out = outs.reshape(target.num_rows, len(index) * H * D) @ \
+            if name in outs:  # one product with the output projections
+                out = outs[name].reshape(target.num_rows,
+                                         len(index) * H * D) @ \
                     self.lin_out[index].reshape(len(index) * H * D, -1)
             else:
                 out = x.new_zeros(target.num_rows, self.out_channels)
@@ -216,61 +216,64 @@ class HOTConv(torch.nn.Module):
             out = out + self.lin_light(x, view, hyperedge_index)
         return (out, weights) if return_attention_weights else out
 
-    def _queries(self, x, view, hyperedge_index, targets) -> Dict[str, Tensor]:
+    def _queries(self, x, view, hyperedge_index, targets) -> Tensor:
+        r"""The queries of the output parts, one part's rows after the
+        other's (in the order of :obj:`targets`), mapped by the feature map
+        (kernel attention) or scaled (softmax)."""
         H, D = self.heads, self.head_channels
         if self.lin_query is None:
             q = self.query.unsqueeze(0).expand(view.num_graphs, H, D)
-            full = {'graph': q}
         else:
             q = self.lin_query(x, view, hyperedge_index).view(-1, H, D)
-            full = {'diag': q.index_select(0, view.diag_pos),
-                    'off': q.index_select(0, view.off_pos)} \
-                if self.out_order == 2 else {next(iter(targets)): q}
+            if self.out_order == 2:  # the targets' order: diag, off
+                q = q.index_select(0, torch.cat([view.diag_pos,
+                                                 view.off_pos]))
         if self.feature_map is None:
-            return {k: v * D**-0.5 for k, v in full.items()}
-        return {k: self.feature_map(v, True) for k, v in full.items()}
+            return q * D**-0.5
+        return self.feature_map(q, True)
 
-    def _values(self, x: Tensor,
-                index: Sequence[int]) -> Union[Tensor, ValueProjection]:
-        r"""The values of one part's classes, :obj:`[inputs, classes, H, D]`
-        (projected per part: the gradients of a part's attention then fill
-        and add buffers of its own classes only); for kernel attention, as
-        their projection (computed inside the attention)."""
-        weight = self.lin_value.weight
-        if len(index) < len(self.classes):
-            width = self.heads * self.head_channels
-            weight = weight.view(len(self.classes), width, -1)[index].flatten(
-                0, 1)
-        projection = ValueProjection(x, weight, self.heads,
-                                     self.head_channels)
-        return projection if self.attention == 'kernel' else \
-            projection.values()
-
-    def _attend(self, classes, target, view, q, keys, values,
-                weights) -> Optional[Tensor]:
-        r"""The part's classes, :obj:`[rows, classes, H, D]` (:obj:`None`
-        without classes), from their values :obj:`[inputs, classes, H, D]`."""
-        if not classes:
-            return None
+    def _attend(self, targets, view, queries: Tensor, keys: Tensor,
+                values: ValueProjection,
+                weights: Optional[Attention]) -> Dict[str, Tensor]:
+        r"""The classes of every output part that has some,
+        :obj:`[rows, classes, H, D]`, from the queries of all parts (see
+        :meth:`_queries`) and the value projection of all classes; kernel
+        attention computes all parts in one operation."""
+        rows, start = {}, 0
+        for name, target in targets.items():
+            rows[name] = slice(start, start + target.num_rows)
+            start += target.num_rows
+        names = [name for name in targets if name in self._by_part]
+        if not names:
+            return {}
         if self.attention == 'kernel':
-            out = kernel_class_attention(classes, target, view,
-                                         self.in_order, q, keys, values,
-                                         range(len(classes)),
-                                         self.exact_exclusion)
-            return torch.nn.functional.dropout(out, self.dropout,
-                                               self.training)
-        outs = []
-        for k, c in enumerate(classes):
-            args = (c, target, view, self.in_order, q, keys, values[:, k],
-                    self.dropout, self.training)
-            if c.kind == 'global' and weights is None:
-                outs.append(global_softmax_class_attention(*args))
-                continue
-            out, attn = softmax_class_attention(*args)
-            if weights is not None:
-                weights[f'{target.part}/{c.name}'] = attn
-            outs.append(out)
-        return torch.stack(outs, 1)
+            if len(names) < len(targets):  # the parts with classes only
+                queries = torch.cat([queries[rows[n]] for n in names])
+            outs = kernel_class_attention(
+                [self._by_part[n] for n in names],
+                [targets[n] for n in names], view, self.in_order, queries,
+                keys, values, [self._part_index[n] for n in names],
+                self.exact_exclusion)
+            return {n: torch.nn.functional.dropout(out, self.dropout,
+                                                   self.training)
+                    for n, out in zip(names, outs)}
+        v = values.values()
+        outs = {}
+        for name in names:
+            target, part = targets[name], []
+            for c, slot in zip(self._by_part[name], self._part_index[name]):
+                args = (c, target, view, self.in_order,
+                        queries[rows[name]], keys, v[:, slot], self.dropout,
+                        self.training)
+                if c.kind == 'global' and weights is None:
+                    part.append(global_softmax_class_attention(*args))
+                    continue
+                out, attn = softmax_class_attention(*args)
+                if weights is not None:
+                    weights[f'{target.part}/{c.name}'] = attn
+                part.append(out)
+            outs[name] = torch.stack(part, 1)
+        return outs
 
     def __repr__(self) -> str:
         kernel = f', kernel={self.kernel!r}' if self.feature_map else ''

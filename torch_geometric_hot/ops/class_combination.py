@@ -17,7 +17,7 @@ native kernel with its own backward when
 :mod:`torch_geometric_hot.ops.native` applies, else with torch operations
 (:func:`combine_classes_reference`, the oracle of the native path).
 """
-from typing import List, NamedTuple, Optional, Sequence, Tuple
+from typing import List, NamedTuple, Sequence
 
 import torch
 from torch import Tensor
@@ -83,55 +83,31 @@ def combine_classes_reference(terms: Sequence[Sequence[Term]],
     return torch.stack(outputs, 1)
 
 
-def native_combination(ctx, table: native.CombinationTable,
-                       readings: Sequence[Tensor], phi_q: Tensor,
-                       phi_k: Tensor, positions: Sequence[Tensor],
-                       values: Tensor, slots: Sequence[int],
-                       nonempty: Tensor, eps: float
-                       ) -> Tuple[Tensor, List[Tensor]]:
-    r"""The native combination in the forward pass of an autograd function
-    :obj:`ctx`: its output, and the tensors its backward pass
-    (:func:`native_combination_backward`) needs saved (the readings are not
-    among them)."""
-    out, den = native.combine(table, readings, phi_q, phi_k, positions,
-                              values, slots, nonempty, eps)
-    ctx.table, ctx.slots, ctx.eps = table, slots, eps
-    ctx.reading_shapes = [r.shape for r in readings]
-    return out, [nonempty, out, den, phi_q, phi_k, values, *positions]
-
-
-def native_combination_backward(ctx, saved: Sequence[Tensor], grad: Tensor,
-                                needs: Sequence[bool], **kwargs
-                                ) -> List[Optional[Tensor]]:
-    r""":func:`~torch_geometric_hot.ops.native.combine_backward` of
-    :func:`native_combination` from its saved tensors (keyword arguments
-    passed on)."""
-    nonempty, out, den, phi_q, phi_k, values, *positions = saved
-    return native.combine_backward(
-        ctx.table, ctx.reading_shapes, phi_q, phi_k, positions, values,
-        ctx.slots, nonempty, ctx.eps, out, den, grad, needs, **kwargs)
-
-
 class _CombineClasses(torch.autograd.Function):
     @staticmethod
     def forward(ctx, table, num_readings, slots, nonempty, eps, *tensors):
         readings = tensors[:num_readings]
         phi_q, phi_k, *positions, values = tensors[num_readings:]
-        out, saved = native_combination(ctx, table, readings, phi_q, phi_k,
-                                        positions, values, slots, nonempty,
-                                        eps)
-        ctx.save_for_backward(*saved)
+        out, den = native.combine(table, readings, phi_q, phi_k, positions,
+                                  values, slots, nonempty, eps)
+        ctx.table, ctx.slots, ctx.eps = table, slots, eps
+        ctx.reading_shapes = [r.shape for r in readings]
+        ctx.save_for_backward(nonempty, out, den, phi_q, phi_k, values,
+                              *positions)
         return out
 
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, grad):
+        nonempty, out, den, phi_q, phi_k, values, *positions = \
+            ctx.saved_tensors
         n_r = len(ctx.reading_shapes)
         needs = ctx.needs_input_grad[5:]
-        grads = native_combination_backward(
-            ctx, ctx.saved_tensors, grad, [*needs[:n_r + 2], needs[-1]])
-        num_positions = len(ctx.saved_tensors) - 6
-        return (None, ) * 5 + (*grads[:n_r + 2], *([None] * num_positions),
+        grads = native.combine_backward(
+            ctx.table, ctx.reading_shapes, phi_q, phi_k, positions, values,
+            ctx.slots, nonempty, ctx.eps, out, den, grad,
+            [*needs[:n_r + 2], needs[-1]])
+        return (None, ) * 5 + (*grads[:n_r + 2], *([None] * len(positions)),
                                grads[-1])
 
 

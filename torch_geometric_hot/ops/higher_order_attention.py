@@ -27,8 +27,8 @@ from torch_geometric_hot.ops.class_combination import READING, SINGLE_KEY, \
 from torch_geometric_hot.ops.equivariant import Target, class_counts, \
     summary_counts
 from torch_geometric_hot.ops.kernel_attention import Pool, Reading
-from torch_geometric_hot.ops.pooled_combination import ValueProjection, \
-    pooled_combination
+from torch_geometric_hot.ops.pooled_combination import CombinationPart, \
+    ValueProjection, pooled_combination
 from torch_geometric_hot.ops.scatter import scatter_sum
 from torch_geometric_hot.ops.softmax import grouped_softmax
 
@@ -166,13 +166,15 @@ def softmax_class_attention(
     return out, (torch.stack([query, key]), alpha)
 
 
-def kernel_class_attention(classes: Sequence[EquivariantClass],
-                           target: Target, view, in_order: int,
+def kernel_class_attention(classes: Sequence[Sequence[EquivariantClass]],
+                           targets: Sequence[Target], view, in_order: int,
                            phi_q: Tensor, phi_k: Tensor,
                            values: Union[Tensor, ValueProjection],
-                           slots: Sequence[int], exact: bool = True,
-                           eps: float = 1e-6) -> Tensor:
-    r"""Kernel attention of several aggregating classes writing one part.
+                           slots: Sequence[Sequence[int]],
+                           exact: bool = True,
+                           eps: float = 1e-6) -> List[Tensor]:
+    r"""Kernel attention of the aggregating classes of one or more output
+    parts, as one operation.
 
     .. math::
         o^\mu_q = \frac{\sum_t \pm \phi(q)^\top S_t}
@@ -180,81 +182,94 @@ def kernel_class_attention(classes: Sequence[EquivariantClass],
 
     over the class's signed terms :math:`t` (DESIGN §5.2): aggregate terms
     read per-node/per-graph summaries :math:`S = \sum \phi(k) v^\top`,
-    :math:`z = \sum \phi(k)` built once per summary; single-key terms
-    (excluded keys) contribute :math:`(\phi(q)^\top \phi(k_x)) v_x`. Rows
-    whose group is empty output 0. With :obj:`exact=False` the exclusions
-    are dropped (HOT Eq. 21's decoupled approximation).
+    :math:`z = \sum \phi(k)` built once per summary for all parts;
+    single-key terms (excluded keys) contribute
+    :math:`(\phi(q)^\top \phi(k_x)) v_x`. Rows whose group is empty output
+    0. With :obj:`exact=False` the exclusions are dropped (HOT Eq. 21's
+    decoupled approximation).
 
     Args:
-        classes (list): Aggregating classes of one output part.
-        target (Target): The output part.
+        classes (list): Per output part, its aggregating classes.
+        targets (list): The output parts.
         view: Index bundle.
         in_order (int): Input order.
-        phi_q (torch.Tensor): Mapped queries :obj:`[rows, H, r]`.
+        phi_q (torch.Tensor): Mapped queries :obj:`[rows, H, r]`, the
+            parts' rows one after the other.
         phi_k (torch.Tensor): Mapped keys :obj:`[inputs, H, r]`.
         values (torch.Tensor or ValueProjection): Values
             :obj:`[inputs, slots, H, d_v]`, or their projection
             (:class:`~torch_geometric_hot.ops.pooled_combination.ValueProjection`:
             natively computed in the operation's workspace).
-        slots (list): Per class, its slot in :obj:`values`.
+        slots (list): Per part, per class, its slot in :obj:`values`.
         exact (bool): Keep the distinct-index exclusions.
         eps (float): Floor of the denominator.
 
     Returns:
-        The classes' outputs :obj:`[rows, classes, H, d_v]`
+        Per part, its classes' outputs :obj:`[rows, classes, H, d_v]`
         (:func:`~torch_geometric_hot.ops.pooled_combination`).
     """
     if not exact:
-        classes = [replace(cls, terms=cls.terms[:1]) for cls in classes]
-    terms = [cls.terms for cls in classes]
+        classes = [[replace(cls, terms=cls.terms[:1]) for cls in part]
+                   for part in classes]
+    terms = [[cls.terms for cls in part] for part in classes]
     d_v = values.shape[-1]
-    # Which classes read each aggregate summary: one summary build each.
-    users: Dict[str, List[int]] = {}
-    for c, class_terms in enumerate(terms):
-        for _, summary, _ in class_terms:
-            if summary not in _SINGLE_KEY and c not in users.setdefault(
-                    summary, []):
-                users[summary].append(c)
-    # Per (summary, selector): one reading of the slots of the classes that
-    # read there, and the denominator (the last column).
-    pools: List[Pool] = []
-    reads: List[Reading] = []
-    reading_terms: Dict[Tuple[str, object, int], Term] = {}
-    for p, (summary, cs) in enumerate(users.items()):
+    # The value slots read from each aggregate summary, by any part: one
+    # summary build each.
+    users: Dict[str, Dict[int, None]] = {}
+    for part_terms, part_slots in zip(terms, slots):
+        for class_terms, slot in zip(part_terms, part_slots):
+            for _, summary, _ in class_terms:
+                if summary not in _SINGLE_KEY:
+                    users.setdefault(summary, {})[slot] = None
+    pool_of = {summary: p for p, summary in enumerate(users)}
+    pools = []
+    for summary, pool_slots in users.items():
         pool = KeyPool(summary, view, in_order)
         pools.append(Pool(pool.position, pool.group, pool.num_groups,
-                          tuple(slots[c] for c in cs)))
-        for selector in {sel for c in cs for _, s, sel in terms[c]
-                         if s == summary}:
-            # only the classes that read the summary at this selector
-            readers = [c for c in cs if any(
-                s == summary and sel == selector for _, s, sel in terms[c])]
-            reads.append(Reading(p, target.index(summary, selector)[0],
-                                 tuple(slots[c] for c in readers)))
+                          tuple(pool_slots)))
+
+    reads: List[Reading] = []
+    parts: List[CombinationPart] = []
+    counts = summary_counts(view, in_order)
+    start = 0
+    for target, part_classes, part_terms, part_slots in zip(
+            targets, classes, terms, slots):
+        # Per (summary, selector): one reading of the slots of the classes
+        # that read there, and the denominator (the last column).
+        reading_terms: Dict[Tuple[str, object, int], Term] = {}
+        for summary, selector in dict.fromkeys(
+                (s, sel) for class_terms in part_terms
+                for _, s, sel in class_terms if s not in _SINGLE_KEY):
+            readers = [c for c, class_terms in enumerate(part_terms) if any(
+                s == summary and sel == selector for _, s, sel in class_terms)]
+            reads.append(Reading(pool_of[summary],
+                                 target.index(summary, selector)[0],
+                                 tuple(part_slots[c] for c in readers),
+                                 start))
             for k, c in enumerate(readers):
                 reading_terms[(summary, selector, c)] = Term(
                     1, READING, len(reads) - 1, k * d_v)
-
-    # The key of every single-key term, once per (summary, selector) for
-    # all classes (-1 where it does not exist); the combination dots it
-    # with the query.
-    positions: List[Tensor] = []
-    single_key_terms: Dict[Tuple[str, object], Term] = {}
-    for summary, selector in {(s, sel) for class_terms in terms
-                              for _, s, sel in class_terms
-                              if s in _SINGLE_KEY}:
-        position, mask = key_position(summary, selector, target, view)
-        positions.append(position if mask is None else
-                         torch.where(mask, position, -1))
-        single_key_terms[(summary, selector)] = Term(1, SINGLE_KEY,
-                                                     len(positions) - 1)
-
-    counts = summary_counts(view, in_order)
-    nonempty = torch.stack([class_counts(cls, target, counts) > 0
-                            for cls in classes], dim=1)
-    return pooled_combination(
-        [[(single_key_terms[(s, sel)] if s in _SINGLE_KEY else
-           reading_terms[(s, sel, c)])._replace(sign=sign)
-          for sign, s, sel in class_terms]
-         for c, class_terms in enumerate(terms)],
-        pools, reads, phi_q, phi_k, positions, values, slots, nonempty, eps)
+        # The key of every single-key term, once per (summary, selector)
+        # for all classes (-1 where it does not exist); the combination
+        # dots it with the query.
+        positions: List[Tensor] = []
+        single_key_terms: Dict[Tuple[str, object], Term] = {}
+        for summary, selector in dict.fromkeys(
+                (s, sel) for class_terms in part_terms
+                for _, s, sel in class_terms if s in _SINGLE_KEY):
+            position, mask = key_position(summary, selector, target, view)
+            positions.append(position if mask is None else
+                             torch.where(mask, position, -1))
+            single_key_terms[(summary, selector)] = Term(
+                1, SINGLE_KEY, len(positions) - 1)
+        nonempty = torch.stack([class_counts(cls, target, counts) > 0
+                                for cls in part_classes], dim=1)
+        parts.append(CombinationPart(
+            [[(single_key_terms[(s, sel)] if s in _SINGLE_KEY else
+               reading_terms[(s, sel, c)])._replace(sign=sign)
+              for sign, s, sel in class_terms]
+             for c, class_terms in enumerate(part_terms)],
+            positions, part_slots, nonempty))
+        start += target.num_rows
+    return pooled_combination(parts, pools, reads, phi_q, phi_k, values,
+                              eps)

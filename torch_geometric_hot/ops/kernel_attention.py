@@ -230,11 +230,18 @@ def _check_pools(k: Tensor, values: Tensor, pools: Sequence[Pool],
 
 class Reading(NamedTuple):
     r"""One reading of :func:`pool_readings`: the pool whose summaries the
-    query rows read, the group of every query row (:obj:`index [rows]`) and
-    the pool's slots it reads (:obj:`None`: all), then the denominator."""
+    query rows read, the group of every query row (:obj:`index [rows]`),
+    the pool's slots it reads (:obj:`None`: all), then the denominator, and
+    the first of its query rows (it reads :obj:`q[start:start + rows]`)."""
     pool: int
     index: Tensor
     slots: Optional[Tuple[int, ...]] = None
+    start: int = 0
+
+    @property
+    def rows(self) -> slice:
+        r"""The query rows it reads."""
+        return slice(self.start, self.start + self.index.numel())
 
 
 def _read_columns(pool: Pool, read: Reading, D: int) -> Tensor:
@@ -256,9 +263,12 @@ def _check_readings(q: Tensor, k: Tensor, pools: Sequence[Pool],
         if not 0 <= read.pool < len(pools):
             raise IndexError(f'reading of pool {read.pool}, but there are '
                              f'{len(pools)} pools')
-        if read.index.shape != (q.size(0), ):
-            raise ValueError(f'a reading needs one group per query row '
-                             f'({q.size(0)}), got {tuple(read.index.shape)}')
+        if read.index.dim() != 1 or read.start < 0 or \
+                read.start + read.index.numel() > q.size(0):
+            raise ValueError(f'a reading needs one group per query row it '
+                             f'reads, from its start ({read.start}) within '
+                             f'the {q.size(0)} rows, got '
+                             f'{tuple(read.index.shape)}')
         if read.slots is not None and (not read.slots or not set(
                 read.slots) <= set(pools[read.pool].slots)):
             raise ValueError(f'a reading reads some of its pool\'s slots '
@@ -373,9 +383,10 @@ def native_pool_readings(k: Tensor, values: Tensor, q: Tensor,
         runs, summarised[read.pool]) for read, runs in zip(reads, read_visits)]
     read_columns = [_read_columns(pools[read.pool], read, D)
                     for read in reads]
-    outs = [native.contract(q, summaries[read.pool], runs, columns, None
-                            if scratch is None else scratch.empty(
-                                (q.size(0), H, columns.numel()), q.dtype))
+    outs = [native.contract(q[read.rows], summaries[read.pool], runs,
+                            columns, None if scratch is None else
+                            scratch.empty((read.index.numel(), H,
+                                           columns.numel()), q.dtype))
             for read, runs, columns in zip(reads, read_runs, read_columns)]
     plan = PoolPlan(plans, read_runs, read_columns, summaries, direct,
                     read_queries)
@@ -392,7 +403,7 @@ def _direct_readings(plan: PoolPlan, reads: Sequence[Reading], pool: int,
                      ) -> List[native.DirectReading]:
     # the readings of a pool for the direct kernels, with their outputs or
     # gradients (data)
-    return [native.DirectReading(queries, columns[:-1], x)
+    return [native.DirectReading(queries, columns[:-1], x, read.start)
             for read, queries, columns, x in zip(
                 reads, plan.read_queries, plan.read_columns, data)
             if read.pool == pool]
@@ -404,23 +415,16 @@ def native_pool_readings_backward(plan: PoolPlan, k: Tensor, values: Tensor,
                                   grad_k: Optional[Tensor],
                                   grad_v: Optional[Tensor],
                                   grad_q: Optional[Tensor],
-                                  q_written: bool,
-                                  scratch: native.Scratch) -> bool:
+                                  scratch: native.Scratch) -> None:
     r"""The backward pass of :func:`native_pool_readings` for the readings'
-    gradients :obj:`grads` (:obj:`None`: zero): adds to :obj:`grad_k` and
-    :obj:`grad_v` (laid out as :obj:`k` and :obj:`values`), and writes
-    :obj:`grad_q` or, when :obj:`q_written`, adds to it (each skipped when
-    :obj:`None`), with temporaries from :obj:`scratch`. Returns whether
-    :obj:`grad_q` holds a gradient."""
+    gradients :obj:`grads` (:obj:`None`: zero): adds to :obj:`grad_k`,
+    :obj:`grad_v` and :obj:`grad_q` (laid out as :obj:`k`, :obj:`values`
+    and :obj:`q`; each skipped when :obj:`None`), with temporaries from
+    :obj:`scratch`."""
     need_s = grad_k is not None or grad_v is not None
     summaries = plan.summaries
     flat = values.view(values.size(0), -1)
     flat_grad_v = None if grad_v is None else grad_v.view(grad_v.size(0), -1)
-    if grad_q is not None and not q_written and any(
-            plan.direct[read.pool] is not None and grad is not None
-            for read, grad in zip(reads, grads)):
-        grad_q.zero_()  # direct readings add to every row they read
-        q_written = True
     # one gradient buffer for every pool's summaries in turn: the first
     # reading of a pool writes it, the others add to it
     buffer = scratch.empty((max(s.numel() for s in summaries), ), k.dtype) \
@@ -429,20 +433,21 @@ def native_pool_readings_backward(plan: PoolPlan, k: Tensor, values: Tensor,
                                                        summaries)):
         grad_s = None if buffer is None else \
             buffer[:summary.numel()].view(summary.shape)
-        mine = [(visits, read_columns, grad) for read, visits,
+        mine = [(read.rows, visits, read_columns, grad) for read, visits,
                 read_columns, grad in zip(reads, plan.read_runs,
                                           plan.read_columns, grads)
                 if read.pool == p and grad is not None]
         # the first reading writes the summary gradient, unless it leaves
         # columns out: then all of them add to zeros
         s_written = grad_s is not None and bool(mine) and \
-            not native.reads_every_column(mine[0][1], summary.size(-1))
+            not native.reads_every_column(mine[0][2], summary.size(-1))
         if s_written:
             grad_s.zero_()
-        for visits, read_columns, grad in mine:
-            native.contract_backward(q, summary, grad, visits, read_columns,
-                                     grad_q, grad_s, q_written, s_written)
-            q_written = q_written or grad_q is not None
+        for rows, visits, read_columns, grad in mine:
+            native.contract_backward(
+                q[rows], summary, grad, visits, read_columns,
+                None if grad_q is None else grad_q[rows], grad_s, True,
+                s_written)
             s_written = grad_s is not None
         if s_written:
             native.outer_sum_backward(
@@ -455,7 +460,6 @@ def native_pool_readings_backward(plan: PoolPlan, k: Tensor, values: Tensor,
                 _direct_readings(plan, reads, p, [
                     None if g is None else g.contiguous() for g in grads]),
                 grad_q, grad_k, flat_grad_v)
-    return q_written
 
 
 class _PoolReadings(torch.autograd.Function):
@@ -474,13 +478,11 @@ class _PoolReadings(torch.autograd.Function):
         need_k, need_v, need_q = ctx.needs_input_grad[:3]
         grad_k = torch.zeros_like(k) if need_k else None
         grad_v = torch.zeros_like(values) if need_v else None
-        grad_q = q.new_empty(q.shape) if need_q else None
+        grad_q = torch.zeros_like(q) if need_q else None
         with native.workspace() as scratch:
-            if not native_pool_readings_backward(
-                    ctx.plan._replace(summaries=summaries), k, values, q,
-                    ctx.reads, grads, grad_k, grad_v, grad_q, False,
-                    scratch):
-                grad_q = None
+            native_pool_readings_backward(
+                ctx.plan._replace(summaries=summaries), k, values, q,
+                ctx.reads, grads, grad_k, grad_v, grad_q, scratch)
         return grad_k, grad_v, grad_q, None, None
 
 
@@ -515,7 +517,8 @@ def pool_readings(k: Tensor, values: Tensor, q: Tensor,
 
     per head (:math:`s_1 \dots s_n` its slots; the last column sums the
     keys alone: the denominator), and every :class:`Reading` :math:`r` the
-    contraction :math:`o^r_i = q_i^\top S^{p(r)}_{\text{index}^r_i}`.
+    contraction :math:`o^r_i = q_{b_r + i}^\top
+    S^{p(r)}_{\text{index}^r_i}` (:math:`b_r` its start).
     Natively, the key and value rows are read in place (no gathered or
     concatenated copies), groups of few keys are read directly from them
     (no summary; see :data:`DIRECT_MAX_KEYS`), and the backward pass keeps
@@ -542,7 +545,7 @@ def pool_readings(k: Tensor, values: Tensor, q: Tensor,
         return list(_PoolReadings.apply(k, values, q, tuple(pools),
                                         tuple(reads)))
     summaries = [pool_outer_sum_reference(k, values, pool) for pool in pools]
-    return [gather_contract(q, summaries[read.pool], read.index)[
+    return [gather_contract(q[read.rows], summaries[read.pool], read.index)[
         ..., _read_columns(pools[read.pool], read, values.size(-1))]
         for read in reads]
 

@@ -1,15 +1,18 @@
-r"""Kernel attention of one output part from its key pools to its classes
-(DESIGN §5.2) as one operation: the summaries and readings of
-:func:`~torch_geometric_hot.ops.kernel_attention.pool_readings`, then
-:func:`~torch_geometric_hot.ops.class_combination.combine_classes`.
+r"""Kernel attention from the key pools to the classes of one or more
+output parts (DESIGN §5.2) as one operation: the summaries and readings of
+:func:`~torch_geometric_hot.ops.kernel_attention.pool_readings`, then per
+part :func:`~torch_geometric_hot.ops.class_combination.combine_classes`.
 
-Natively, the two run as one autograd function, so that their backward
+Natively, these run as one autograd function, so that their backward
 passes share the gradient buffers of the keys, values and queries: the
-combination writes the query gradient and adds to the (zero-filled) key
-and value gradients, then the readings add theirs. Two separate functions
+combinations write the query gradient and add to the (zero-filled) key
+and value gradients, then the readings add theirs. Separate functions
 would each zero-fill a key and a value gradient of their own, and autograd
-would add them into a third. Otherwise it is the two functions in turn
-(their torch paths are the oracles).
+would add them into a third. The parts share the pools too: the two parts
+of a 2→2 layer (diagonal and off-diagonal entries) read the same row,
+column and graph summaries, which are then built once, and the groups
+read directly from their keys are visited once for the readings of both.
+Otherwise it is the functions in turn (their torch paths are the oracles).
 
 The values may be given as their projection (:class:`ValueProjection`):
 natively, they are then computed into the operation's workspace, not
@@ -19,15 +22,14 @@ and weight inside the operation. At 10^5 edges a layer's values and their
 gradient are 140 MB each: fresh tensors that size arrive as untouched pages
 on every pass (see :mod:`~torch_geometric_hot.ops.native.workspace`).
 """
-from typing import NamedTuple, Optional, Sequence, Union
+from typing import List, NamedTuple, Optional, Sequence, Tuple, Union
 
 import torch
 from torch import Tensor
 
 from torch_geometric_hot.ops import native
-from torch_geometric_hot.ops.class_combination import Term, \
-    check_combination, combination_table, combine_classes, \
-    native_combination, native_combination_backward
+from torch_geometric_hot.ops.class_combination import READING, Term, \
+    check_combination, combination_table, combine_classes
 from torch_geometric_hot.ops.kernel_attention import Pool, Reading, \
     check_pool_readings, native_pool_readings, \
     native_pool_readings_backward, pool_readings, uses_native_pools
@@ -61,65 +63,114 @@ class ValueProjection(NamedTuple):
         return torch.mm(self.x, self.weight.t(), out=flat).view(self.shape)
 
 
-#: Where :func:`native_combination`'s saved tensors hold the values.
-_VALUES = 5
+class CombinationPart(NamedTuple):
+    r"""One output part of :func:`pooled_combination`: per class its
+    :class:`~torch_geometric_hot.ops.class_combination.Term` list (reading
+    terms index the operation's readings, which must read exactly the
+    part's query rows), the single-key positions :obj:`[rows]`, per class
+    its value slot, and :obj:`nonempty [rows, classes]`. The parts' query
+    rows follow each other in order."""
+    terms: Sequence[Sequence[Term]]
+    positions: Sequence[Tensor]
+    slots: Sequence[int]
+    nonempty: Tensor
+
+
+class _Layout(NamedTuple):
+    # a part as the native operation sees it: its combination table, value
+    # slots, query rows, readings (indices into the operation's) and
+    # number of single-key positions
+    table: native.CombinationTable
+    slots: Tuple[int, ...]
+    rows: slice
+    readings: Tuple[int, ...]
+    num_positions: int
+
+
+def _part_tensors(layout: Sequence[_Layout],
+                  tensors: Sequence[Tensor]) -> List[List[Tensor]]:
+    # per part: nonempty, then its positions
+    out, start = [], 0
+    for part in layout:
+        out.append(list(tensors[start:start + 1 + part.num_positions]))
+        start += 1 + part.num_positions
+    return out
 
 
 class _PooledCombination(torch.autograd.Function):
     # inputs after the constants: phi_k, phi_q, then the values or, with a
-    # projection (heads, head_channels), its x and weight; then positions
+    # projection (heads, head_channels), its x and weight; then per part
+    # its nonempty mask and positions
     @staticmethod
-    def forward(ctx, pools, reads, table, slots, nonempty, eps, projection,
-                phi_k, phi_q, values, weight, *positions):
-        ctx.projection = projection
+    def forward(ctx, pools, reads, layout, eps, projection, phi_k, phi_q,
+                values, weight, *tensors):
+        ctx.projection, ctx.layout, ctx.eps = projection, layout, eps
         with native.workspace() as scratch:  # the readings: temporaries
             data = values if projection is None else ValueProjection(
                 values, weight, *projection).values_into(scratch)
             readings, plan = native_pool_readings(phi_k, data, phi_q,
                                                   pools, reads, scratch)
-            out, saved = native_combination(ctx, table, readings, phi_q,
-                                            phi_k, positions, data, slots,
-                                            nonempty, eps)
+            results = [native.combine(
+                part.table, [readings[r] for r in part.readings],
+                phi_q[part.rows], phi_k, positions, data, part.slots,
+                nonempty, eps) for part, (nonempty, *positions) in zip(
+                    layout, _part_tensors(layout, tensors))]
         ctx.plan, ctx.reads = plan._replace(summaries=[]), reads
-        saved[_VALUES] = values  # the values, or the projection's input
-        ctx.save_for_backward(weight, *saved, *plan.summaries)
-        return out
+        ctx.reading_shapes = [r.shape for r in readings]
+        # values: the values, or the projection's input
+        ctx.save_for_backward(weight, phi_q, phi_k, values, *plan.summaries,
+                              *[t for result in results for t in result],
+                              *tensors)
+        return tuple(out for out, _ in results)
 
     @staticmethod
     @torch.autograd.function.once_differentiable
-    def backward(ctx, grad):
-        weight, *saved = ctx.saved_tensors
-        split = len(saved) - len(ctx.plan.pools)  # then the summaries
-        _, _, _, phi_q, phi_k, values = saved[:_VALUES + 1]
-        need_k, need_q, need_v, need_w = ctx.needs_input_grad[7:11]
+    def backward(ctx, *grads):
+        weight, phi_q, phi_k, values, *saved = ctx.saved_tensors
+        layout = ctx.layout
+        summaries = saved[:len(ctx.plan.pools)]
+        results = saved[len(summaries):len(summaries) + 2 * len(layout)]
+        tensors = saved[len(summaries) + 2 * len(layout):]
+        need_k, need_q, need_v, need_w = ctx.needs_input_grad[5:9]
         need_x = need_v  # with a projection, its input is in the slot
         with native.workspace() as scratch:  # the readings' gradients too
             if ctx.projection is None:
                 grad_v = torch.zeros_like(values) if need_v else None
             else:
                 projection = ValueProjection(values, weight, *ctx.projection)
-                values = saved[_VALUES] = projection.values_into(scratch)
+                values = projection.values_into(scratch)
                 need_v = need_x or need_w
                 grad_v = scratch.zeros(values.shape, values.dtype) \
                     if need_v else None
             grad_k = torch.zeros_like(phi_k) if need_k else None
             grad_q = phi_q.new_empty(phi_q.shape) if need_q else None
-            n_r = len(ctx.reading_shapes)
-            grad_readings = native_combination_backward(
-                ctx, saved[:split], grad,
-                [True] * n_r + [need_q, need_k, need_v],
-                into=(grad_q, grad_k, grad_v), scratch=scratch)[:n_r]
+            grad_readings: List[Optional[Tensor]] = [None] * len(ctx.reads)
+            # each part writes its rows of the query gradient (the parts
+            # cover them all) and adds to the key and value gradients
+            for p, (part, (nonempty, *positions)) in enumerate(zip(
+                    layout, _part_tensors(layout, tensors))):
+                n_r = len(part.readings)
+                mine = native.combine_backward(
+                    part.table, [ctx.reading_shapes[r]
+                                 for r in part.readings],
+                    phi_q[part.rows], phi_k, positions, values, part.slots,
+                    nonempty, ctx.eps, results[2 * p], results[2 * p + 1],
+                    grads[p], [True] * n_r + [need_q, need_k, need_v],
+                    into=(None if grad_q is None else grad_q[part.rows],
+                          grad_k, grad_v), scratch=scratch)
+                for r, grad in zip(part.readings, mine):
+                    grad_readings[r] = grad
             native_pool_readings_backward(
-                ctx.plan._replace(summaries=saved[split:]), phi_k, values,
+                ctx.plan._replace(summaries=summaries), phi_k, values,
                 phi_q, ctx.reads, grad_readings, grad_k, grad_v, grad_q,
-                need_q, scratch)
+                scratch)
             grad_w = None
             if ctx.projection is not None and grad_v is not None:
                 flat = grad_v.view(values.size(0), -1)
                 grad_w = flat.t() @ projection.x if need_w else None
                 grad_v = flat @ weight if need_x else None
-        return (None, ) * 7 + (grad_k, grad_q, grad_v, grad_w) + \
-            (None, ) * (split - 6)
+        return (None, ) * 5 + (grad_k, grad_q, grad_v, grad_w) + \
+            (None, ) * len(tensors)
 
 
 def _check_projection(projection: ValueProjection) -> None:
@@ -133,55 +184,94 @@ def _check_projection(projection: ValueProjection) -> None:
                          f"{tuple(weight.shape)} {weight.dtype}")
 
 
-def pooled_combination(terms: Sequence[Sequence[Term]],
+def _layout(parts: Sequence[CombinationPart], reads: Sequence[Reading],
+            rows: int) -> List[Tuple[slice, Tuple[int, ...],
+                                     List[List[Term]]]]:
+    # per part: its query rows, the readings its terms read, and its terms
+    # with those readings renumbered 0, 1, ... (checked: every reading a
+    # part reads covers exactly its rows, and the parts cover the queries)
+    out, start = [], 0
+    for part in parts:
+        part_rows = slice(start, start + part.nonempty.size(0))
+        start = part_rows.stop
+        used = sorted({t.src for cls in part.terms for t in cls
+                       if t.kind == READING})
+        if any(not 0 <= r < len(reads) for r in used):
+            raise IndexError(f'a reading term reads beyond the {len(reads)} '
+                             f'readings')
+        other = [r for r in used if reads[r].rows != part_rows]
+        if other:
+            raise ValueError(f'a part reads readings of its own query rows '
+                             f'{part_rows.start}..{part_rows.stop}, but '
+                             f'reading {other[0]} reads rows '
+                             f'{reads[other[0]].rows.start}..'
+                             f'{reads[other[0]].rows.stop}')
+        local = {r: i for i, r in enumerate(used)}
+        out.append((part_rows, tuple(used), [
+            [t._replace(src=local[t.src]) if t.kind == READING else t
+             for t in cls] for cls in part.terms]))
+    if start != rows:
+        raise ValueError(f"the parts' rows ({start}) must be the query rows "
+                         f"({rows})")
+    return out
+
+
+def pooled_combination(parts: Sequence[CombinationPart],
                        pools: Sequence[Pool], reads: Sequence[Reading],
                        phi_q: Tensor, phi_k: Tensor,
-                       positions: Sequence[Tensor],
                        values: Union[Tensor, ValueProjection],
-                       slots: Sequence[int], nonempty: Tensor,
-                       eps: float = 1e-6) -> Tensor:
+                       eps: float = 1e-6) -> List[Tensor]:
     r""":func:`~torch_geometric_hot.ops.class_combination.combine_classes`
-    of the readings that
+    of every part's classes, from the readings that
     :func:`~torch_geometric_hot.ops.kernel_attention.pool_readings` makes
     of :obj:`pools` and :obj:`reads`.
 
     Args:
-        terms (list): Per class, its
-            :class:`~torch_geometric_hot.ops.class_combination.Term` list
-            (reading terms index :obj:`reads`).
+        parts (list): The output parts (:class:`CombinationPart`), whose
+            query rows follow each other in :obj:`phi_q`.
         pools (list): The summaries (:class:`Pool`).
         reads (list): Their readings (:class:`Reading`).
+        phi_q (torch.Tensor): Mapped queries :obj:`[rows, H, r]`, the
+            parts' rows one after the other.
+        phi_k (torch.Tensor): Mapped keys :obj:`[inputs, H, r]`.
         values (torch.Tensor or ValueProjection): The values
-            :obj:`[P, slots, H, D]`, or their projection.
-        phi_q, phi_k, positions, slots, nonempty, eps: As in
-            :func:`~torch_geometric_hot.ops.class_combination.combine_classes`.
+            :obj:`[inputs, slots, H, D]`, or their projection.
+        eps (float): Floor of the denominators.
 
-    :rtype: :class:`torch.Tensor` :obj:`[rows, classes, H, D]`
+    :rtype: list of :class:`torch.Tensor` :obj:`[rows, classes, H, D]`,
+        one per part
     """
     projection: Optional[ValueProjection] = None
     if isinstance(values, ValueProjection):
         _check_projection(values)
         projection, values = values, values.x
+    layout = _layout(parts, reads, phi_q.size(0))
     if not uses_native_pools(phi_k, values, phi_q, pools, reads):
         if projection is not None:
             values = projection.values()
-        return combine_classes(
-            terms, pool_readings(phi_k, values, phi_q, pools, reads), phi_q,
-            phi_k, positions, values, slots, nonempty, eps)
+        readings = pool_readings(phi_k, values, phi_q, pools, reads)
+        return [combine_classes(
+            terms, [readings[r] for r in used], phi_q[rows], phi_k,
+            part.positions, values, part.slots, part.nonempty, eps)
+            for part, (rows, used, terms) in zip(parts, layout)]
     shaped = values if projection is None else torch.empty(
         projection.shape, dtype=values.dtype, device='meta')
     check_pool_readings(phi_k, shaped, phi_q, pools, reads, True)
     D = shaped.size(-1)
     widths = [len(pools[r.pool].slots if r.slots is None else r.slots) * D +
               1 for r in reads]
-    check_combination(terms, widths, phi_q, phi_k, positions, shaped, slots,
-                      nonempty)
-    return _PooledCombination.apply(
-        tuple(pools), tuple(reads),
-        combination_table(terms, nonempty.device), tuple(slots),
-        nonempty.to(torch.uint8).contiguous(), eps,
-        None if projection is None else (projection.heads,
-                                         projection.head_channels),
+    for part, (rows, used, terms) in zip(parts, layout):
+        check_combination(terms, [widths[r] for r in used], phi_q[rows],
+                          phi_k, part.positions, shaped, part.slots,
+                          part.nonempty)
+    return list(_PooledCombination.apply(
+        tuple(pools), tuple(reads), tuple(
+            _Layout(combination_table(terms, part.nonempty.device),
+                    tuple(part.slots), rows, used, len(part.positions))
+            for part, (rows, used, terms) in zip(parts, layout)),
+        eps, None if projection is None else (projection.heads,
+                                              projection.head_channels),
         phi_k.contiguous(), phi_q.contiguous(), values.contiguous(),
         None if projection is None else projection.weight.contiguous(),
-        *[p.contiguous() for p in positions])
+        *[t.contiguous() for part in parts for t in (
+            part.nonempty.to(torch.uint8), *part.positions)]))

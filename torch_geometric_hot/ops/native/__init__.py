@@ -754,10 +754,11 @@ def direct_read(k: Tensor, v: Tensor, q: Tensor, keys: Groups,
                 readings: Sequence[DirectReading]) -> None:
     r"""Writes the readings :obj:`data[row] = q[start + row]^T S_g[:, sel]`
     (then the denominator) of the query rows of :obj:`groups` (long; each
-    with at most :func:`direct_max_keys` keys), where :obj:`S_g = sum k[x] [v[x, h *
-    head_stride + columns], 1]^T` over the keys :obj:`x` of group :obj:`g`,
-    computed from the keys without the summary. :obj:`k [P, H, R]`,
-    :obj:`v [P, L]`, :obj:`q [rows, H, R]` and the outputs contiguous."""
+    with at most :func:`direct_max_keys` keys), where :obj:`S_g = sum k[x]
+    [v[x, h * head_stride + columns], 1]^T` over the keys :obj:`x` of group
+    :obj:`g`, computed from the keys without the summary. :obj:`k [P, H,
+    R]`, :obj:`v [P, L]`, :obj:`q [rows, H, R]` and the outputs
+    contiguous."""
     (_, H, R), C = k.shape, columns.numel()
     arrays = _reading_pointers(readings, q)
     _direct_call('direct_read', k.dtype, keys, groups, readings, [
@@ -775,9 +776,9 @@ def direct_read_backward(k: Tensor, v: Tensor, q: Tensor, keys: Groups,
     r"""Adds the gradients of :func:`direct_read` for the readings'
     gradients (their :obj:`data`, contiguous; :obj:`None`: zero) to
     :obj:`grad_q`, :obj:`grad_k` and :obj:`grad_v` (laid out as :obj:`q`,
-    :obj:`k`, :obj:`v`, a reading's rows at its start; each skipped when :obj:`None`), split across threads
-    only when no key row is listed twice (two threads would add to it at
-    once)."""
+    :obj:`k`, :obj:`v`, a reading's rows at its start; each skipped when
+    :obj:`None`), split across threads only when no key row is listed twice
+    (two threads would add to it at once)."""
     (_, H, R), C = k.shape, columns.numel()
     arrays = _reading_pointers(readings, q)
     split = _may_split_adds(keys.rows)
