@@ -15,7 +15,8 @@ from torch_geometric_hot.ops.kernel_attention import (Pool, Reading,
                                                       pool_readings,
                                                       segment_outer_sum)
 from torch_geometric_hot.ops.class_combination import combine_classes
-from torch_geometric_hot.ops.pooled_combination import (ValueProjection,
+from torch_geometric_hot.ops.pooled_combination import (CombinationPart,
+                                                        ValueProjection,
                                                         pooled_combination)
 from torch_geometric_hot.ops.pair_light_linear import pair_light_linear
 from torch_geometric_hot.ops.higher_order_attention import (
@@ -30,7 +31,8 @@ __all__ = [
     'Target', 'equivariant_linear', 'input_summaries', 'class_counts',
     'gather_contract', 'segment_outer_sum', 'Pool', 'Reading',
     'pool_readings', 'pair_light_linear',
-    'combine_classes', 'pooled_combination', 'ValueProjection',
+    'combine_classes', 'pooled_combination', 'CombinationPart',
+    'ValueProjection',
     'softmax_class_attention',
     'kernel_class_attention', 'global_softmax_class_attention'
 ]
