@@ -206,12 +206,18 @@ INLINE_D void weighted_rows_##SUF(const T *wj, const T *m, int64_t ldm,      \
     }                                                                         \
 }                                                                             \
                                                                               \
-/* The readings of one reading's queries of group g, head h. */              \
+/* The readings of one reading's queries of group g, head h (the weighted  \
+   sums of the span of columns its selection covers only). */               \
 INLINE_D void read_group_##SUF(const panels_##SUF *p, const T *q,            \
                                const int64_t *rows, int64_t m,                \
                                const int64_t *sel, int64_t nsel, T *out,      \
                                int64_t n, int64_t h, int64_t H, int64_t R,    \
-                               int64_t C, const int NW) {                     \
+                               const int NW) {                                \
+    int64_t lo = nsel ? sel[0] : 0, hi = lo;                                  \
+    for (int64_t c = 0; c < nsel; ++c) {                                      \
+        if (sel[c] < lo) lo = sel[c];                                         \
+        if (sel[c] + 1 > hi) hi = sel[c] + 1;                                 \
+    }                                                                         \
     for (int64_t t = 0; t < m; ++t) {                                         \
         if (h == 0 && t + QUERY_AHEAD < m) {                                  \
             const int64_t f = rows[t + QUERY_AHEAD] * H;                      \
@@ -223,7 +229,7 @@ INLINE_D void read_group_##SUF(const panels_##SUF *p, const T *q,            \
         T wj[NK_##SUF], den = 0;                                              \
         for (int v = 0; v < NW; ++v) dst_##SUF(wj + v * DW_##SUF, w[v]);      \
         for (int64_t j = 0; j < n; ++j) den += wj[j];                         \
-        weighted_rows_##SUF(wj, p->v, p->cp, n, C, p->lanes);                 \
+        weighted_rows_##SUF(wj, p->v + lo, p->cp, n, hi - lo, p->lanes + lo); \
         T *o = out + (rows[t] * H + h) * (nsel + 1);                          \
         for (int64_t c = 0; c < nsel; ++c) o[c] = p->lanes[sel[c]];           \
         o[nsel] = den;                                                        \
@@ -400,7 +406,7 @@ int direct_read_backward_##SUF(const T *k, const T *v, const T *const *q,    \
 
 #define READ_GROUP(SUF, NW)                                                   \
     read_group_##SUF(&p, q[r], rows, m, sel[r], nsel[r], out[r], n, h, H, R, \
-                     C, NW)
+                     NW)
 #define READ_GROUP_BACKWARD(SUF, NW)                                          \
     read_group_backward_##SUF(&p, q[r], grad[r], rows, m, sel[r], nsel[r], n,\
                               h, H, R, grad_q[r], grad_k != NULL,             \
