@@ -416,6 +416,7 @@ def test_pool_readings_with_repeated_and_no_positions(groups, grouping,
     # hold no rows at all; 40 groups of ~75 keys are summarised, 400 of ~8
     # may be read directly
     monkeypatch.setattr(native, 'MIN_ROWS_PER_THREAD', 8)
+    monkeypatch.setattr(native, 'MIN_COST_PER_THREAD', 8)
     gen = torch.Generator().manual_seed(0)
     k = torch.rand(50, 2, 5, dtype=torch.float64, generator=gen)
     values = torch.randn(50, 3, 2, 4, dtype=torch.float64, generator=gen)
@@ -471,7 +472,7 @@ def test_balanced_bounds(costs, threads, bounds):
 def test_direct_readings_split_across_threads(monkeypatch):
     # distinct key rows: the direct backward pass too splits its groups,
     # at equal costs: the first groups have the most keys and queries
-    monkeypatch.setattr(native, 'MIN_ROWS_PER_THREAD', 8)
+    monkeypatch.setattr(native, 'MIN_COST_PER_THREAD', 8)
     monkeypatch.setattr(ka, 'DIRECT_COST_RATIO', float('inf'))
     splits = []
     balanced_bounds = native._balanced_bounds
@@ -497,10 +498,17 @@ def test_direct_readings_split_across_threads(monkeypatch):
     torch.set_num_threads(2)
     try:
         _pool_readings_agree(k, values, q, pools, reads, grads)
+        assert len(splits) == 2  # forward and backward
+        for costs, (_, middle, end) in splits:
+            assert end == costs.numel() and middle < end // 3  # not at half
+            assert abs(costs[:middle].sum() - costs[middle:].sum()) <= \
+                costs.max()
+        # the total cost decides, not the number of groups (200)
+        total = int(splits[0][0].sum())
+        assert total > 2 * native.MIN_ROWS_PER_THREAD
+        splits.clear()
+        monkeypatch.setattr(native, 'MIN_COST_PER_THREAD', total // 2 + 1)
+        _pool_readings_agree(k, values, q, pools, reads, grads)
+        assert not splits
     finally:
         torch.set_num_threads(threads)
-    assert len(splits) == 2  # forward and backward
-    for costs, (_, middle, end) in splits:
-        assert end == costs.numel() and middle < end // 3  # not at half
-        assert abs(costs[:middle].sum() - costs[middle:].sum()) <= \
-            costs.max()
