@@ -257,3 +257,38 @@ def test_parts_check_their_rows():
             pooled_combination(parts, pools, late, phi_q, phi_k, values)
         with pytest.raises(ValueError, match=r'from its start \(30\)'):
             ka.pool_readings(phi_k, values, phi_q, pools, late)
+
+
+def test_two_parts_split_across_threads(monkeypatch):
+    # the parts' combinations split their rows across threads, adding to
+    # key and value gradient blocks they share: equal to one thread
+    monkeypatch.setattr(native, 'MIN_ROWS_PER_THREAD', 4)
+    monkeypatch.setattr(native, 'MIN_COST_PER_THREAD', 8)
+    _, _, parts, pools, reads, phi_q, phi_k, values = _two_parts(
+        torch.float64, 5)
+    grads = [torch.randn(ROWS, 3, H, 5, dtype=torch.float64),
+             torch.randn(17, 3, H, 5, dtype=torch.float64)]
+    blocks = []
+    take = native.Partials.take
+    monkeypatch.setattr(native.Partials, 'take', lambda self, start: (
+        blocks.append(id(self)) if len(self.targets) == 2 else None,
+        take(self, start))[1])  # (key and value gradients)
+    results, threads = [], torch.get_num_threads()
+    try:
+        for n in (1, 3, 3, 3, 3, 3):  # races show only sometimes
+            torch.set_num_threads(n)
+            blocks.clear()
+            leaves = [t.clone().requires_grad_() for t in (phi_q, phi_k,
+                                                           values)]
+            with native.use_native('on'):
+                outs = pooled_combination(parts, pools, reads, *leaves,
+                                          eps=0.05)
+            results.append([*outs, *torch.autograd.grad(outs, leaves,
+                                                        grads)])
+    finally:
+        torch.set_num_threads(threads)
+    for other in results[1:]:
+        for a, b in zip(results[0], other):
+            torch.testing.assert_close(a, b, rtol=1e-13, atol=1e-13)
+    # on three threads: one set of blocks, shared by both parts
+    assert len(blocks) > 2 and len(set(blocks)) == 1

@@ -146,7 +146,11 @@ class _PooledCombination(torch.autograd.Function):
             grad_q = phi_q.new_empty(phi_q.shape) if need_q else None
             grad_readings: List[Optional[Tensor]] = [None] * len(ctx.reads)
             # each part writes its rows of the query gradient (the parts
-            # cover them all) and adds to the key and value gradients
+            # cover them all) and adds to the key and value gradients (the
+            # threads past the first to blocks shared by the parts)
+            partials = native.Partials(
+                [g for g in (grad_k, grad_v) if g is not None],
+                lambda t: scratch.zeros(t.shape, t.dtype), per_thread=True)
             for p, (part, (nonempty, *positions)) in enumerate(zip(
                     layout, _part_tensors(layout, tensors))):
                 n_r = len(part.readings)
@@ -157,9 +161,11 @@ class _PooledCombination(torch.autograd.Function):
                     nonempty, ctx.eps, results[2 * p], results[2 * p + 1],
                     grads[p], [True] * n_r + [need_q, need_k, need_v],
                     into=(None if grad_q is None else grad_q[part.rows],
-                          grad_k, grad_v), scratch=scratch)
+                          grad_k, grad_v), scratch=scratch,
+                    partials=partials)
                 for r, grad in zip(part.readings, mine):
                     grad_readings[r] = grad
+            partials.add()
             native_pool_readings_backward(
                 ctx.plan._replace(summaries=summaries), phi_k, values,
                 phi_q, ctx.reads, grad_readings, grad_k, grad_v, grad_q,

@@ -287,16 +287,20 @@ def _segments(groups: Tensor, threads: int) -> List[int]:
     return sorted({0, groups.numel(), *starts.tolist()})
 
 
-class _Partials:
+class Partials:
     r"""Tensors that the parts of a split would all add to: the first part
     adds to them, each other part to zeroed blocks of its own (made by
     :obj:`zeros`, under a lock: a workspace is not thread-safe), added to
-    them after the split (:meth:`add`)."""
+    them after the split (:meth:`add`). With :obj:`per_thread`, the parts
+    that one thread runs share its blocks: for kernels that add to them
+    (not write), and then several splits may share one set (parts that
+    run at once run on different threads)."""
     def __init__(self, targets: Sequence[Tensor],
-                 zeros: Callable[[Tensor], Tensor] = torch.zeros_like
-                 ) -> None:
+                 zeros: Callable[[Tensor], Tensor] = torch.zeros_like,
+                 per_thread: bool = False) -> None:
         self.targets, self.zeros = list(targets), zeros
-        self.blocks: List[List[Tensor]] = []
+        self.per_thread = per_thread
+        self.blocks: Dict[object, List[Tensor]] = {}
         self.lock = threading.Lock()
 
     def take(self, start: int) -> List[Tensor]:
@@ -304,12 +308,15 @@ class _Partials:
         if start == 0:
             return self.targets
         with self.lock:
-            self.blocks.append([self.zeros(t) for t in self.targets])
-            return self.blocks[-1]
+            owner = threading.get_ident() if self.per_thread else \
+                len(self.blocks)
+            if owner not in self.blocks:
+                self.blocks[owner] = [self.zeros(t) for t in self.targets]
+            return self.blocks[owner]
 
     def add(self) -> None:
         r"""Adds the other parts' blocks to the targets."""
-        for blocks in self.blocks:
+        for blocks in self.blocks.values():
             for target, block in zip(self.targets, blocks):
                 target.add_(block)
 
@@ -324,12 +331,12 @@ def _call(name: str, dtype: torch.dtype, runs: Runs, pointers: Sequence,
     # it on one thread (it adds to rows that several runs may share);
     # written: (its place in the data after the runs, the summary blocks
     # the kernel writes), so that one group's summary can be split too
-    # (_Partials)
+    # (Partials)
     function = _function(name, dtype)
     visits = runs.rows.numel()
     threads = min(torch.get_num_threads(), visits // MIN_ROWS_PER_THREAD)
     threads = threads if split else 1
-    partial = _Partials([written[1]]) \
+    partial = Partials([written[1]]) \
         if num_groups == 1 and written is not None else None
 
     def run(start: int, stop: int) -> int:
@@ -570,7 +577,8 @@ def combine_backward(table: CombinationTable,
                      out: Tensor, den: Tensor, grad: Tensor,
                      needs: Sequence[bool],
                      into: Optional[Sequence[Optional[Tensor]]] = None,
-                     scratch: Optional[Scratch] = None
+                     scratch: Optional[Scratch] = None,
+                     partials: Optional[Partials] = None
                      ) -> List[Optional[Tensor]]:
     r"""Gradients of :func:`combine` for the readings (given by their
     shapes: the backward pass does not read them), :obj:`q`, :obj:`k` and
@@ -579,7 +587,12 @@ def combine_backward(table: CombinationTable,
     to these buffers (contiguous, shaped as the inputs): written to the
     first, added to the others (which the caller zero-fills or has filled
     with other terms of the same gradient); with :obj:`scratch`, the
-    readings' gradients are temporaries taken from it."""
+    readings' gradients are temporaries taken from it. Rows past the first
+    thread's add to key and value gradient blocks of their own, added
+    after the call, or, with :obj:`partials` (made for the key and value
+    gradients of :obj:`into` that are not :obj:`None`, in that order,
+    :obj:`per_thread`), taken from it and added by the caller: calls for
+    several row sets then share one set of blocks."""
     widths = [shape[-1] for shape in reading_shapes]
     grad = grad.contiguous()  # (kept alive through the call)
     n_r = len(reading_shapes)
@@ -597,9 +610,10 @@ def combine_backward(table: CombinationTable,
         grads += [q.new_empty(q.shape) if need_q else None,
                   torch.zeros_like(k) if need_k else None,
                   torch.zeros_like(values) if need_v else None]
-    # rows share key and value rows: each part adds to its own (_Partials)
-    partial = _Partials([g for g in grads[n_r + 1:] if g is not None],
-                        lambda t: zeros(t.shape))
+    # rows share key and value rows: each part adds to its own (Partials)
+    partial = partials or Partials(
+        [g for g in grads[n_r + 1:] if g is not None],
+        lambda t: zeros(t.shape))
 
     def run(start: int, stop: int) -> None:
         # rows start..stop (see _combine_args)
@@ -619,7 +633,8 @@ def combine_backward(table: CombinationTable,
             else _pointers([None] * len(slots)))
 
     _split_rows(run, nonempty.size(0))
-    partial.add()
+    if partials is None:
+        partial.add()
     return grads
 
 
