@@ -237,8 +237,7 @@ class HOTConv(torch.nn.Module):
                 weights: Optional[Attention]) -> Dict[str, Tensor]:
         r"""The classes of every output part that has some,
         :obj:`[rows, classes, H, D]`, from the queries of all parts (see
-        :meth:`_queries`) and the value projection of all classes; kernel
-        attention computes all parts in one operation."""
+        :meth:`_queries`) and the value projection of all classes."""
         rows, start = {}, 0
         for name, target in targets.items():
             rows[name] = slice(start, start + target.num_rows)
@@ -249,31 +248,43 @@ class HOTConv(torch.nn.Module):
         if self.attention == 'kernel':
             if len(names) < len(targets):  # the parts with classes only
                 queries = torch.cat([queries[rows[n]] for n in names])
-            outs = kernel_class_attention(
-                [self._by_part[n] for n in names],
-                [targets[n] for n in names], view, self.in_order, queries,
-                keys, values, [self._part_index[n] for n in names],
-                self.exact_exclusion)
-            return {n: torch.nn.functional.dropout(out, self.dropout,
-                                                   self.training)
-                    for n, out in zip(names, outs)}
+            return self._kernel_attend(names, targets, view, queries, keys,
+                                       values)
         v = values.values()
-        outs = {}
-        for name in names:
-            target, part = targets[name], []
-            for c, slot in zip(self._by_part[name], self._part_index[name]):
-                args = (c, target, view, self.in_order,
-                        queries[rows[name]], keys, v[:, slot], self.dropout,
-                        self.training)
-                if c.kind == 'global' and weights is None:
-                    part.append(global_softmax_class_attention(*args))
-                    continue
-                out, attn = softmax_class_attention(*args)
-                if weights is not None:
-                    weights[f'{target.part}/{c.name}'] = attn
-                part.append(out)
-            outs[name] = torch.stack(part, 1)
-        return outs
+        return {name: self._softmax_attend(name, targets[name], view,
+                                           queries[rows[name]], keys, v,
+                                           weights) for name in names}
+
+    def _kernel_attend(self, names, targets, view, queries: Tensor,
+                       keys: Tensor,
+                       values: ValueProjection) -> Dict[str, Tensor]:
+        r"""Kernel attention of the parts :obj:`names` (their queries one
+        after the other) as one operation."""
+        outs = kernel_class_attention(
+            [self._by_part[n] for n in names], [targets[n] for n in names],
+            view, self.in_order, queries, keys, values,
+            [self._part_index[n] for n in names], self.exact_exclusion)
+        return {n: torch.nn.functional.dropout(out, self.dropout,
+                                               self.training)
+                for n, out in zip(names, outs)}
+
+    def _softmax_attend(self, name: str, target, view, queries: Tensor,
+                        keys: Tensor, v: Tensor,
+                        weights: Optional[Attention]) -> Tensor:
+        r"""Softmax attention of one part's classes, class by class, from
+        the values of all classes :obj:`v [inputs, classes, H, D]`."""
+        outs = []
+        for c, slot in zip(self._by_part[name], self._part_index[name]):
+            args = (c, target, view, self.in_order, queries, keys,
+                    v[:, slot], self.dropout, self.training)
+            if c.kind == 'global' and weights is None:
+                outs.append(global_softmax_class_attention(*args))
+                continue
+            out, attn = softmax_class_attention(*args)
+            if weights is not None:
+                weights[f'{target.part}/{c.name}'] = attn
+            outs.append(out)
+        return torch.stack(outs, 1)
 
     def __repr__(self) -> str:
         kernel = f', kernel={self.kernel!r}' if self.feature_map else ''

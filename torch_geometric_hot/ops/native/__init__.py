@@ -270,7 +270,7 @@ def _function(name: str, dtype: torch.dtype):
 MIN_ROWS_PER_THREAD = 4096
 #: ... or, for calls that weigh their rows (the direct readings' groups,
 #: see :data:`QUERY_COST`), total cost: a group of ten keys and twenty
-#: queries costs 840, so that 2,000 such groups (10^4 edges) are split,
+#: queries costs 840, so that 1,000 such groups (10^4 edges) are split,
 #: which 4,096 rows would not be. (At 10^4 edges, two threads: the direct
 #: backward calls took 0.151 s per pass on one thread, 0.067 s split; the
 #: pass 0.66 s, 0.52 s.)
