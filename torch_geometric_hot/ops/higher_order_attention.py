@@ -232,44 +232,55 @@ def kernel_class_attention(classes: Sequence[Sequence[EquivariantClass]],
     parts: List[CombinationPart] = []
     counts = summary_counts(view, in_order)
     start = 0
-    for target, part_classes, part_terms, part_slots in zip(
-            targets, classes, terms, slots):
-        # Per (summary, selector): one reading of the slots of the classes
-        # that read there, and the denominator (the last column).
-        reading_terms: Dict[Tuple[str, object, int], Term] = {}
-        for summary, selector in dict.fromkeys(
-                (s, sel) for class_terms in part_terms
-                for _, s, sel in class_terms if s not in _SINGLE_KEY):
-            readers = [c for c, class_terms in enumerate(part_terms) if any(
-                s == summary and sel == selector for _, s, sel in class_terms)]
-            reads.append(Reading(pool_of[summary],
-                                 target.index(summary, selector)[0],
-                                 tuple(part_slots[c] for c in readers),
-                                 start))
-            for k, c in enumerate(readers):
-                reading_terms[(summary, selector, c)] = Term(
-                    1, READING, len(reads) - 1, k * d_v)
-        # The key of every single-key term, once per (summary, selector)
-        # for all classes (-1 where it does not exist); the combination
-        # dots it with the query.
-        positions: List[Tensor] = []
-        single_key_terms: Dict[Tuple[str, object], Term] = {}
-        for summary, selector in dict.fromkeys(
-                (s, sel) for class_terms in part_terms
-                for _, s, sel in class_terms if s in _SINGLE_KEY):
-            position, mask = key_position(summary, selector, target, view)
-            positions.append(position if mask is None else
-                             torch.where(mask, position, -1))
-            single_key_terms[(summary, selector)] = Term(
-                1, SINGLE_KEY, len(positions) - 1)
-        nonempty = torch.stack([class_counts(cls, target, counts) > 0
-                                for cls in part_classes], dim=1)
-        parts.append(CombinationPart(
-            [[(single_key_terms[(s, sel)] if s in _SINGLE_KEY else
-               reading_terms[(s, sel, c)])._replace(sign=sign)
-              for sign, s, sel in class_terms]
-             for c, class_terms in enumerate(part_terms)],
-            positions, part_slots, nonempty))
+    for target, part_classes, part_slots in zip(targets, classes, slots):
+        parts.append(_combination_part(part_classes, target, view, counts,
+                                       part_slots, pool_of, reads, start,
+                                       d_v))
         start += target.num_rows
     return pooled_combination(parts, pools, reads, phi_q, phi_k, values,
                               eps)
+
+
+def _combination_part(classes: Sequence[EquivariantClass], target: Target,
+                      view, counts, slots: Sequence[int],
+                      pool_of: Dict[str, int], reads: List[Reading],
+                      start: int, d_v: int) -> CombinationPart:
+    r"""The terms of one part's classes for :func:`pooled_combination`,
+    appending the part's readings (of its query rows from :obj:`start`) to
+    :obj:`reads`."""
+    terms = [cls.terms for cls in classes]
+    # Per (summary, selector): one reading of the slots of the classes that
+    # read there, and the denominator (the last column).
+    reading_terms: Dict[Tuple[str, object, int], Term] = {}
+    for summary, selector in dict.fromkeys(
+            (s, sel) for class_terms in terms for _, s, sel in class_terms
+            if s not in _SINGLE_KEY):
+        readers = [c for c, class_terms in enumerate(terms) if any(
+            s == summary and sel == selector for _, s, sel in class_terms)]
+        reads.append(Reading(pool_of[summary],
+                             target.index(summary, selector)[0],
+                             tuple(slots[c] for c in readers), start))
+        for k, c in enumerate(readers):
+            reading_terms[(summary, selector, c)] = Term(
+                1, READING, len(reads) - 1, k * d_v)
+    # The key of every single-key term, once per (summary, selector) for
+    # all classes (-1 where it does not exist); the combination dots it
+    # with the query.
+    positions: List[Tensor] = []
+    single_key_terms: Dict[Tuple[str, object], Term] = {}
+    for summary, selector in dict.fromkeys(
+            (s, sel) for class_terms in terms for _, s, sel in class_terms
+            if s in _SINGLE_KEY):
+        position, mask = key_position(summary, selector, target, view)
+        positions.append(position if mask is None else
+                         torch.where(mask, position, -1))
+        single_key_terms[(summary, selector)] = Term(1, SINGLE_KEY,
+                                                     len(positions) - 1)
+    nonempty = torch.stack([class_counts(cls, target, counts) > 0
+                            for cls in classes], dim=1)
+    return CombinationPart(
+        [[(single_key_terms[(s, sel)] if s in _SINGLE_KEY else
+           reading_terms[(s, sel, c)])._replace(sign=sign)
+          for sign, s, sel in class_terms]
+         for c, class_terms in enumerate(terms)],
+        positions, slots, nonempty)

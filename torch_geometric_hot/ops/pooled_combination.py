@@ -192,12 +192,18 @@ def _check_projection(projection: ValueProjection) -> None:
                          f"{tuple(weight.shape)} {weight.dtype}")
 
 
-def _layout(parts: Sequence[CombinationPart], reads: Sequence[Reading],
-            rows: int) -> List[Tuple[slice, Tuple[int, ...],
-                                     List[List[Term]]]]:
-    # per part: its query rows, the readings its terms read, and its terms
-    # with those readings renumbered 0, 1, ... (checked: every reading a
-    # part reads covers exactly its rows, and the parts cover the queries)
+class _PartPlan(NamedTuple):
+    # a part's query rows, the readings its terms read (indices into the
+    # operation's), and its terms with those readings renumbered 0, 1, ...
+    rows: slice
+    readings: Tuple[int, ...]
+    terms: List[List[Term]]
+
+
+def _plan_parts(parts: Sequence[CombinationPart], reads: Sequence[Reading],
+                rows: int) -> List[_PartPlan]:
+    # checked: every reading a part reads covers exactly its rows, and the
+    # parts cover the queries
     out, start = [], 0
     for part in parts:
         part_rows = slice(start, start + part.nonempty.size(0))
@@ -215,7 +221,7 @@ def _layout(parts: Sequence[CombinationPart], reads: Sequence[Reading],
                              f'{reads[other[0]].rows.start}..'
                              f'{reads[other[0]].rows.stop}')
         local = {r: i for i, r in enumerate(used)}
-        out.append((part_rows, tuple(used), [
+        out.append(_PartPlan(part_rows, tuple(used), [
             [t._replace(src=local[t.src]) if t.kind == READING else t
              for t in cls] for cls in part.terms]))
     if start != rows:
@@ -253,30 +259,31 @@ def pooled_combination(parts: Sequence[CombinationPart],
     if isinstance(values, ValueProjection):
         _check_projection(values)
         projection, values = values, values.x
-    layout = _layout(parts, reads, phi_q.size(0))
+    plans = _plan_parts(parts, reads, phi_q.size(0))
     if not uses_native_pools(phi_k, values, phi_q, pools, reads):
         if projection is not None:
             values = projection.values()
         readings = pool_readings(phi_k, values, phi_q, pools, reads)
         return [combine_classes(
-            terms, [readings[r] for r in used], phi_q[rows], phi_k,
-            part.positions, values, part.slots, part.nonempty, eps)
-            for part, (rows, used, terms) in zip(parts, layout)]
+            plan.terms, [readings[r] for r in plan.readings],
+            phi_q[plan.rows], phi_k, part.positions, values, part.slots,
+            part.nonempty, eps) for part, plan in zip(parts, plans)]
     shaped = values if projection is None else torch.empty(
         projection.shape, dtype=values.dtype, device='meta')
     check_pool_readings(phi_k, shaped, phi_q, pools, reads, True)
     D = shaped.size(-1)
     widths = [len(pools[r.pool].slots if r.slots is None else r.slots) * D +
               1 for r in reads]
-    for part, (rows, used, terms) in zip(parts, layout):
-        check_combination(terms, [widths[r] for r in used], phi_q[rows],
-                          phi_k, part.positions, shaped, part.slots,
-                          part.nonempty)
+    for part, plan in zip(parts, plans):
+        check_combination(plan.terms, [widths[r] for r in plan.readings],
+                          phi_q[plan.rows], phi_k, part.positions, shaped,
+                          part.slots, part.nonempty)
     return list(_PooledCombination.apply(
         tuple(pools), tuple(reads), tuple(
-            _Layout(combination_table(terms, part.nonempty.device),
-                    tuple(part.slots), rows, used, len(part.positions))
-            for part, (rows, used, terms) in zip(parts, layout)),
+            _Layout(combination_table(plan.terms, part.nonempty.device),
+                    tuple(part.slots), plan.rows, plan.readings,
+                    len(part.positions))
+            for part, plan in zip(parts, plans)),
         eps, None if projection is None else (projection.heads,
                                               projection.head_channels),
         phi_k.contiguous(), phi_q.contiguous(), values.contiguous(),
