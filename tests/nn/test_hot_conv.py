@@ -150,6 +150,40 @@ def test_gradcheck(attention):
     assert torch.autograd.gradcheck(lambda x: layer(x, view), (x, ))
 
 
+def test_kernel_layers_sharing_a_view_share_its_plans(monkeypatch):
+    # layers on one view (as in a model) equal each layer on a fresh view,
+    # outputs and gradients; an identical layer reuses the first one's
+    # plans (no new sort), another shape or direct limit gets its own
+    from torch_geometric_hot.ops import kernel_attention, native
+    data = attach_order_inputs(random_graph(9, 20), 2, seed=4)
+    layers = [make((2, 2), attention='kernel', kernel='elu'),
+              make((2, 2), attention='kernel', kernel='elu'),
+              HOTConv2to2(3, 4, heads=1, head_channels=3,
+                          attention='kernel', kernel='relu').double(),
+              make((2, 2), attention='kernel', kernel='elu')]
+    sorts = []
+    runs = native.runs
+    monkeypatch.setattr(native, 'runs', lambda *args: (
+        sorts.append(1), runs(*args))[1])
+    limits = [kernel_attention.DIRECT_MAX_KEYS] * 3 + [2]
+    shared = PairView.from_data(data)
+    results, counts = [], []
+    for view in [shared] * 4 + [None] * 4:
+        i = len(results) % 4
+        monkeypatch.setattr(kernel_attention, 'DIRECT_MAX_KEYS', limits[i])
+        sorts.clear()
+        x = data.pair_x.clone().requires_grad_()
+        out = layers[i](x, view or PairView.from_data(data))
+        results.append([out, *torch.autograd.grad(out.sum(), x)])
+        counts.append(len(sorts))
+    for a, b in zip(results[:4], results[4:]):
+        for u, v in zip(a, b):
+            torch.testing.assert_close(u, v, rtol=1e-12, atol=1e-12)
+    if native.applies(data.pair_x):  # (the torch path sorts nothing)
+        assert counts[0] > 0 and counts[1] == 0
+        assert counts[2] > 0 and counts[3] > 0  # other shapes, other limit
+
+
 def test_attention_weights_sum_to_one_per_query():
     data = attach_order_inputs(random_graph(6, 8), 2)
     layer = make((2, 2))

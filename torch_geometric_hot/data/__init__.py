@@ -2,8 +2,10 @@ r"""data."""
 from torch_geometric_hot.data.pair_view import (PairView, build_pair_index,
                                                check_edge_index)
 from torch_geometric_hot.data.node_view import NodeView
+from torch_geometric_hot.data.plan_cache import PlanCache
 
-__all__ = ['PairView', 'NodeView', 'build_pair_index', 'check_edge_index']
+__all__ = ['PairView', 'NodeView', 'PlanCache', 'build_pair_index',
+           'check_edge_index']
 from torch_geometric_hot.data.simplex_candidates import (
     dense_simplices, neighbour_simplices, walk_simplices)
 

@@ -4,12 +4,15 @@ from typing import Optional, Union
 import torch
 from torch import Tensor
 
+from torch_geometric_hot.data.plan_cache import PlanCache
 from torch_geometric_hot.ops.scatter import segment_counts
 
 
-class NodeView:
+class NodeView(PlanCache):
     r"""Graph membership of the nodes of a batch: what order-1 layers need
-    (:class:`~torch_geometric_hot.data.PairView` offers the same fields).
+    (:class:`~torch_geometric_hot.data.PairView` offers the same fields),
+    and the plans they derive from it
+    (:class:`~torch_geometric_hot.data.PlanCache`).
 
     Args:
         num_nodes (int): Number of nodes.

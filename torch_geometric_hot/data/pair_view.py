@@ -13,6 +13,7 @@ from typing import Optional, Tuple
 import torch
 from torch import Tensor
 
+from torch_geometric_hot.data.plan_cache import PlanCache
 from torch_geometric_hot.ops.scatter import scatter_sum, segment_counts
 from torch_geometric_hot.ops.validation import check_edge_index, check_rows
 
@@ -80,10 +81,11 @@ def _globalise_transpose(local: Tensor, pair_index: Tensor,
     return torch.where(local >= 0, local + ptr[entry_batch], -1)
 
 
-class PairView:
+class PairView(PlanCache):
     r"""Index bundle of a (batched) pair view: every index, count and group
     that the second-order layers need, computed once per batch and shared by
-    all layers of a forward pass.
+    all layers of a forward pass (with the plans they derive from it, see
+    :class:`~torch_geometric_hot.data.PlanCache`).
 
     Entries may come in any order (e.g. graph by graph, as PyG batches the
     per-graph views of :class:`~torch_geometric_hot.transforms.AddSecondOrderView`);

@@ -16,7 +16,7 @@ Both take the class tables of :mod:`torch_geometric_hot.ops.basis` and the
 output :class:`~torch_geometric_hot.ops.equivariant.Target`.
 """
 from dataclasses import replace
-from typing import Dict, List, Optional, Sequence, Tuple, Union
+from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 import torch
 from torch import Tensor
@@ -188,6 +188,12 @@ def kernel_class_attention(classes: Sequence[Sequence[EquivariantClass]],
     0. With :obj:`exact=False` the exclusions are dropped (HOT Eq. 21's
     decoupled approximation).
 
+    The index work (key pools, readings, terms, and the native path's
+    visiting orders and checks) depends on the view, the classes and the
+    shapes only: it is kept with the view
+    (:class:`~torch_geometric_hot.data.PlanCache`), so the other layers of
+    a model on the same batch skip it.
+
     Args:
         classes (list): Per output part, its aggregating classes.
         targets (list): The output parts.
@@ -208,11 +214,49 @@ def kernel_class_attention(classes: Sequence[Sequence[EquivariantClass]],
         Per part, its classes' outputs :obj:`[rows, classes, H, d_v]`
         (:func:`~torch_geometric_hot.ops.pooled_combination`).
     """
+    plan = _kernel_plan(classes, targets, view, in_order, slots, exact,
+                        values.shape[-1])
+    return pooled_combination(plan.parts, plan.pools, plan.reads, phi_q,
+                              phi_k, values, eps, plan.native)
+
+
+class _KernelPlan(NamedTuple):
+    # the operation of kernel_class_attention without its tensors, and
+    # the dict where pooled_combination keeps its index work
+    pools: List[Pool]
+    reads: List[Reading]
+    parts: List[CombinationPart]
+    native: Dict
+
+
+def _kernel_plan(classes: Sequence[Sequence[EquivariantClass]],
+                 targets: Sequence[Target], view, in_order: int,
+                 slots: Sequence[Sequence[int]], exact: bool,
+                 d_v: int) -> _KernelPlan:
+    # kept with the view (see data.PlanCache) unless a part's rows are
+    # hyperedges, which the view does not know
+    def build() -> _KernelPlan:
+        return _build_kernel_plan(classes, targets, view, in_order, slots,
+                                  exact, d_v)
+
+    if not hasattr(view, 'plan') or any(t.part == 'hyperedge'
+                                        for t in targets):
+        return build()
+    return view.plan(('kernel_class_attention', in_order,
+                      tuple(t.part for t in targets),
+                      tuple(tuple(part) for part in classes),
+                      tuple(tuple(part) for part in slots), exact, d_v),
+                     build)
+
+
+def _build_kernel_plan(classes: Sequence[Sequence[EquivariantClass]],
+                       targets: Sequence[Target], view, in_order: int,
+                       slots: Sequence[Sequence[int]], exact: bool,
+                       d_v: int) -> _KernelPlan:
     if not exact:
         classes = [[replace(cls, terms=cls.terms[:1]) for cls in part]
                    for part in classes]
     terms = [[cls.terms for cls in part] for part in classes]
-    d_v = values.shape[-1]
     # The value slots read from each aggregate summary, by any part: one
     # summary build each.
     users: Dict[str, Dict[int, None]] = {}
@@ -237,8 +281,7 @@ def kernel_class_attention(classes: Sequence[Sequence[EquivariantClass]],
                                        part_slots, pool_of, reads, start,
                                        d_v))
         start += target.num_rows
-    return pooled_combination(parts, pools, reads, phi_q, phi_k, values,
-                              eps)
+    return _KernelPlan(pools, reads, parts, {})
 
 
 def _combination_part(classes: Sequence[EquivariantClass], target: Target,

@@ -295,12 +295,14 @@ class DirectGroups(NamedTuple):
 
 
 class PoolPlan(NamedTuple):
-    r"""What the backward pass of natively computed :func:`pool_readings`
-    needs besides its inputs: per pool the visits and value columns of its
-    summarised groups (renumbered) and its directly read groups, per
-    reading the visits and summary columns of its queries in summarised
-    groups and its queries by group, and the summaries."""
+    r"""The index work of natively computed :func:`pool_readings`
+    (:func:`plan_pool_readings`), which its backward pass needs too: per
+    pool the visits and value columns of its summarised groups
+    (renumbered), their number, and its directly read groups; per reading
+    the visits and summary columns of its queries in summarised groups and
+    its queries by group; and the summaries, once computed."""
     pools: List[Tuple[native.Runs, Tensor]]
+    summary_groups: List[int]
     read_runs: List[native.Runs]
     read_columns: List[Tensor]
     summaries: List[Tensor]
@@ -331,20 +333,15 @@ def _restrict(runs: native.Runs, keep: Tensor) -> native.Runs:
                        number.index_select(0, runs.groups[mask]))
 
 
-def native_pool_readings(k: Tensor, values: Tensor, q: Tensor,
-                         pools: Sequence[Pool], reads: Sequence[Reading],
-                         scratch: Optional[native.Scratch] = None
-                         ) -> Tuple[List[Tensor], PoolPlan]:
-    r"""The readings of :func:`pool_readings` by the native kernels, without
-    autograd (inputs contiguous and checked; temporaries taken from
-    :obj:`scratch` when given), and the plan of their backward pass
-    (:func:`native_pool_readings_backward`). Groups with few keys (see
-    :data:`DIRECT_MAX_KEYS`) are read from their keys, the others through
-    their summaries."""
-    P, _, H, D = values.shape
-    R = k.size(-1)
-    flat = values.view(P, -1)
-    limit = min(DIRECT_MAX_KEYS, native.direct_max_keys(k.dtype))
+def plan_pool_readings(pools: Sequence[Pool], reads: Sequence[Reading],
+                       dtype: torch.dtype, H: int, R: int,
+                       D: int) -> PoolPlan:
+    r"""The index work of :func:`native_pool_readings` for keys
+    :obj:`[P, H, R]` and values :obj:`[P, slots, H, D]` of :obj:`dtype`:
+    the visiting orders, the groups read directly (see
+    :data:`DIRECT_MAX_KEYS`) and the summaries' columns (no summaries).
+    Every call with the same pools, readings and shapes can reuse it."""
+    limit = min(DIRECT_MAX_KEYS, native.direct_max_keys(dtype))
     sorted_by: Dict[Tuple[int, int], native.Runs] = {}
 
     def visits(index: Tensor, num_groups: int) -> native.Runs:
@@ -358,7 +355,7 @@ def native_pool_readings(k: Tensor, values: Tensor, q: Tensor,
                    for read in reads]
     read_queries = [native.Groups.of(runs, pools[read.pool].num_groups)
                     for read, runs in zip(reads, read_visits)]
-    plans, summaries, direct, summarised = [], [], [], []
+    plans, groups, direct, summarised = [], [], [], []
     for p, pool in enumerate(pools):
         runs = visits(pool.index, pool.num_groups).through(pool.position)
         columns = _value_columns(pool.slots, H, D)
@@ -371,30 +368,52 @@ def native_pool_readings(k: Tensor, values: Tensor, q: Tensor,
             direct.append(DirectGroups(keys, chosen.nonzero().view(-1)))
             summarised.append(~chosen)
             runs = _restrict(runs, summarised[-1])
-            num_groups = int(summarised[-1].sum())
+            groups.append(int(summarised[-1].sum()))
         else:
             direct.append(None)
             summarised.append(None)
-            num_groups = pool.num_groups
-        summaries.append(native.outer_sum(k, flat, runs, num_groups, D,
-                                          columns, True))
+            groups.append(pool.num_groups)
         plans.append((runs, columns))
     read_runs = [runs if summarised[read.pool] is None else _restrict(
         runs, summarised[read.pool]) for read, runs in zip(reads, read_visits)]
     read_columns = [_read_columns(pools[read.pool], read, D)
                     for read in reads]
+    return PoolPlan(plans, groups, read_runs, read_columns, [], direct,
+                    read_queries)
+
+
+def native_pool_readings(k: Tensor, values: Tensor, q: Tensor,
+                         pools: Sequence[Pool], reads: Sequence[Reading],
+                         scratch: Optional[native.Scratch] = None,
+                         plan: Optional[PoolPlan] = None
+                         ) -> Tuple[List[Tensor], PoolPlan]:
+    r"""The readings of :func:`pool_readings` by the native kernels, without
+    autograd (inputs contiguous and checked; temporaries taken from
+    :obj:`scratch` when given), and the plan of their backward pass
+    (:func:`native_pool_readings_backward`), :obj:`plan` (from
+    :func:`plan_pool_readings`, made when not given) with the summaries.
+    Groups with few keys (see :data:`DIRECT_MAX_KEYS`) are read from their
+    keys, the others through their summaries."""
+    P, _, H, D = values.shape
+    flat = values.view(P, -1)
+    if plan is None:
+        plan = plan_pool_readings(pools, reads, k.dtype, H, k.size(-1), D)
+    summaries = [native.outer_sum(k, flat, runs, num_groups, D, columns,
+                                  True)
+                 for (runs, columns), num_groups in zip(plan.pools,
+                                                        plan.summary_groups)]
     outs = [native.contract(q[read.rows], summaries[read.pool], runs,
                             columns, None if scratch is None else
                             scratch.empty((read.index.numel(), H,
                                            columns.numel()), q.dtype))
-            for read, runs, columns in zip(reads, read_runs, read_columns)]
-    plan = PoolPlan(plans, read_runs, read_columns, summaries, direct,
-                    read_queries)
-    for p, part in enumerate(direct):
+            for read, runs, columns in zip(reads, plan.read_runs,
+                                           plan.read_columns)]
+    plan = plan._replace(summaries=summaries)
+    for p, part in enumerate(plan.direct):
         if part is not None:
             native.direct_read(k, flat, q, part.keys, part.groups, D,
-                               plans[p][1], _direct_readings(plan, reads, p,
-                                                             outs))
+                               plan.pools[p][1], _direct_readings(
+                                   plan, reads, p, outs))
     return outs, plan
 
 

@@ -22,17 +22,18 @@ and weight inside the operation. At 10^5 edges a layer's values and their
 gradient are 140 MB each: fresh tensors that size arrive as untouched pages
 on every pass (see :mod:`~torch_geometric_hot.ops.native.workspace`).
 """
-from typing import List, NamedTuple, Optional, Sequence, Tuple, Union
+from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 import torch
 from torch import Tensor
 
-from torch_geometric_hot.ops import native
+from torch_geometric_hot.ops import kernel_attention, native
 from torch_geometric_hot.ops.class_combination import READING, Term, \
     check_combination, combination_table, combine_classes
-from torch_geometric_hot.ops.kernel_attention import Pool, Reading, \
-    check_pool_readings, native_pool_readings, \
-    native_pool_readings_backward, pool_readings, uses_native_pools
+from torch_geometric_hot.ops.kernel_attention import Pool, PoolPlan, \
+    Reading, check_pool_readings, native_pool_readings, \
+    native_pool_readings_backward, plan_pool_readings, pool_readings, \
+    uses_native_pools
 
 
 class ValueProjection(NamedTuple):
@@ -102,14 +103,15 @@ class _PooledCombination(torch.autograd.Function):
     # projection (heads, head_channels), its x and weight; then per part
     # its nonempty mask and positions
     @staticmethod
-    def forward(ctx, pools, reads, layout, eps, projection, phi_k, phi_q,
-                values, weight, *tensors):
+    def forward(ctx, pools, reads, layout, plan, eps, projection, phi_k,
+                phi_q, values, weight, *tensors):
         ctx.projection, ctx.layout, ctx.eps = projection, layout, eps
         with native.workspace() as scratch:  # the readings: temporaries
             data = values if projection is None else ValueProjection(
                 values, weight, *projection).values_into(scratch)
             readings, plan = native_pool_readings(phi_k, data, phi_q,
-                                                  pools, reads, scratch)
+                                                  pools, reads, scratch,
+                                                  plan)
             results = [native.combine(
                 part.table, [readings[r] for r in part.readings],
                 phi_q[part.rows], phi_k, positions, data, part.slots,
@@ -131,7 +133,7 @@ class _PooledCombination(torch.autograd.Function):
         summaries = saved[:len(ctx.plan.pools)]
         results = saved[len(summaries):len(summaries) + 2 * len(layout)]
         tensors = saved[len(summaries) + 2 * len(layout):]
-        need_k, need_q, need_v, need_w = ctx.needs_input_grad[5:9]
+        need_k, need_q, need_v, need_w = ctx.needs_input_grad[6:10]
         need_x = need_v  # with a projection, its input is in the slot
         with native.workspace() as scratch:  # the readings' gradients too
             if ctx.projection is None:
@@ -177,7 +179,7 @@ class _PooledCombination(torch.autograd.Function):
                 # [10^5, 320] G (14.8 against 22.1 ms, two threads)
                 grad_w = (projection.x.t() @ flat).t() if need_w else None
                 grad_v = flat @ weight if need_x else None
-        return (None, ) * 5 + (grad_k, grad_q, grad_v, grad_w) + \
+        return (None, ) * 6 + (grad_k, grad_q, grad_v, grad_w) + \
             (None, ) * len(tensors)
 
 
@@ -234,7 +236,8 @@ def pooled_combination(parts: Sequence[CombinationPart],
                        pools: Sequence[Pool], reads: Sequence[Reading],
                        phi_q: Tensor, phi_k: Tensor,
                        values: Union[Tensor, ValueProjection],
-                       eps: float = 1e-6) -> List[Tensor]:
+                       eps: float = 1e-6,
+                       plans: Optional[Dict] = None) -> List[Tensor]:
     r""":func:`~torch_geometric_hot.ops.class_combination.combine_classes`
     of every part's classes, from the readings that
     :func:`~torch_geometric_hot.ops.kernel_attention.pool_readings` makes
@@ -251,6 +254,11 @@ def pooled_combination(parts: Sequence[CombinationPart],
         values (torch.Tensor or ValueProjection): The values
             :obj:`[inputs, slots, H, D]`, or their projection.
         eps (float): Floor of the denominators.
+        plans (dict, optional): Where to keep the index work of the native
+            path (checks, visiting orders, direct groups) for later calls
+            with the same parts, pools and readings, which then skip it: a
+            dict of the caller's that sees no other parts, pools or
+            readings.
 
     :rtype: list of :class:`torch.Tensor` :obj:`[rows, classes, H, D]`,
         one per part
@@ -259,7 +267,7 @@ def pooled_combination(parts: Sequence[CombinationPart],
     if isinstance(values, ValueProjection):
         _check_projection(values)
         projection, values = values, values.x
-    plans = _plan_parts(parts, reads, phi_q.size(0))
+    part_plans = _plan_parts(parts, reads, phi_q.size(0))
     if not uses_native_pools(phi_k, values, phi_q, pools, reads):
         if projection is not None:
             values = projection.values()
@@ -267,26 +275,47 @@ def pooled_combination(parts: Sequence[CombinationPart],
         return [combine_classes(
             plan.terms, [readings[r] for r in plan.readings],
             phi_q[plan.rows], phi_k, part.positions, values, part.slots,
-            part.nonempty, eps) for part, plan in zip(parts, plans)]
+            part.nonempty, eps) for part, plan in zip(parts, part_plans)]
     shaped = values if projection is None else torch.empty(
         projection.shape, dtype=values.dtype, device='meta')
-    check_pool_readings(phi_k, shaped, phi_q, pools, reads, True)
-    D = shaped.size(-1)
-    widths = [len(pools[r.pool].slots if r.slots is None else r.slots) * D +
-              1 for r in reads]
-    for part, plan in zip(parts, plans):
-        check_combination(plan.terms, [widths[r] for r in plan.readings],
-                          phi_q[plan.rows], phi_k, part.positions, shaped,
-                          part.slots, part.nonempty)
+    key = (shaped.dtype, phi_q.shape, phi_k.shape, shaped.shape,
+           kernel_attention.DIRECT_MAX_KEYS,
+           kernel_attention.DIRECT_COST_RATIO)
+    native_plan = None if plans is None else plans.get(key)
+    if native_plan is None:
+        native_plan = _native_plan(parts, part_plans, pools, reads, phi_q,
+                                   phi_k, shaped)
+        if plans is not None:
+            plans[key] = native_plan
+    layout, pool_plan = native_plan
     return list(_PooledCombination.apply(
-        tuple(pools), tuple(reads), tuple(
-            _Layout(combination_table(plan.terms, part.nonempty.device),
-                    tuple(part.slots), plan.rows, plan.readings,
-                    len(part.positions))
-            for part, plan in zip(parts, plans)),
-        eps, None if projection is None else (projection.heads,
-                                              projection.head_channels),
+        tuple(pools), tuple(reads), layout, pool_plan, eps,
+        None if projection is None else (projection.heads,
+                                         projection.head_channels),
         phi_k.contiguous(), phi_q.contiguous(), values.contiguous(),
         None if projection is None else projection.weight.contiguous(),
         *[t.contiguous() for part in parts for t in (
             part.nonempty.to(torch.uint8), *part.positions)]))
+
+
+def _native_plan(parts: Sequence[CombinationPart],
+                 part_plans: Sequence[_PartPlan], pools: Sequence[Pool],
+                 reads: Sequence[Reading], phi_q: Tensor, phi_k: Tensor,
+                 values: Tensor) -> Tuple[Tuple[_Layout, ...], PoolPlan]:
+    # the index work of the native path: the checks of the positions and
+    # slots it uses as offsets, the parts' layout and the pools' plan
+    check_pool_readings(phi_k, values, phi_q, pools, reads, True)
+    D = values.size(-1)
+    widths = [len(pools[r.pool].slots if r.slots is None else r.slots) * D +
+              1 for r in reads]
+    for part, plan in zip(parts, part_plans):
+        check_combination(plan.terms, [widths[r] for r in plan.readings],
+                          phi_q[plan.rows], phi_k, part.positions, values,
+                          part.slots, part.nonempty)
+    layout = tuple(
+        _Layout(combination_table(plan.terms, part.nonempty.device),
+                tuple(part.slots), plan.rows, plan.readings,
+                len(part.positions))
+        for part, plan in zip(parts, part_plans))
+    return layout, plan_pool_readings(pools, reads, values.dtype,
+                                      values.size(2), phi_k.size(-1), D)
