@@ -1,5 +1,3 @@
-import torch
-
 from torch_geometric_hot.data import NodeView, PairView, PlanCache
 from torch_geometric_hot.testing import random_graph
 
