@@ -97,21 +97,32 @@ def test_entry_scatter_is_the_adjoint_of_entry_gather(native_mode,
     assert (grad_y[view.diag_pos] == 0).all()
 
 
-def test_entry_gather_across_threads():
-    # enough entries for the native gather to split them between threads
+def test_entry_gather_and_scatter_across_threads(monkeypatch):
+    # enough entries for the native gather and scatter to split them
+    # between threads (the scatter's parts past the first add to node sums
+    # of their own)
     view = PairView.build(random_graph(600, 6000, seed=3).edge_index, 600)
     assert view.num_entries > 2 * native.MIN_ROWS_PER_THREAD
     gen = torch.Generator().manual_seed(2)
     y = torch.randn(view.num_entries, 8, generator=gen)
     nodes = torch.randn(view.num_nodes, 12, generator=gen)
+    g = torch.randn(view.num_entries, 4, generator=gen)
     with native.use_native('off'):
-        expected = entry_gather(y, nodes, view)
+        expected = [entry_gather(y, nodes, view), *entry_scatter(g, view)]
+    splits = []
+    in_threads = native._in_threads
+    monkeypatch.setattr(native, '_in_threads', lambda run, bounds: (
+        splits.append(len(bounds) - 1), in_threads(run, bounds))[1])
     threads = torch.get_num_threads()
     try:
         torch.set_num_threads(2)
-        torch.testing.assert_close(entry_gather(y, nodes, view), expected)
+        with native.use_native('on') as on:
+            got = [entry_gather(y, nodes, view), *entry_scatter(g, view)]
     finally:
         torch.set_num_threads(threads)
+    assert splits == ([2, 2] if on else [])
+    for a, b in zip(got, expected):
+        torch.testing.assert_close(a, b)
 
 
 def test_empty_input():

@@ -838,11 +838,19 @@ def pair_scatter(grad: Tensor, row: Tensor, col: Tensor, transpose: Tensor,
                  num_nodes: int) -> Tuple[Tensor, Tensor]:
     r"""The adjoint of :func:`pair_gather` for the gradient :obj:`grad
     [P, C]`: the entry-wise :obj:`[P, 2C]` and node-wise :obj:`[n, 3C]`
-    gradients (one call: it adds to shared node rows)."""
+    gradients (the entries split across threads, each part past the
+    first adding to node sums of its own, added after the call)."""
     P, C = grad.shape
     entries = grad.new_empty(P, 2 * C)
     nodes = grad.new_zeros(num_nodes, 3 * C)
-    _function('pair_scatter', grad.dtype)(
-        grad.data_ptr(), row.data_ptr(), col.data_ptr(), transpose.data_ptr(),
-        entries.data_ptr(), nodes.data_ptr(), 0, P, C)
+    partials = Partials([nodes])
+    function = _function('pair_scatter', grad.dtype)
+
+    def run(start: int, stop: int) -> None:
+        function(grad.data_ptr(), row.data_ptr(), col.data_ptr(),
+                 transpose.data_ptr(), entries.data_ptr(),
+                 partials.take(start)[0].data_ptr(), start, stop, C)
+
+    _split_rows(run, P)
+    partials.add()
     return entries, nodes

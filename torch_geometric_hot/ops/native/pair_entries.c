@@ -15,10 +15,10 @@
  * and t(e) the position of the transposed entry (j, i), negative when it
  * is absent (its term is then zero); a call visits entries start..stop-1
  * (all arrays are whole: transposes point anywhere). Entries of
- * pair_gather are
- * independent (a caller may split them across threads); pair_scatter adds
- * to shared node rows and runs as one call. Plain C11, compiled with the
- * other kernels by torch_geometric_hot.ops.native.
+ * pair_gather are independent (a caller may split them across threads);
+ * pair_scatter adds to shared node rows (a caller that splits it gives
+ * each part node sums S of its own). Plain C11, compiled with the other
+ * kernels by torch_geometric_hot.ops.native.
  */
 #include <stdint.h>
 
