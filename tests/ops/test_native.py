@@ -499,10 +499,13 @@ def test_direct_readings_split_across_threads(monkeypatch):
     try:
         _pool_readings_agree(k, values, q, pools, reads, grads)
         assert len(splits) == 2  # forward and backward
-        for costs, (_, middle, end) in splits:
-            assert end == costs.numel() and middle < end // 3  # not at half
-            assert abs(costs[:middle].sum() - costs[middle:].sum()) <= \
-                costs.max()
+        for costs, bounds in splits:  # segments the two threads take
+            assert len(bounds) == 2 * native.SEGMENTS_PER_THREAD + 1
+            assert bounds[0] == 0 and bounds[-1] == costs.numel()
+            middle = bounds[native.SEGMENTS_PER_THREAD]
+            assert middle < costs.numel() // 3  # not at half
+            sums = [costs[a:b].sum() for a, b in zip(bounds, bounds[1:])]
+            assert max(sums) - min(sums) <= 2 * costs.max()
         # the total cost decides, not the number of groups (200)
         total = int(splits[0][0].sum())
         assert total > 2 * native.MIN_ROWS_PER_THREAD
