@@ -111,8 +111,8 @@ def test_entry_gather_and_scatter_across_threads(monkeypatch):
         expected = [entry_gather(y, nodes, view), *entry_scatter(g, view)]
     splits = []
     in_threads = native._in_threads
-    monkeypatch.setattr(native, '_in_threads', lambda run, bounds: (
-        splits.append(len(bounds) - 1), in_threads(run, bounds))[1])
+    monkeypatch.setattr(native, '_in_threads', lambda run, bounds, *rest: (
+        splits.append(len(bounds) - 1), in_threads(run, bounds, *rest))[1])
     threads = torch.get_num_threads()
     try:
         torch.set_num_threads(2)
