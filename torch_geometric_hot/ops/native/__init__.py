@@ -815,31 +815,35 @@ def direct_read_backward(k: Tensor, v: Tensor, q: Tensor, keys: Groups,
     :obj:`grad_q`, :obj:`grad_k` and :obj:`grad_v` (laid out as :obj:`q`,
     :obj:`k`, :obj:`v`, a reading's rows at its start; each skipped when
     :obj:`None`), split across threads only when no key row is listed twice
-    (two threads would add to it at once). Split, every reading with a
-    gradient past the first adds its query gradients to zeroed rows of its
-    own, added after the call: two readings may share a query row in
-    different groups, which two threads would add to at once."""
+    (two threads would add to it at once). Split, a reading whose query
+    rows overlap an earlier one's adds its query gradients to zeroed rows
+    of its own, added after the call: the two may list one query row in
+    groups that two threads run at once."""
     (_, H, R), C = k.shape, columns.numel()
     arrays = _reading_pointers(readings, q)
     split = _may_split_adds(keys.rows)
-    own: List[Tuple[int, Tensor]] = []  # (start, query gradients)
-    starts = [r.start for r in readings]
     targets = [None if grad_q is None else grad_q[r.start:]
                for r in readings]
-    if split and grad_q is not None:
-        live = [i for i, r in enumerate(readings) if r.data is not None]
-        for i in live[1:]:
-            rows = readings[i].data.size(0)
-            targets[i] = grad_q.new_zeros((rows, ) + grad_q.shape[1:])
-            own.append((starts[i], targets[i]))
+    own: List[int] = []  # the readings that add to rows of their own
+    in_place: List[Tuple[int, int]] = []  # the others' row ranges
+    for i, r in enumerate(readings):
+        if grad_q is None or r.data is None:
+            continue
+        lo, hi = r.start, r.start + r.data.size(0)
+        if split and any(lo < b and a < hi for a, b in in_place):
+            targets[i] = grad_q.new_zeros((hi - lo, ) + grad_q.shape[1:])
+            own.append(i)
+        else:
+            in_place.append((lo, hi))
     _direct_call('direct_read_backward', k.dtype, keys, groups, readings, [
         [k.data_ptr(), v.data_ptr(), arrays[5], keys.rows.data_ptr(),
          keys.ptr.data_ptr()],
         [columns.data_ptr(), *arrays[:3], arrays[3].data_ptr(), arrays[4],
          _pointers(targets), _ptr(grad_k), _ptr(grad_v)]],
         [len(readings), H, R, C, v.size(1), head_stride], split)
-    for start, added in own:
-        grad_q[start:start + added.size(0)].add_(added)
+    for i in own:
+        start = readings[i].start
+        grad_q[start:start + targets[i].size(0)].add_(targets[i])
 
 
 def pair_gather(y: Tensor, nodes: Tensor, row: Tensor, col: Tensor,
