@@ -515,3 +515,53 @@ def test_direct_readings_split_across_threads(monkeypatch):
         assert not splits
     finally:
         torch.set_num_threads(threads)
+
+
+def test_split_direct_backward_adds_no_row_from_two_groups(monkeypatch):
+    # two readings of one pool list a query row in different groups (as
+    # an entry's row and column groups do). Split across threads, any two
+    # groups may run at once, so no query-gradient row may take additions
+    # from two groups: checked on the addresses the kernel is given, not
+    # left to a race that shows only sometimes
+    monkeypatch.setattr(native, 'MIN_COST_PER_THREAD', 8)
+    monkeypatch.setattr(ka, 'DIRECT_COST_RATIO', float('inf'))
+    calls, targets = [], native._query_gradient_targets
+    direct_call = native._direct_call
+
+    def recorded_targets(readings, grad_q, split):
+        calls.append([readings, split, targets(readings, grad_q, split)])
+        return calls[-1][2]
+
+    def recorded_call(name, dtype, keys, groups, *args):
+        if name == 'direct_read_backward':
+            calls[-1].append(groups)
+        direct_call(name, dtype, keys, groups, *args)
+
+    monkeypatch.setattr(native, '_query_gradient_targets', recorded_targets)
+    monkeypatch.setattr(native, '_direct_call', recorded_call)
+    k, values, q, pools, reads, gen = _pool_problem(60, 40, 2, 5, 3,
+                                                    torch.float64)
+    grads = [torch.randn(40, 2, _width(pools, r, 3), dtype=torch.float64,
+                         generator=gen) for r in reads]
+    threads = torch.get_num_threads()
+    try:
+        for n, split in ((2, True), (1, False)):
+            torch.set_num_threads(n)
+            calls.clear()
+            _pool_readings_agree(k, values, q, pools, reads, grads)
+            shared = 0  # query rows two readings list in different groups
+            for readings, was_split, (rows, own), groups in calls:
+                assert was_split == split
+                assert len(own) == 0 or split  # one thread: no extra rows
+                written = {}  # address -> the group adding to it
+                for r, t in zip(readings, rows):
+                    if t is None:
+                        continue
+                    for g in groups.tolist():
+                        a, b = r.queries.ptr[g:g + 2].tolist()
+                        for row in r.queries.rows[a:b].tolist():
+                            address = t[row].data_ptr()
+                            shared += written.setdefault(address, g) != g
+            assert (shared == 0) == split  # the problem has such rows
+    finally:
+        torch.set_num_threads(threads)

@@ -805,6 +805,30 @@ def direct_read(k: Tensor, v: Tensor, q: Tensor, keys: Groups,
         [len(readings), H, R, C, v.size(1), head_stride])
 
 
+def _query_gradient_targets(readings: Sequence[DirectReading],
+                            grad_q: Optional[Tensor], split: bool
+                            ) -> Tuple[List[Optional[Tensor]], List[int]]:
+    # where each reading adds its query gradients (None: nowhere): the rows
+    # of grad_q from its start or, split across threads, zeroed rows of its
+    # own when its rows overlap an earlier in-place reading's (the two may
+    # list one query row in groups that two threads run at once); and the
+    # readings given rows of their own
+    targets = [None if grad_q is None else grad_q[r.start:]
+               for r in readings]
+    own: List[int] = []
+    in_place: List[Tuple[int, int]] = []  # the other readings' row ranges
+    for i, r in enumerate(readings):
+        if grad_q is None or r.data is None:
+            continue
+        lo, hi = r.start, r.start + r.data.size(0)
+        if split and any(lo < b and a < hi for a, b in in_place):
+            targets[i] = grad_q.new_zeros((hi - lo, ) + grad_q.shape[1:])
+            own.append(i)
+        else:
+            in_place.append((lo, hi))
+    return targets, own
+
+
 def direct_read_backward(k: Tensor, v: Tensor, q: Tensor, keys: Groups,
                          groups: Tensor, head_stride: int, columns: Tensor,
                          readings: Sequence[DirectReading],
@@ -822,19 +846,7 @@ def direct_read_backward(k: Tensor, v: Tensor, q: Tensor, keys: Groups,
     (_, H, R), C = k.shape, columns.numel()
     arrays = _reading_pointers(readings, q)
     split = _may_split_adds(keys.rows)
-    targets = [None if grad_q is None else grad_q[r.start:]
-               for r in readings]
-    own: List[int] = []  # the readings that add to rows of their own
-    in_place: List[Tuple[int, int]] = []  # the others' row ranges
-    for i, r in enumerate(readings):
-        if grad_q is None or r.data is None:
-            continue
-        lo, hi = r.start, r.start + r.data.size(0)
-        if split and any(lo < b and a < hi for a, b in in_place):
-            targets[i] = grad_q.new_zeros((hi - lo, ) + grad_q.shape[1:])
-            own.append(i)
-        else:
-            in_place.append((lo, hi))
+    targets, own = _query_gradient_targets(readings, grad_q, split)
     _direct_call('direct_read_backward', k.dtype, keys, groups, readings, [
         [k.data_ptr(), v.data_ptr(), arrays[5], keys.rows.data_ptr(),
          keys.ptr.data_ptr()],
