@@ -29,6 +29,13 @@ fwd_bwd_s)``
 ``format_alternation(record, prefixes, labels) -> str``
     Those fields as one line: each setting's minimum / median, then the
     ratios.
+``alternate_with_references(step, references, rounds) -> dict``
+    A point's step timed alternately with reference steps on the same
+    input, in one process: per round one forward+backward pass of the step,
+    then each reference's median over a few passes. The fields
+    ``alt_self_s`` and, per reference ``name``, ``alt_<name>_s`` (the
+    rounds' times) and ``alt_to_<name>`` (the median of the rounds'
+    ratios step / reference).
 ``run_benchmark(name, sizes, variants, argv=None, size_key='n_edges',
 floor=None, quick_sizes=None) -> list[dict]``
     The command line of every script. ``variants`` maps a variant name to
@@ -46,8 +53,14 @@ floor=None, quick_sizes=None) -> list[dict]``
     run with glibc malloc keeping freed memory for reuse:
     ``MALLOC_MMAP_MAX_=0``, ``MALLOC_TRIM_THRESHOLD_`` and
     ``MALLOC_TOP_PAD_`` large, so that a large tensor does not get fresh,
-    page-faulting pages every time; recorded as ``allocator='keep'``).
-    The points run size by size (:func:`schedule`).
+    page-faulting pages every time; recorded as ``allocator='keep'``),
+    ``--alternate ROUNDS`` with ``--alternate-with NAMES`` (default
+    ``floor``): after its measurement, each point's process (but the
+    floor's) times the point against those variants, built at the same
+    size, for ``ROUNDS`` alternating rounds
+    (:func:`alternate_with_references`), so that a drift of the machine's
+    speed between processes does not enter the ratio. The points run size
+    by size (:func:`schedule`).
 ``schedule(sizes, variants, thps) -> list[tuple]``
     The order of the points: size by size, each size's variants (the
     floor first) one after another, so that ratios at one size compare
@@ -57,8 +70,10 @@ floor=None, quick_sizes=None) -> list[dict]``
 ``summarize(records, size_key='n_edges') -> list[dict]``
     Per (variant, thp): the log–log slope of peak memory and of time against
     ``size_key`` (least squares), and the min/max/spread (max/min) of the
-    time-to-floor ratio across sizes; each over all sizes and, with suffix
-    ``_top``, over the top two decades (sizes ``>= max/100``).
+    time-to-floor ratio across sizes (``ratio_*``; and ``alt_ratio_*`` of
+    the alternating ``alt_to_floor`` where the records have it); each over
+    all sizes and, with suffix ``_top``, over the top two decades (sizes
+    ``>= max/100``).
 ``format_table(records, size_key)``, ``format_summary(summary)``,
 ``plot(records, path, size_key)``
     Print and draw them (the table has one line per point with its
@@ -75,7 +90,13 @@ runs the garbage collector, resets the kernel's peak-RSS mark
 before it: the memory of the forward and backward passes (activations,
 outputs, gradients, allocator growth), not of the inputs or of the Python
 and torch runtime. Where the peak mark cannot be reset the peak includes
-set-up (``peak_reset`` is false in the record).
+set-up (``peak_reset`` is false in the record). With ``--alternate``, the
+references are built and timed after the peak is read.
+
+Why alternate: this machine's speed drifts by up to 3x between minutes,
+and the floor, which takes milliseconds at 10^4 edges, is timed in a
+process of its own. A time-to-floor ratio read across two processes then
+holds the drift; one read round by round in one process does not.
 """
 import argparse
 import gc
@@ -97,6 +118,10 @@ Step = Callable[[], Tensor]
 Builder = Callable[[int], Tuple[Step, Dict]]
 FLOOR = 'floor'
 MAX_REPEATS = 200
+#: A reference's passes per alternating round: at least this many, and
+#: more until they add up to REFERENCE_MIN_TIME seconds (the floor takes
+#: milliseconds at small sizes).
+REFERENCE_REPEATS, REFERENCE_MIN_TIME = 3, 0.1
 
 
 # ---------------------------------------------------------------- graphs --
@@ -226,6 +251,29 @@ def format_alternation(record: Dict, prefixes: Sequence[str],
                                f"{record['ratio_median']:.3f}")
 
 
+def alternate_with_references(step: Step, references: Dict[str, Step],
+                              rounds: int) -> Dict:
+    r"""Times :obj:`step` alternately with the :obj:`references` (steps on
+    the same input) for :obj:`rounds` rounds in this process: per round one
+    forward+backward pass of :obj:`step`, then per reference the median of
+    at least :data:`REFERENCE_REPEATS` passes adding up to
+    :data:`REFERENCE_MIN_TIME` seconds (after one warm-up pass each). A
+    slow phase of the machine then slows both sides of a round's ratio."""
+    for reference in references.values():
+        time_fwd_bwd(reference, repeats=1, warmup=0)
+    times: Dict[str, List[float]] = {'self': []}
+    for _ in range(rounds):
+        times['self'].append(time_fwd_bwd(step, repeats=1, warmup=0)[1])
+        for name, reference in references.items():
+            times.setdefault(name, []).append(time_fwd_bwd(
+                reference, REFERENCE_REPEATS, 0, REFERENCE_MIN_TIME)[1])
+    record = {f'alt_{name}_s': t for name, t in times.items()}
+    for name in references:
+        record[f'alt_to_{name}'] = statistics.median(
+            a / b for a, b in zip(times['self'], times[name]))
+    return record
+
+
 # ---------------------------------------------------------------- memory --
 def _current_rss_kb() -> int:
     with open('/proc/self/statm') as f:
@@ -242,8 +290,13 @@ def _reset_peak_rss() -> bool:
 
 
 def measure_point(build: Builder, size: int, repeats: int, warmup: int,
-                  min_time: float = 0.0) -> Dict:
-    r"""Builds a point and measures it in this process (the child side)."""
+                  min_time: float = 0.0,
+                  references: Optional[Dict[str, Builder]] = None,
+                  rounds: int = 0) -> Dict:
+    r"""Builds a point and measures it in this process (the child side);
+    then, with :obj:`rounds`, times it alternately with the
+    :obj:`references` built at the same size (after its peak memory is
+    read: they do not enter it)."""
     torch.manual_seed(0)
     step, fields = build(size)
     gc.collect()
@@ -251,10 +304,16 @@ def measure_point(build: Builder, size: int, repeats: int, warmup: int,
     base_kb = _current_rss_kb()
     fwd_s, fwd_bwd_s = time_fwd_bwd(step, repeats, warmup, min_time)
     peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return dict(fields, fwd_s=fwd_s, fwd_bwd_s=fwd_bwd_s,
-                peak_mem_mb=max(peak_kb - base_kb, 0) / 1024,
-                base_rss_mb=base_kb / 1024, peak_reset=peak_reset,
-                load_avg=os.getloadavg()[0])
+    record = dict(fields, fwd_s=fwd_s, fwd_bwd_s=fwd_bwd_s,
+                  peak_mem_mb=max(peak_kb - base_kb, 0) / 1024,
+                  base_rss_mb=base_kb / 1024, peak_reset=peak_reset,
+                  load_avg=os.getloadavg()[0])
+    if rounds and references:
+        torch.manual_seed(0)
+        record.update(alternate_with_references(step, {
+            name: builder(size)[0] for name, builder in references.items()},
+            rounds))
+    return record
 
 
 # ----------------------------------------------------------------- sweep --
@@ -289,6 +348,15 @@ def _parse(argv: Optional[Sequence[str]], name: str) -> argparse.Namespace:
     parser.add_argument('--keep-freed-memory', action='store_true',
                         help='run the points with glibc malloc keeping '
                         'freed memory (no mmap, no trimming)')
+    parser.add_argument('--alternate', type=int, default=0,
+                        metavar='ROUNDS',
+                        help='after its measurement, time each point '
+                        'alternately with the --alternate-with variants '
+                        'in its process for this many rounds')
+    parser.add_argument('--alternate-with', type=lambda s: s.split(','),
+                        default=[FLOOR], metavar='NAMES',
+                        help='comma-separated variants to alternate with '
+                        '(default: floor)')
     parser.add_argument('--point', help=argparse.SUPPRESS)
     return parser.parse_args(argv)
 
@@ -352,9 +420,13 @@ def run_benchmark(name: str, sizes: Sequence[int],
     if args.point:
         point = json.loads(args.point)
         torch.set_num_threads(point['threads'])
+        references = {name: builders[name]
+                      for name in point.get('alternate_with', [])
+                      if name != point['variant']}
         record = measure_point(builders[point['variant']], point['size'],
                                point['repeats'], point['warmup'],
-                               point['min_time'])
+                               point['min_time'], references,
+                               point.get('alternate', 0))
         print(json.dumps(dict(record, threads=torch.get_num_threads())))
         sys.exit(0)
 
@@ -369,6 +441,10 @@ def run_benchmark(name: str, sizes: Sequence[int],
             raise SystemExit(f'unknown variants {sorted(unknown)}; '
                              f'choose from {sorted(builders)}')
         names = [v for v in names if v in args.variants]
+    unknown = set(args.alternate_with) - set(builders)
+    if unknown:
+        raise SystemExit(f'unknown variants to alternate with '
+                         f'{sorted(unknown)}; choose from {sorted(builders)}')
     common = dict(benchmark=name, device='cpu',
                   torch=torch.__version__.split('+')[0],
                   threads=args.threads or torch.get_num_threads(),
@@ -381,9 +457,11 @@ def run_benchmark(name: str, sizes: Sequence[int],
             continue
         point = dict(variant=variant, size=size, repeats=args.repeats,
                      warmup=args.warmup, min_time=args.min_time,
-                     threads=common['threads'])
+                     threads=common['threads'],
+                     alternate=0 if variant == FLOOR else args.alternate,
+                     alternate_with=args.alternate_with)
         record = dict(common, variant=variant, size=size, thp=thp)
-        timeout = (args.repeats + args.warmup + 2) * \
+        timeout = (args.repeats + args.warmup + 2 + 2 * args.alternate) * \
             args.max_seconds + 300  # + start-up and set-up
         record.update(_run_child(point, thp, timeout,
                                  args.keep_freed_memory))
@@ -474,10 +552,14 @@ def summarize(records: List[Dict], size_key: str = 'n_edges') -> List[Dict]:
                 xs, [r['fwd_bwd_s'] for r in subset])
             ratios = [r['fwd_bwd_s'] / floor[(r['size'], thp)]
                       for r in subset if (r['size'], thp) in floor]
-            if ratios:
-                entry['ratio_min' + key] = min(ratios)
-                entry['ratio_max' + key] = max(ratios)
-                entry['ratio_spread' + key] = max(ratios) / min(ratios)
+            alternating = [r['alt_to_floor'] for r in subset
+                           if 'alt_to_floor' in r]
+            for name, values in (('ratio', ratios),
+                                 ('alt_ratio', alternating)):
+                if values:
+                    entry[f'{name}_min{key}'] = min(values)
+                    entry[f'{name}_max{key}'] = max(values)
+                    entry[f'{name}_spread{key}'] = max(values) / min(values)
         summary.append(entry)
     return summary
 
@@ -494,8 +576,8 @@ def format_table(records: List[Dict], size_key: str = 'n_edges',
                  header: bool = True) -> str:
     r"""A fixed-width table of records (one line each)."""
     cols = ['variant', 'thp', 'size', 'n_nodes', size_key, 'fwd_s',
-            'fwd_bwd_s', 'time_to_floor', 'peak_mem_mb', 'load_avg',
-            'status']
+            'fwd_bwd_s', 'time_to_floor', 'alt_to_floor', 'peak_mem_mb',
+            'load_avg', 'status']
     cols = list(dict.fromkeys(cols))
     widths = [max(len(c), 12) for c in cols]
     widths[0] = 24
@@ -512,7 +594,8 @@ def format_summary(summary: List[Dict]) -> str:
     r"""The summary as a table (slopes and time-to-floor ratios)."""
     cols = ['variant', 'thp', 'points', 'mem_slope', 'mem_slope_top',
             'time_slope', 'time_slope_top', 'ratio_min', 'ratio_max',
-            'ratio_spread', 'ratio_spread_top']
+            'ratio_spread', 'ratio_spread_top', 'alt_ratio_spread',
+            'alt_ratio_spread_top']
     lines = [' '.join(c.rjust(24 if i == 0 else 14)
                       for i, c in enumerate(cols))]
     for s in summary:

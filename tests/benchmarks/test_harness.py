@@ -1,6 +1,7 @@
 import json
 import math
 import os
+import statistics
 import subprocess
 import sys
 
@@ -64,6 +65,34 @@ def test_alternation_times():
         'A 2.000 / 3.000 s  B 1.000 / 2.000 s  ratio 0.500 / 0.667')
 
 
+def test_alternate_with_references_takes_the_median_of_round_ratios(
+        monkeypatch):
+    # one pass of the step, then each reference's median, round by round:
+    # the rounds' ratios 2, 8, 3 (against a) have the median 3, while the
+    # ratio of the medians would be 4 / 1.5
+    calls, passes = [], iter([
+        1.0, 1.0,  # warm-up of a and b; then per round: step, a, b
+        2.0, 1.0, 4.0,
+        8.0, 1.0, 4.0,
+        6.0, 2.0, 2.0])
+
+    def timed(step, repeats=3, warmup=1, min_time=0.0):
+        calls.append((step, repeats, warmup, min_time))
+        t = next(passes)
+        return t / 2, t
+
+    monkeypatch.setattr(harness, 'time_fwd_bwd', timed)
+    r = harness.alternate_with_references('s', {'a': 'A', 'b': 'B'}, 3)
+    assert r['alt_self_s'] == [2.0, 8.0, 6.0]
+    assert r['alt_a_s'] == [1.0, 1.0, 2.0] and r['alt_b_s'] == [4.0] * 2 + [
+        2.0]
+    assert r['alt_to_a'] == 3.0 and r['alt_to_b'] == 2.0
+    assert [c[0] for c in calls] == ['A', 'B'] + ['s', 'A', 'B'] * 3
+    assert calls[2][1:] == (1, 0, 0.0)  # the step: one pass per round
+    assert calls[3][1:] == (harness.REFERENCE_REPEATS, 0,
+                            harness.REFERENCE_MIN_TIME)
+
+
 def test_summarize_ratios_and_slopes():
     records = []
     for size in (100, 1_000, 10_000, 100_000):
@@ -84,6 +113,7 @@ def test_summarize_ratios_and_slopes():
     assert (layer['ratio_min'], layer['ratio_max']) == (pytest.approx(2),
                                                         pytest.approx(4))
     assert layer['ratio_spread'] == pytest.approx(2.0)
+    assert 'alt_ratio_spread' not in layer  # no alternating rounds
     # The top two decades (sizes >= 1,000) leave the slow small size out.
     assert layer['ratio_spread_top'] == pytest.approx(1.0)
     text = harness.format_summary(list(summary.values()))
@@ -159,6 +189,35 @@ def test_run_benchmark_end_to_end(tmp_path):
     assert 'ratio_spread' in proc.stdout
     assert (tmp_path / 'toy.png').exists()
     assert (tmp_path / 'toy_summary.json').exists()
+
+
+def test_run_benchmark_alternates_with_the_floor(tmp_path):
+    # each point's process times it against the floor round by round
+    script = tmp_path / 'toy.py'
+    script.write_text(SCRIPT.format(bench=os.path.join(ROOT, 'benchmarks')))
+    out = tmp_path / 'toy.json'
+    proc = subprocess.run([sys.executable, str(script), '--sizes',
+                           '1000,4000', '--out', str(out), '--repeats', '1',
+                           '--min-time', '0', '--alternate', '3'],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    records = json.loads(out.read_text())
+    for r in records:
+        if r['variant'] == 'floor':
+            assert 'alt_self_s' not in r  # the reference: no rounds
+            continue
+        assert len(r['alt_self_s']) == len(r['alt_floor_s']) == 3
+        assert r['alt_to_floor'] == pytest.approx(statistics.median(
+            a / b for a, b in zip(r['alt_self_s'], r['alt_floor_s'])))
+    summary = json.loads((tmp_path / 'toy_summary.json').read_text())
+    double = next(s for s in summary if s['variant'] == 'double')
+    ratios = [r['alt_to_floor'] for r in records if r['variant'] == 'double']
+    assert double['alt_ratio_spread'] == pytest.approx(
+        max(ratios) / min(ratios))
+    bad = subprocess.run([sys.executable, str(script), '--quick',
+                          '--alternate', '1', '--alternate-with', 'gat'],
+                         capture_output=True, text=True, timeout=300)
+    assert bad.returncode != 0 and "['gat']" in bad.stderr
 
 
 def test_schedule_runs_size_by_size():

@@ -45,6 +45,23 @@ def test_check_promises_reads_slope_ratio_and_gat():
     assert lines[-1].endswith('5x (<= 25x)')
 
 
+def test_check_promises_reads_the_alternating_rounds():
+    # with --alternate: the spread of the in-process ratios to the floor
+    # (10 and 15: 1.5) and the ratio to GAT at 1e5, next to the others
+    sizes = [10**4, 10**5]
+    records = [_record('floor', s, s * 1e-6, 1.0) for s in sizes]
+    records += [dict(_record('hot_kernel', s, s * 1e-5, s * 1e-3),
+                     alt_to_floor=a, alt_self_s=[1.0] * 5, alt_to_gat=g)
+                for s, a, g in zip(sizes, (15.0, 10.0), (30.0, 20.5))]
+    records += [_record('gat', s, s * 2e-6, 1.0) for s in sizes]
+    lines = hot_scaling.check_promises(records)
+    assert lines[1] == ('hot_kernel 1e+04..1e+06 edges, alternating with '
+                        'the floor in one process: time-to-floor ratio '
+                        '10..15, spread 1.500 (< 2)')
+    assert lines[-1] == ('hot_kernel / gat at 1e5, alternating in one '
+                         'process (median of 5 rounds): 20.5x (<= 25x)')
+
+
 def test_check_promises_judges_each_huge_page_setting_apart():
     sizes = [10**4, 10**5]
     records = []
