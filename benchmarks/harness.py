@@ -59,12 +59,15 @@ floor=None, quick_sizes=None) -> list[dict]``
     floor's) times the point against those variants, built at the same
     size, for ``ROUNDS`` alternating rounds
     (:func:`alternate_with_references`), so that a drift of the machine's
-    speed between processes does not enter the ratio. The points run size
-    by size (:func:`schedule`).
-``schedule(sizes, variants, thps) -> list[tuple]``
+    speed between processes does not enter the ratio. ``--rounds R``
+    runs each size's points R times over, in turn (each record keeps its
+    ``round``): the summary reads per size the median of the rounds, and
+    a point's ``time_to_floor`` divides by its own round's floor. The
+    points run size by size (:func:`schedule`).
+``schedule(sizes, variants, thps, rounds=1) -> list[tuple]``
     The order of the points: size by size, each size's variants (the
-    floor first) one after another, so that ratios at one size compare
-    points measured minutes apart.
+    floor first) one after another, ``rounds`` times over, so that ratios
+    at one size compare points measured minutes apart.
 ``write_json(path, obj)``
     Writes :obj:`obj` as indented JSON, creating the folder.
 ``summarize(records, size_key='n_edges') -> list[dict]``
@@ -73,7 +76,8 @@ floor=None, quick_sizes=None) -> list[dict]``
     time-to-floor ratio across sizes (``ratio_*``; and ``alt_ratio_*`` of
     the alternating ``alt_to_floor`` where the records have it); each over
     all sizes and, with suffix ``_top``, over the top two decades (sizes
-    ``>= max/100``).
+    ``>= max/100``). A size measured in several rounds counts with the
+    medians of its rounds (:func:`round_medians`).
 ``format_table(records, size_key)``, ``format_summary(summary)``,
 ``plot(records, path, size_key)``
     Print and draw them (the table has one line per point with its
@@ -357,6 +361,9 @@ def _parse(argv: Optional[Sequence[str]], name: str) -> argparse.Namespace:
                         default=[FLOOR], metavar='NAMES',
                         help='comma-separated variants to alternate with '
                         '(default: floor)')
+    parser.add_argument('--rounds', type=int, default=1,
+                        help="run each size's points this many times over, "
+                        'in turn')
     parser.add_argument('--point', help=argparse.SUPPRESS)
     return parser.parse_args(argv)
 
@@ -451,8 +458,12 @@ def run_benchmark(name: str, sizes: Sequence[int],
                   machine=platform.machine(),
                   allocator='keep' if args.keep_freed_memory else 'default')
     records, floor_times, stopped = [], {}, set()
+    if args.rounds < 1:
+        raise SystemExit(f"'--rounds' must be >= 1, got {args.rounds}")
+    rounds: Dict[Tuple[str, int, bool], int] = {}
     for size, thp, variant in schedule(
-            sizes, [FLOOR] + names, [False, True] if args.thp else [False]):
+            sizes, [FLOOR] + names, [False, True] if args.thp else [False],
+            args.rounds):
         if (variant, thp) in stopped:
             continue
         point = dict(variant=variant, size=size, repeats=args.repeats,
@@ -460,7 +471,9 @@ def run_benchmark(name: str, sizes: Sequence[int],
                      threads=common['threads'],
                      alternate=0 if variant == FLOOR else args.alternate,
                      alternate_with=args.alternate_with)
-        record = dict(common, variant=variant, size=size, thp=thp)
+        record = dict(common, variant=variant, size=size, thp=thp,
+                      round=rounds.get((variant, size, thp), 0))
+        rounds[(variant, size, thp)] = record['round'] + 1
         timeout = (args.repeats + args.warmup + 2 + 2 * args.alternate) * \
             args.max_seconds + 300  # + start-up and set-up
         record.update(_run_child(point, thp, timeout,
@@ -495,15 +508,16 @@ def run_benchmark(name: str, sizes: Sequence[int],
 
 
 def schedule(sizes: Sequence[float], variants: Sequence[str],
-             thps: Sequence[bool]) -> List[Tuple[int, bool, str]]:
+             thps: Sequence[bool],
+             rounds: int = 1) -> List[Tuple[int, bool, str]]:
     r"""The order of a run's points, as (size, thp, variant): size by size
-    from the smallest, each size's huge-page settings in turn, each
-    setting's variants in the given order (the floor first). The variants
-    of one size then run minutes apart, not a whole sweep apart: this
-    machine's speed drifts by up to 1.6x within minutes, and ratios
-    between variants are read at one size."""
+    from the smallest, :obj:`rounds` times over, each size's huge-page
+    settings in turn, each setting's variants in the given order (the
+    floor first). The variants of one size then run minutes apart, not a
+    whole sweep apart: this machine's speed drifts by up to 1.6x within
+    minutes, and ratios between variants are read at one size."""
     return [(int(size), thp, variant) for size in sorted(sizes)
-            for thp in thps for variant in variants]
+            for _ in range(rounds) for thp in thps for variant in variants]
 
 
 def write_json(path: str, obj) -> None:
@@ -527,12 +541,37 @@ def _ok(records: List[Dict]) -> List[Dict]:
     return [r for r in records if r.get('status', 'ok') == 'ok']
 
 
+def round_medians(records: List[Dict]) -> List[Dict]:
+    r"""One record per (variant, thp, size): a point measured in several
+    rounds becomes its first round's record with the medians over its
+    rounds of ``fwd_s``, ``fwd_bwd_s``, ``peak_mem_mb``, ``time_to_floor``
+    and ``alt_*`` ratios, and ``rounds`` (their number); a point of one
+    round is kept as it is."""
+    groups: Dict[Tuple, List[Dict]] = {}
+    for r in records:
+        groups.setdefault((r['variant'], r.get('thp', False), r['size']),
+                          []).append(r)
+    merged = []
+    for rows in groups.values():
+        if len(rows) == 1:
+            merged.append(rows[0])
+            continue
+        record = dict(rows[0], rounds=len(rows))
+        for key in rows[0]:
+            if key in ('fwd_s', 'fwd_bwd_s', 'peak_mem_mb',
+                       'time_to_floor') or key.startswith('alt_to_'):
+                values = [r[key] for r in rows if key in r]
+                record[key] = statistics.median(values)
+        merged.append(record)
+    return merged
+
+
 def summarize(records: List[Dict], size_key: str = 'n_edges') -> List[Dict]:
     r"""Per (variant, thp): memory and time log–log slopes against
     :obj:`size_key`, and the time-to-floor ratio (``fwd_bwd_s`` divided by
     the floor's at the same requested ``size``) min/max/spread, over all
     sizes and (suffix ``_top``) over the top two decades (``>= max/100``)."""
-    ok = _ok(records)
+    ok = round_medians(_ok(records))
     floor = {(r['size'], r.get('thp', False)): r['fwd_bwd_s'] for r in ok
              if r['variant'] == FLOOR}
     groups: Dict[Tuple[str, bool], List[Dict]] = {}
@@ -550,7 +589,9 @@ def summarize(records: List[Dict], size_key: str = 'n_edges') -> List[Dict]:
                 xs, [r['peak_mem_mb'] for r in subset])
             entry['time_slope' + key] = loglog_slope(
                 xs, [r['fwd_bwd_s'] for r in subset])
-            ratios = [r['fwd_bwd_s'] / floor[(r['size'], thp)]
+            ratios = [r['time_to_floor'] if 'rounds' in r and
+                      'time_to_floor' in r else
+                      r['fwd_bwd_s'] / floor[(r['size'], thp)]
                       for r in subset if (r['size'], thp) in floor]
             alternating = [r['alt_to_floor'] for r in subset
                            if 'alt_to_floor' in r]
@@ -613,7 +654,7 @@ def plot(records: List[Dict], path: str, size_key: str = 'n_edges') -> None:
 
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
     groups: Dict[str, List[Dict]] = {}
-    for r in _ok(records):
+    for r in round_medians(_ok(records)):
         label = r['variant'] + (' +THP' if r.get('thp') else '')
         groups.setdefault(label, []).append(r)
     for label, rows in groups.items():

@@ -231,6 +231,65 @@ def test_schedule_runs_size_by_size():
         (3000, True, 'floor'), (3000, True, 'a'), (3000, True, 'b')]
 
 
+def test_schedule_repeats_each_size_in_rounds():
+    assert harness.schedule([3e3, 1e3], ['floor', 'a'], [False], 2) == [
+        (1000, False, 'floor'), (1000, False, 'a'),
+        (1000, False, 'floor'), (1000, False, 'a'),
+        (3000, False, 'floor'), (3000, False, 'a'),
+        (3000, False, 'floor'), (3000, False, 'a')]
+
+
+def test_round_medians_and_the_summary_of_rounds():
+    # three rounds at size 10 (time-to-floor 2, 10, 3 against each round's
+    # own floor: median 3), one at size 100
+    def rec(variant, size, t, **extra):
+        return dict(variant=variant, size=size, n_edges=size, fwd_bwd_s=t,
+                    fwd_s=t / 2, peak_mem_mb=size / 10, **extra)
+
+    records = [rec('floor', 10, 1.0, round=0), rec('a', 10, 2.0, round=0,
+                                                   time_to_floor=2.0),
+               rec('floor', 10, 0.5, round=1), rec('a', 10, 5.0, round=1,
+                                                   time_to_floor=10.0),
+               rec('floor', 10, 2.0, round=2), rec('a', 10, 6.0, round=2,
+                                                   time_to_floor=3.0,
+                                                   alt_to_floor=4.0),
+               rec('floor', 100, 10.0), rec('a', 100, 60.0,
+                                            time_to_floor=6.0)]
+    merged = {(r['variant'], r['size']): r
+              for r in harness.round_medians(records)}
+    a10 = merged[('a', 10)]
+    assert a10['rounds'] == 3 and a10['fwd_bwd_s'] == 5.0
+    assert a10['time_to_floor'] == 3.0 and a10['peak_mem_mb'] == 1.0
+    assert 'alt_to_floor' not in a10  # only the first round's keys
+    assert merged[('a', 100)] is records[-1]  # one round: as it is
+    assert merged[('floor', 10)]['fwd_bwd_s'] == 1.0
+    a = next(s for s in harness.summarize(records) if s['variant'] == 'a')
+    assert a['points'] == 2
+    assert (a['ratio_min'], a['ratio_max']) == (3.0, 6.0)
+    assert a['time_slope'] == pytest.approx(math.log10(12))
+
+
+def test_run_benchmark_rounds_divide_by_their_own_floor(tmp_path):
+    script = tmp_path / 'toy.py'
+    script.write_text(SCRIPT.format(bench=os.path.join(ROOT, 'benchmarks')))
+    out = tmp_path / 'toy.json'
+    proc = subprocess.run([sys.executable, str(script), '--quick', '--out',
+                           str(out), '--repeats', '1', '--min-time', '0',
+                           '--rounds', '2'],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    records = json.loads(out.read_text())
+    assert [(r['variant'], r['round']) for r in records] == [
+        ('floor', 0), ('double', 0), ('floor', 1), ('double', 1)]
+    for floor, double in (records[:2], records[2:]):
+        assert double['time_to_floor'] == pytest.approx(
+            double['fwd_bwd_s'] / floor['fwd_bwd_s'])
+    bad = subprocess.run([sys.executable, str(script), '--quick',
+                          '--rounds', '0'],
+                         capture_output=True, text=True, timeout=300)
+    assert bad.returncode != 0 and "'--rounds' must be >= 1" in bad.stderr
+
+
 def test_child_env_sets_exactly_the_asked_allocator(monkeypatch):
     monkeypatch.setenv('MALLOC_MMAP_MAX_', '7')  # inherited: dropped
     env = harness.child_env(thp=False, keep_freed_memory=False)

@@ -62,6 +62,23 @@ def test_check_promises_reads_the_alternating_rounds():
                          'process (median of 5 rounds): 20.5x (<= 25x)')
 
 
+def test_check_promises_reads_rounds_of_processes():
+    # --rounds 3: HOT / GAT per round 20, 40, 22 (median 22); the other
+    # lines read the medians of the rounds (HOT 2 s, GAT 0.1 s: 20x)
+    records = []
+    for k, (hot_s, gat_s) in enumerate(((2.0, 0.1), (4.0, 0.1),
+                                        (1.1, 0.05))):
+        records += [dict(_record('floor', 10**5, 0.02, 1.0), round=k),
+                    dict(_record('hot_kernel', 10**5, hot_s, 100.0),
+                         round=k, time_to_floor=hot_s / 0.02),
+                    dict(_record('gat', 10**5, gat_s, 1.0), round=k)]
+    lines = hot_scaling.check_promises(records)
+    assert 'hot_kernel / gat fwd+bwd time per edge at 1e5: 20x (<= 25x)' \
+        in lines
+    assert lines[-1] == ('hot_kernel / gat at 1e5, median of 3 rounds of '
+                         'processes: 22x (rounds 20..40x; <= 25x)')
+
+
 def test_check_promises_judges_each_huge_page_setting_apart():
     sizes = [10**4, 10**5]
     records = []
