@@ -479,10 +479,12 @@ def run_benchmark(name: str, sizes: Sequence[int],
         record.update(_run_child(point, thp, timeout,
                                  args.keep_freed_memory))
         floor_s = floor_times.get((size, thp))
-        if record['status'] == 'ok' and floor_s:
+        if variant == FLOOR:  # this round's floor (none when it failed)
+            floor_times.pop((size, thp), None)
+            if record['status'] == 'ok':
+                floor_times[(size, thp)] = record['fwd_bwd_s']
+        elif record['status'] == 'ok' and floor_s:
             record['time_to_floor'] = record['fwd_bwd_s'] / floor_s
-        if variant == FLOOR and record['status'] == 'ok':
-            floor_times[(size, thp)] = record['fwd_bwd_s']
         records.append(record)
         print(format_table([record], size_key, header=len(records) == 1),
               flush=True)

@@ -282,6 +282,7 @@ def test_run_benchmark_rounds_divide_by_their_own_floor(tmp_path):
     assert [(r['variant'], r['round']) for r in records] == [
         ('floor', 0), ('double', 0), ('floor', 1), ('double', 1)]
     for floor, double in (records[:2], records[2:]):
+        assert 'time_to_floor' not in floor  # not over the last round's
         assert double['time_to_floor'] == pytest.approx(
             double['fwd_bwd_s'] / floor['fwd_bwd_s'])
     bad = subprocess.run([sys.executable, str(script), '--quick',
