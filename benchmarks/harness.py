@@ -97,10 +97,11 @@ and torch runtime. Where the peak mark cannot be reset the peak includes
 set-up (``peak_reset`` is false in the record). With ``--alternate``, the
 references are built and timed after the peak is read.
 
-Why alternate: this machine's speed drifts by up to 3x between minutes,
-and the floor, which takes milliseconds at 10^4 edges, is timed in a
-process of its own. A time-to-floor ratio read across two processes then
-holds the drift; one read round by round in one process does not.
+Why alternate: this machine's speed swings by up to 3x from one phase to
+the next, at times within a minute, and the floor, which takes
+milliseconds at 10^4 edges, is timed in a process of its own. A
+time-to-floor ratio read across two processes then holds the swing; one
+read round by round in one process does not.
 """
 import argparse
 import gc
@@ -457,10 +458,10 @@ def run_benchmark(name: str, sizes: Sequence[int],
                   threads=args.threads or torch.get_num_threads(),
                   machine=platform.machine(),
                   allocator='keep' if args.keep_freed_memory else 'default')
-    records, floor_times, stopped = [], {}, set()
     if args.rounds < 1:
         raise SystemExit(f"'--rounds' must be >= 1, got {args.rounds}")
-    rounds: Dict[Tuple[str, int, bool], int] = {}
+    records, floor_times, stopped = [], {}, set()
+    done: Dict[Tuple[str, int, bool], int] = {}  # rounds run per point
     for size, thp, variant in schedule(
             sizes, [FLOOR] + names, [False, True] if args.thp else [False],
             args.rounds):
@@ -472,8 +473,8 @@ def run_benchmark(name: str, sizes: Sequence[int],
                      alternate=0 if variant == FLOOR else args.alternate,
                      alternate_with=args.alternate_with)
         record = dict(common, variant=variant, size=size, thp=thp,
-                      round=rounds.get((variant, size, thp), 0))
-        rounds[(variant, size, thp)] = record['round'] + 1
+                      round=done.get((variant, size, thp), 0))
+        done[(variant, size, thp)] = record['round'] + 1
         timeout = (args.repeats + args.warmup + 2 + 2 * args.alternate) * \
             args.max_seconds + 300  # + start-up and set-up
         record.update(_run_child(point, thp, timeout,
@@ -571,8 +572,10 @@ def round_medians(records: List[Dict]) -> List[Dict]:
 def summarize(records: List[Dict], size_key: str = 'n_edges') -> List[Dict]:
     r"""Per (variant, thp): memory and time log–log slopes against
     :obj:`size_key`, and the time-to-floor ratio (``fwd_bwd_s`` divided by
-    the floor's at the same requested ``size``) min/max/spread, over all
-    sizes and (suffix ``_top``) over the top two decades (``>= max/100``)."""
+    the floor's at the same requested ``size``; with rounds, the median of
+    each round's ``time_to_floor``) min/max/spread, and that of
+    ``alt_to_floor`` where recorded (``alt_ratio_*``), over all sizes and
+    (suffix ``_top``) over the top two decades (``>= max/100``)."""
     ok = round_medians(_ok(records))
     floor = {(r['size'], r.get('thp', False)): r['fwd_bwd_s'] for r in ok
              if r['variant'] == FLOOR}
