@@ -594,9 +594,8 @@ def summarize(records: List[Dict], size_key: str = 'n_edges') -> List[Dict]:
                 xs, [r['peak_mem_mb'] for r in subset])
             entry['time_slope' + key] = loglog_slope(
                 xs, [r['fwd_bwd_s'] for r in subset])
-            ratios = [r['time_to_floor'] if 'rounds' in r and
-                      'time_to_floor' in r else
-                      r['fwd_bwd_s'] / floor[(r['size'], thp)]
+            ratios = [r.get('time_to_floor',
+                            r['fwd_bwd_s'] / floor[(r['size'], thp)])
                       for r in subset if (r['size'], thp) in floor]
             alternating = [r['alt_to_floor'] for r in subset
                            if 'alt_to_floor' in r]
