@@ -1,6 +1,6 @@
 r"""How far the HOT kernel model is from what its arithmetic allows.
 
-Issue 3 asks the kernel model of ``hot_scaling.py`` (``4 x Enc2->2 +
+The cost promises ask the kernel model of ``hot_scaling.py`` (``4 x Enc2->2 +
 Enc2->0``, width 32, 4 heads x 8, FAVOR+) to run forward+backward within
 25x the time per edge of the ``GATConv`` stack. This script measures, in one
 run and on one graph:

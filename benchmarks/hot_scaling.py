@@ -1,4 +1,5 @@
-r"""HOT runtime and memory (HOT App. A.2.3, Table 6a; DESIGN §9).
+r"""HOT runtime and memory (HOT App. A.2.3, Table 6a; ``docs/design.md``,
+"Cost promises").
 
 Barabási–Albert graphs (each new node linked to 5), one graph per point,
 10^3 ... 2*10^6 directed edges, node features ``[n, 32]``; every variant
@@ -24,7 +25,7 @@ each child is stopped by a watchdog when its resident memory exceeds
 ``--max-mem-gb`` + 1.5 GB, so that a quadratic variant fails cleanly
 instead of exhausting the machine.
 
-Promises checked (issue 3), kernel model, 10^4 ... 10^6 edges: peak-memory
+Promises checked, kernel model, 10^4 ... 10^6 edges: peak-memory
 log–log slope <= 1.1, time-to-floor ratio spread < 2, forward+backward at
 >= 10^6 edges within 24 GB, forward+backward time per edge within 25x of
 the GATConv stack at 10^5 edges. :func:`check_promises` prints them, and
@@ -88,7 +89,8 @@ class BAGraph:
 def _pair_model(model: torch.nn.Module, size: int) -> Tuple[Step, Dict]:
     graph = BAGraph(size)
     view = PairView.build(graph.edge_index, graph.num_nodes)
-    return (lambda: model(graph, view)), graph.fields
+    return (lambda: model(graph.x, graph.edge_index, view=view)), \
+        graph.fields
 
 
 #: Softmax attention's global classes attend over all n + m entries of the
@@ -217,7 +219,7 @@ def _cap_child_memory(argv: List[str]) -> None:
 
 
 def check_promises(records: List[Dict]) -> List[str]:
-    r"""The issue-3 promises for ``hot_kernel`` (and ``hot_kernel_ckpt``)
+    r"""The cost promises for ``hot_kernel`` (and ``hot_kernel_ckpt``)
     over :data:`PROMISE_RANGE`, from the records of one run: judged for
     each huge-page setting of the run apart (``--thp`` times every point
     without and with them; those lines end in ``[THP]``)."""
@@ -306,7 +308,7 @@ def main(argv: List[str]) -> None:
                             quick_sizes=QUICK_SIZES, floor=floor)
     lines = check_promises(records)
     if lines:
-        print('\nissue-3 promises:\n' + '\n'.join(lines))
+        print('\npromises:\n' + '\n'.join(lines))
     if '--out' in argv:
         out = argv[argv.index('--out') + 1]
         with open(os.path.splitext(out)[0] + '_promises.json', 'w') as f:

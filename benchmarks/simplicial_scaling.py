@@ -1,4 +1,5 @@
-r"""N-simplicial attention costs (DESIGN §9: linear in the number of tuples).
+r"""N-simplicial attention costs (linear in the number of tuples;
+``docs/design.md``, "Cost promises").
 
 Two parts, both through the shared harness (fresh process per point,
 forward+backward medians, peak RSS):
@@ -12,7 +13,7 @@ forward+backward medians, peak RSS):
    * ``indexer``: a batch of 32-node graphs, :math:`k = 8`
      (:math:`T = 2048` per graph).
 
-   Every variant has :math:`n = T/64` nodes, so the floor (DESIGN §9.0)
+   Every variant has :math:`n = T/64` nodes, so the floor
    gathers :math:`T` rows of width 32 from, and sums them into, a table of
    :math:`T/64` rows: the same access pattern as the attention's gathers
    and scatters. Records go to ``--out``; slopes and time-to-floor ratios

@@ -1,4 +1,5 @@
-r"""TokenGT costs (DESIGN §9): on one Barabási–Albert graph (m = 5, so
+r"""TokenGT costs (``docs/design.md``, "Cost promises"): on one
+Barabási–Albert graph (m = 5, so
 about 10 directed edges per node and :math:`n + m \approx 1.1\, m`
 tokens), a 2-layer :class:`TokenGTEncoder` (width 32, 4 heads, ORF node
 identifiers drawn on the fly, graph token) forward+backward against the

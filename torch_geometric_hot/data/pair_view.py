@@ -2,7 +2,8 @@ r"""The second-order (pair) view of a graph and its per-batch index bundle.
 
 The second-order tensor of a graph is stored on the entry set
 :math:`P = D \cup E`: one diagonal entry :math:`(i, i)` per node and the
-directed edges :math:`(i, j), i \neq j` (DESIGN §3.2). Policy for raw edges:
+directed edges :math:`(i, j), i \neq j` (``docs/design.md``, "The pair
+view"). Policy for raw edges:
 
 * **self-loops** :math:`(i, i)` are not off-diagonal entries; their edge
   features land on the diagonal entry of :math:`i` (see :meth:`PairView.lift`);
@@ -15,7 +16,8 @@ from torch import Tensor
 
 from torch_geometric_hot.data.plan_cache import PlanCache
 from torch_geometric_hot.ops.scatter import scatter_sum, segment_counts
-from torch_geometric_hot.ops.validation import check_edge_index, check_rows
+from torch_geometric_hot.ops.validation import (check_batch,
+                                                check_edge_index, check_rows)
 
 
 def build_pair_index(edge_index: Tensor,
@@ -113,14 +115,8 @@ class PairView(PlanCache):
         self.num_nodes = num_nodes
         self.num_entries = pair_index.size(1)
         self.row, self.col = pair_index
-        if batch is None:
-            batch = torch.zeros(num_nodes, dtype=torch.long, device=device)
-            num_graphs = 1 if num_graphs is None else num_graphs
-        elif batch.numel() != num_nodes:
-            raise ValueError(f"'batch' must have {num_nodes} entries (one per "
-                             f"node), got {batch.numel()}")
-        if num_graphs is None:
-            num_graphs = int(batch.max()) + 1 if batch.numel() else 1
+        batch, num_graphs = check_batch(batch, num_nodes, num_graphs,
+                                        device=device)
         self.batch = batch
         self.num_graphs = num_graphs
 

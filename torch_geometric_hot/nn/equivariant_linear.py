@@ -33,7 +33,8 @@ class EquivariantLinear(torch.nn.Module):
     entries of the sparse input, and :math:`c_\mu = 1` (``'sum'``) or the
     class's group size (``'mean'``, empty groups give 0). Every class is
     evaluated exactly in :math:`O(n + m)` from node- and graph-level sums
-    with the distinct-index exclusions subtracted (DESIGN §4); no dense
+    with the distinct-index exclusions subtracted (``docs/design.md``,
+    "The equivariant basis"); no dense
     :math:`[n, n]` tensor is formed. On a complete graph it equals the dense
     layer.
 

@@ -1,9 +1,11 @@
-r"""The equivariant basis (DESIGN §4) as data: one table per order pair.
+r"""The equivariant basis (``docs/design.md``) as data: one table per order
+pair.
 
 Each class :math:`\mu` is a set partition of the output and input index
 positions. On the sparse input it is evaluated *exactly* in
-:math:`O(n + m)` as a signed sum of **terms** (DESIGN §4.1): a term is a
-*summary* of the input, read at a *selector* of the output element.
+:math:`O(n + m)` as a signed sum of **terms** (``docs/design.md``, "The 15
+classes of 2→2"): a term is a *summary* of the input, read at a *selector*
+of the output element.
 
 Summaries of an order-2 input :math:`A` (on the pair entries):
 

@@ -1,5 +1,6 @@
-r"""The last step of kernel attention (DESIGN §5.2): every aggregating class
-of an output part is a ratio of two signed sums of terms,
+r"""The last step of kernel attention (``docs/design.md``, "Kernel
+attention"): every aggregating class of an output part is a ratio of two
+signed sums of terms,
 
 .. math::
     o^\mu = \frac{\sum_t s_t\, n_t}{\max(\sum_t s_t\, d_t, \epsilon)},

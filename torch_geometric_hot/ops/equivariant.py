@@ -104,7 +104,8 @@ def needed_summaries(classes: Iterable[EquivariantClass]) -> List[str]:
 
 def input_summaries(x: Tensor, view, in_order: int,
                     names: Sequence[str]) -> Dict[str, Tensor]:
-    r"""The summaries of DESIGN §4.1 that :obj:`names` asks for.
+    r"""The summaries (``docs/design.md``, "The 15 classes of 2→2")
+    that :obj:`names` asks for.
 
     Args:
         x (torch.Tensor): Order-2 input :obj:`[P, *]` (pair entries) or

@@ -1,5 +1,5 @@
 r"""Exact softmax attention of a *global* class of the equivariant basis on
-per-graph padded blocks (DESIGN §5.1).
+per-graph padded blocks (``docs/design.md``, "Softmax attention").
 
 A global class lets every query attend over all input elements of its graph
 except a few excluded ones (those sharing an index with the query, e.g.

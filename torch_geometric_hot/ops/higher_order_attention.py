@@ -1,5 +1,5 @@
 r"""Higher-order attention over the aggregating classes of the equivariant
-basis (HOT Eq. 10--12, DESIGN §5).
+basis (HOT Eq. 10--12; ``docs/design.md``, "Higher-order attention").
 
 Every aggregating class :math:`\mu` replaces its fixed sum over a key group
 by attention over the *same* group, distinct-index exclusions included:
@@ -180,7 +180,8 @@ def kernel_class_attention(classes: Sequence[Sequence[EquivariantClass]],
         o^\mu_q = \frac{\sum_t \pm \phi(q)^\top S_t}
         {\max(\sum_t \pm \phi(q)^\top z_t, \epsilon)}
 
-    over the class's signed terms :math:`t` (DESIGN §5.2): aggregate terms
+    over the class's signed terms :math:`t` (``docs/design.md``, "Kernel
+    attention"): aggregate terms
     read per-node/per-graph summaries :math:`S = \sum \phi(k) v^\top`,
     :math:`z = \sum \phi(k)` built once per summary for all parts;
     single-key terms (excluded keys) contribute

@@ -1,5 +1,6 @@
 r"""Kernel attention from the key pools to the classes of one or more
-output parts (DESIGN §5.2) as one operation: the summaries and readings of
+output parts (``docs/design.md``, "Kernel attention") as one operation:
+the summaries and readings of
 :func:`~torch_geometric_hot.ops.kernel_attention.pool_readings`, then per
 part :func:`~torch_geometric_hot.ops.class_combination.combine_classes`.
 

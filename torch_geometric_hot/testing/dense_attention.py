@@ -1,4 +1,5 @@
-r"""Dense reference for higher-order attention (DESIGN §8): attention of
+r"""Dense reference for higher-order attention (``docs/design.md``,
+"Oracles"): attention of
 one class over the full key group given by the class's dense basis
 indicator, for small complete graphs in float64."""
 from typing import Callable, Optional

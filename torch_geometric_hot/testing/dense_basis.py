@@ -1,4 +1,5 @@
-r"""Brute-force dense oracles for the equivariant basis (DESIGN §8).
+r"""Brute-force dense oracles for the equivariant basis (``docs/design.md``,
+"Oracles").
 
 Every multi-index :math:`(\mathbf{o}, \mathbf{i})` of the :math:`l` output
 and :math:`k` input positions is labelled by its equality pattern, the set

@@ -10,7 +10,8 @@ from torch_geometric_hot.data.pair_view import PairView, build_pair_index
 
 @functional_transform('add_second_order_view')
 class AddSecondOrderView(BaseTransform):
-    r"""Attaches the second-order (pair) view of a graph (DESIGN §3.2), as
+    r"""Attaches the second-order (pair) view of a graph (``docs/design.md``,
+    "The pair view"), as
     used by the `Higher-Order Transformers <https://arxiv.org/abs/2111.00862>`_
     layers: the entry set :math:`P = \{(i, i)\} \cup E` with
     :math:`|P| = n + m`.

@@ -2,7 +2,8 @@ r"""Memory for the temporaries of a native operation, kept between calls.
 
 Eager PyTorch takes every tensor from the system allocator, which returns
 large blocks to the kernel when they are freed, so each new large tensor
-arrives as untouched pages: on the 2-vCPU machine of DESIGN §9.0 a page
+arrives as untouched pages: on a 2-vCPU machine (``docs/design.md``, "Measured
+costs") a page
 fault per 4 KB fills them at about 1 GB/s, against 54--65 GB/s for memory
 already mapped. An operation's own temporaries (the readings of kernel
 attention, their gradients, the summary-gradient scratch) live only while
