@@ -131,7 +131,7 @@ def test_bad_input_and_repr():
                             "capacity=0.5)")
     with pytest.raises(ValueError, match="needs 'edge_index'"):
         module(x)
-    with pytest.raises(ValueError, match="'x' must have shape"):
+    with pytest.raises(ValueError, match="'x' must have 8 channels"):
         module(x[:, :3])
     with pytest.raises(ValueError, match="'simplex_index'.*\\[0, 4\\)"):
         module(x, simplex_index=torch.tensor([[0], [1], [4]]))

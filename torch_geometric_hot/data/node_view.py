@@ -6,6 +6,7 @@ from torch import Tensor
 
 from torch_geometric_hot.data.plan_cache import PlanCache
 from torch_geometric_hot.ops.scatter import segment_counts
+from torch_geometric_hot.ops.validation import check_batch
 
 
 class NodeView(PlanCache):
@@ -23,17 +24,10 @@ class NodeView(PlanCache):
     def __init__(self, num_nodes: int, batch: Optional[Tensor] = None,
                  num_graphs: Optional[int] = None,
                  device: Optional[torch.device] = None) -> None:
-        if batch is None:
-            batch = torch.zeros(num_nodes, dtype=torch.long, device=device)
-            num_graphs = 1 if num_graphs is None else num_graphs
-        if not isinstance(batch, Tensor) or batch.dim() != 1 or \
-                batch.numel() != num_nodes:
-            raise ValueError(f"'batch' must be a vector with one graph id per "
-                             f"node ({num_nodes})")
-        if num_graphs is None:
-            num_graphs = int(batch.max()) + 1 if batch.numel() else 1
+        batch, num_graphs = check_batch(batch, num_nodes, num_graphs,
+                                        device=device)
         self.num_nodes = num_nodes
-        self.batch = batch.long()
+        self.batch = batch
         self.num_graphs = num_graphs
         self.nodes_per_graph = segment_counts(self.batch, num_graphs)
 

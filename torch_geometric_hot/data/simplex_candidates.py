@@ -1,7 +1,10 @@
 r"""Candidate tuples :obj:`simplex_index [N+1, T]` for N-simplicial
 attention (row 0 the query), built per graph of a batch and never across
 graphs. Every generator is vectorised (no Python loop over nodes or graphs)
-and returns tuples sorted by query.
+and returns tuples sorted by query. Each counts its tuples first and raises
+:class:`~torch_geometric_hot.ops.validation.SizeLimitError` when they
+exceed the size limit
+(:func:`~torch_geometric_hot.ops.validation.size_limit`).
 
 * :func:`dense_simplices`: all :math:`n_g^{N+1}` tuples of each graph
   (repeats allowed, as in the paper's dense form);
@@ -18,7 +21,8 @@ from typing import Optional, Tuple
 import torch
 from torch import Tensor
 
-from torch_geometric_hot.ops.scatter import segment_counts
+from torch_geometric_hot.ops.scatter import scatter_sum, segment_counts
+from torch_geometric_hot.ops.validation import check_batch, check_size
 
 
 def _check_order(order: int) -> None:
@@ -27,15 +31,7 @@ def _check_order(order: int) -> None:
 
 
 def _batch_vector(batch: Optional[Tensor], num_nodes: int) -> Tensor:
-    if batch is None:
-        return torch.zeros(num_nodes, dtype=torch.long)
-    if batch.dim() != 1 or batch.numel() != num_nodes:
-        raise ValueError(f"'batch' must have shape [num_nodes] = "
-                         f"[{num_nodes}], got {tuple(batch.shape)}")
-    if batch.numel() > 1 and bool((batch[1:] < batch[:-1]).any()):
-        raise ValueError("'batch' must be sorted (nodes of a graph "
-                         "contiguous), as PyG batches are")
-    return batch
+    return check_batch(batch, num_nodes, sorted=True)[0]
 
 
 def dense_simplices(num_nodes: int, order: int,
@@ -53,6 +49,7 @@ def dense_simplices(num_nodes: int, order: int,
     batch = _batch_vector(batch, num_nodes)
     device = batch.device
     sizes = segment_counts(batch, int(batch.max()) + 1 if num_nodes else 0)
+    _check_tuples(sizes.double().pow(order + 1).sum(), order, 'dense')
     start = torch.cumsum(sizes, 0) - sizes  # first node of every graph
     counts = sizes**(order + 1)
     graph = torch.repeat_interleave(torch.arange(sizes.numel(),
@@ -114,6 +111,32 @@ def expand_along(tuples: Tensor, source: Tensor, rowptr: Tensor,
     return torch.cat([repeated, col[start + position].unsqueeze(0)])
 
 
+def _check_tuples(count: Tensor, order: int, kind: str) -> None:
+    # the guard of every generator: T tuples of N + 1 nodes
+    tuples = int(count.item())
+    check_size(tuples * (order + 1), f"{kind!r} candidate tuples of order "
+               f"N={order} ({tuples:.3g} tuples of {order + 1} nodes)")
+
+
+def _count_tuples(rowptr: Tensor, col: Tensor, order: int,
+                  from_query: bool) -> Tensor:
+    # The most tuples any step of _grow_along_edges holds (float64, exact
+    # below 2^53): sum_q deg_q^s (neighbour tuples) or the number of
+    # s-walks, 1^T A^s 1 (walks), for s = 1..N
+    degree = rowptr[1:] - rowptr[:-1]
+    if from_query:
+        return max(degree.double().pow(s).sum() for s in range(1, order + 1))
+    row = torch.repeat_interleave(
+        torch.arange(degree.numel(), device=col.device), degree)
+    walks = torch.ones(degree.numel(), dtype=torch.float64,
+                       device=col.device)
+    most = walks.sum()
+    for _ in range(order):  # walks[u]: walks of the current length from u
+        walks = scatter_sum(walks[col], row, degree.numel())
+        most = torch.maximum(most, walks.sum())
+    return most
+
+
 def _with_self_loops(edge_index: Tensor, num_nodes: int) -> Tensor:
     loops = torch.arange(num_nodes, device=edge_index.device)
     return torch.cat([edge_index, loops.expand(2, -1)], dim=1)
@@ -127,6 +150,8 @@ def _grow_along_edges(edge_index: Tensor, num_nodes: int, order: int,
     if include_self:
         edge_index = _with_self_loops(edge_index, num_nodes)
     rowptr, col = csr(edge_index, num_nodes)
+    _check_tuples(_count_tuples(rowptr, col, order, from_query), order,
+                  'neighbours' if from_query else 'walks')
     tuples = torch.arange(num_nodes, device=col.device).unsqueeze(0)
     for _ in range(order):
         tuples = expand_along(tuples, tuples[0] if from_query else

@@ -11,6 +11,7 @@ from torch_geometric_hot.ops.equivariant import assemble_parts, \
     equivariant_linear, resolve_targets
 from torch_geometric_hot.ops.pair_light_linear import LIGHT_PAIR_CLASSES, \
     pair_light_linear
+from torch_geometric_hot.ops.validation import check_features
 
 NORMALIZATIONS = ('sum', 'mean')
 
@@ -117,9 +118,7 @@ class EquivariantLinear(torch.nn.Module):
 
     def forward(self, x: Tensor, view=None,
                 hyperedge_index: Optional[Tensor] = None) -> Tensor:
-        if x.dim() == 2 and x.size(-1) != self.in_channels:
-            raise ValueError(f"'x' must have {self.in_channels} channels, "
-                             f"got {x.size(-1)}")
+        check_features(x, self.in_channels, self.weight.dtype)
         view, targets = resolve_targets(x, view, self.in_order,
                                         self.out_order, hyperedge_index)
         if self._light_pair is not None:

@@ -7,6 +7,7 @@ from torch import Tensor
 from torch.nn import Linear
 
 from torch_geometric_hot.ops.scatter import segment_counts
+from torch_geometric_hot.ops.validation import check_batch, check_features
 
 GATES = ('sigmoid', 'identity')
 
@@ -80,8 +81,8 @@ class ExpertChoiceRouter(torch.nn.Module):
                 batch: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
         r"""Returns the routed nodes and their gates
         :math:`g(s_i)` (differentiable)."""
-        if batch is None:
-            batch = x.new_zeros(x.size(0), dtype=torch.long)
+        check_features(x, self.in_channels, self.lin.weight.dtype)
+        batch, _ = check_batch(batch, x.size(0), device=x.device)
         score = self.lin(x).squeeze(-1)  # [n]
         index = top_fraction_per_graph(score, batch, self.capacity)
         gate = score.index_select(0, index)
@@ -91,8 +92,10 @@ class ExpertChoiceRouter(torch.nn.Module):
     def combine(x: Tensor, index: Tensor, gate: Tensor,
                 update: Tensor) -> Tensor:
         r""":math:`x` with :math:`g(s_i) \cdot \mathrm{update}_i` added to
-        the routed rows :obj:`index` (:obj:`update [K_total, C]`)."""
-        return x.index_add(0, index, gate.unsqueeze(-1) * update)
+        the routed rows :obj:`index` (:obj:`update [K_total, C]`), in the
+        dtype of :obj:`x` (under autocast the update may be narrower)."""
+        return x.index_add(0, index, (gate.unsqueeze(-1) * update).to(
+            x.dtype))
 
     def __repr__(self) -> str:
         return (f'{self.__class__.__name__}({self.in_channels}, '

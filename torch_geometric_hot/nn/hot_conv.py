@@ -16,6 +16,7 @@ from torch_geometric_hot.ops.global_softmax_attention import \
 from torch_geometric_hot.ops.higher_order_attention import \
     kernel_class_attention, softmax_class_attention
 from torch_geometric_hot.ops.pooled_combination import ValueProjection
+from torch_geometric_hot.ops.validation import check_features
 
 ATTENTIONS = ('softmax', 'kernel')
 Attention = Dict[str, Tuple[Tensor, Tensor]]
@@ -176,9 +177,7 @@ class HOTConv(torch.nn.Module):
                 hyperedge_index: Optional[Tensor] = None,
                 return_attention_weights: bool = False
                 ) -> Union[Tensor, Tuple[Tensor, Attention]]:
-        if x.dim() == 2 and x.size(-1) != self.in_channels:
-            raise ValueError(f"'x' must have {self.in_channels} channels, "
-                             f"got {x.size(-1)}")
+        check_features(x, self.in_channels, self.lin_value.weight.dtype)
         if return_attention_weights and self.attention != 'softmax':
             raise ValueError("'return_attention_weights' needs "
                              "attention='softmax'")

@@ -5,6 +5,7 @@ from torch import Tensor
 
 from torch_geometric_hot.nn.equivariant_linear import EquivariantLinear
 from torch_geometric_hot.nn.hot_conv import HOTConv
+from torch_geometric_hot.ops.validation import check_features
 
 
 class HOTLayer(torch.nn.Module):
@@ -74,6 +75,7 @@ class HOTLayer(torch.nn.Module):
 
     def forward(self, x: Tensor, view=None,
                 hyperedge_index: Optional[Tensor] = None) -> Tensor:
+        check_features(x, self.channels, self.norm_attn.weight.dtype)
         h = self.dropout(self.attn(self.norm_attn(x), view, hyperedge_index))
         if self.residual:
             h = x + h

@@ -9,6 +9,7 @@ from torch_geometric_hot.data.simplex_candidates import (csr, topk_pairs,
                                                          walk_simplices)
 from torch_geometric_hot.ops.simplicial_attention import (
     indexer_dense_scores, indexer_pair_scores)
+from torch_geometric_hot.ops.validation import check_batch, check_features
 
 
 class SimplexIndexer(torch.nn.Module):
@@ -29,8 +30,8 @@ class SimplexIndexer(torch.nn.Module):
 
     Gradient: the top-:math:`k` selection is not differentiable, so the
     indexer learns only through an auxiliary loss on :obj:`pair_score`
-    (:func:`~torch_geometric_hot.ops.simplicial_attention.\
-indexer_distillation_loss`, KL or MSE to the attention); without it the
+    (:func:`~torch_geometric_hot.ops.indexer_distillation_loss`, KL or MSE
+    to the attention); without it the
     indexer keeps its initial (random) projections.
 
     Ties between scores are broken by :func:`torch.topk` (arbitrarily), so
@@ -80,9 +81,9 @@ indexer_distillation_loss`, KL or MSE to the attention); without it the
             order (int): :math:`N`, the number of key slots.
             batch (torch.Tensor, optional): Sorted graph id per node.
         """
+        check_features(x, self.in_channels, self.lin.weight.dtype)
         n = x.size(0)
-        if batch is None:
-            batch = x.new_zeros(n, dtype=torch.long)
+        batch, _ = check_batch(batch, n, sorted=True, device=x.device)
         q, k, w = self.projections(x)
         if n == 0:
             empty = torch.empty(2, 0, dtype=torch.long, device=x.device)

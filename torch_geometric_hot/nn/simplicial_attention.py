@@ -15,6 +15,7 @@ from torch_geometric_hot.ops.rope import apply_rotary
 from torch_geometric_hot.ops.simplicial_attention import (
     FORMS, check_simplex_index, indexer_distillation_loss,
     simplicial_attention)
+from torch_geometric_hot.ops.validation import check_batch, check_features
 
 CANDIDATES = ('dense', 'neighbours', 'walks', 'indexer')
 INDEXER_LOSSES = (None, 'kl', 'mse')
@@ -79,8 +80,8 @@ class SimplicialAttention(torch.nn.Module):
         rope_base (float, optional): RoPE frequency base. (default: 10000)
         chunk_size (int, optional): Tuples per chunk of the attention
             (memory bound; see
-            :func:`~torch_geometric_hot.ops.simplicial_attention.\
-simplicial_attention`). (default: automatic)
+            :func:`~torch_geometric_hot.ops.simplicial_attention`).
+            (default: automatic)
 
     Shapes:
         - **input:** :obj:`x [n, C]`, :obj:`edge_index [2, m]` (optional),
@@ -159,12 +160,9 @@ simplicial_attention`). (default: automatic)
             pos (torch.Tensor, optional): Integer positions for RoPE
                 (determinant form only).
         """
-        if x.dim() != 2 or x.size(1) != self.in_channels:
-            raise ValueError(f"'x' must have shape [n, {self.in_channels}],"
-                             f" got {tuple(x.shape)}")
+        check_features(x, self.in_channels, self.lin_qkv.weight.dtype)
         n = x.size(0)
-        if batch is None:
-            batch = x.new_zeros(n, dtype=torch.long)
+        batch, _ = check_batch(batch, n, sorted=True, device=x.device)
         if pos is not None and self.form != 'determinant':
             raise ValueError("'pos' (RoPE) needs form='determinant': the "
                              "multilinear form is not rotation invariant")

@@ -8,6 +8,7 @@ from torch.nn import Linear
 from torch_geometric_hot.ops.feature_maps import FeatureMap
 from torch_geometric_hot.ops.token_attention import (
     grouped_linear_attention, per_graph_softmax_attention)
+from torch_geometric_hot.ops.validation import check_batch, check_features
 
 ATTENTIONS = ('softmax', 'performer')
 
@@ -94,8 +95,12 @@ class TokenSelfAttention(torch.nn.Module):
                 of the tokens, as ``ops.token_attention.token_positions``
                 returns them (softmax only).
         """
+        check_features(x, self.channels, self.qkv.weight.dtype)
+        token_batch, num_graphs = check_batch(token_batch, x.size(0),
+                                              num_graphs, 'token_batch')
         q, k, v = self.qkv(x).view(x.size(0), 3, self.heads,
-                                   -1).unbind(dim=1)  # 3 x [T, H, d]
+                                   self.channels // self.heads).unbind(
+                                       dim=1)  # 3 x [T, H, d]
         if self.feature_map is None:
             p = self.attention_dropout if self.training else 0.0
             out = per_graph_softmax_attention(q, k, v, token_batch,

@@ -7,7 +7,9 @@ from torch import Tensor
 from torch.nn import Embedding, Linear, ModuleList, Parameter
 
 from torch_geometric_hot.ops.equality_patterns import bell, equality_pattern
-from torch_geometric_hot.ops.validation import check_edge_index
+from torch_geometric_hot.ops.validation import (check_batch,
+                                                check_edge_index,
+                                                check_features)
 from torch_geometric_hot.ops.node_identifiers import (check_dim,
                                                       laplacian_node_ids,
                                                       orthogonal_node_ids,
@@ -39,8 +41,9 @@ class TokenGTEmbedding(torch.nn.Module):
     Node identifiers :math:`P` (:obj:`[n, d_p]`) are passed in (e.g. from
     :class:`~torch_geometric_hot.transforms.AddLaplacianNodeId`) or drawn
     per graph on the fly: ``'orf'`` and ``'random'`` are redrawn at every
-    training forward pass (from the module's seeded generator) and fixed in
-    eval mode when :obj:`seed` is set; ``'laplacian'`` is computed per graph
+    training forward pass (from the module's generator, seeded by
+    :obj:`seed`) and fixed in eval mode (drawn from :obj:`seed`, or 0 when
+    it is :obj:`None`, at every call); ``'laplacian'`` is computed per graph
     (slow: prefer the transform). Laplacian identifiers get, in training
     only, a random sign per (graph, eigenvector) (:obj:`sign_flip`) and
     eigenvector dropout (:obj:`eigvec_dropout`, whole columns per graph,
@@ -138,13 +141,14 @@ class TokenGTEmbedding(torch.nn.Module):
 
     def _draw(self, sizes: Tensor, dtype: torch.dtype) -> Tensor:
         generator = self.generator
-        if not self.training and self.seed is not None:
-            generator = torch.Generator().manual_seed(self.seed)
+        if not self.training:  # the same identifiers at every call
+            generator = torch.Generator().manual_seed(self.seed or 0)
         elif self.seed is None:
             generator = None
         draw = orthogonal_node_ids if self.node_id == 'orf' else (
             random_node_ids)
-        return draw(sizes, self.node_id_dim, generator, dtype)
+        return draw(sizes.cpu(), self.node_id_dim, generator,
+                    dtype).to(sizes.device)
 
     def _laplacian(self, edge_index: Tensor, batch: Tensor, local: Tensor,
                    sizes: Tensor) -> Tensor:
@@ -182,10 +186,12 @@ class TokenGTEmbedding(torch.nn.Module):
                 p = self._draw(sizes, dtype)[starts[batch] + local]
         if self.node_id == 'laplacian' and self.training:
             if self.sign_flip:
-                signs = torch.randint(0, 2, (num_graphs, self.node_id_dim))
+                signs = torch.randint(0, 2, (num_graphs, self.node_id_dim),
+                                      device=p.device)
                 p = p * (2 * signs - 1).to(dtype)[batch]
             if self.eigvec_dropout > 0:
-                keep = torch.rand(num_graphs, self.node_id_dim)
+                keep = torch.rand(num_graphs, self.node_id_dim,
+                                  device=p.device)
                 p = p * (keep >= self.eigvec_dropout).to(dtype)[batch]
         return p
 
@@ -197,10 +203,9 @@ class TokenGTEmbedding(torch.nn.Module):
         if x.dim() != 2 or x.size(1) != (self.in_channels or 0):
             raise ValueError(f"'x' must have shape [num_nodes, "
                              f"{self.in_channels}], got {tuple(x.shape)}")
+        if self.node_lin is not None:
+            check_features(x, dtype=self.node_lin.weight.dtype)
         check_edge_index(edge_index, n)
-        if batch.shape != (n, ):
-            raise ValueError(f"'batch' must have shape [{n}], got "
-                             f"{tuple(batch.shape)}")
         if bool((batch[edge_index[0]] != batch[edge_index[1]]).any()):
             raise ValueError("'edge_index' connects nodes of different "
                              "graphs")
@@ -241,13 +246,14 @@ class TokenGTEmbedding(torch.nn.Module):
         r"""Returns the tokens :obj:`[T, d]`, their graph :obj:`[T]`, the
         number of graphs :math:`B` and the token counts
         :obj:`(graph, node, edge, hyperedge)`, in that flat order."""
-        n = x.size(0)
-        if batch is None:
-            batch = torch.zeros(n, dtype=torch.long, device=x.device)
+        if not isinstance(x, Tensor) or x.dim() != 2:
+            raise ValueError(f"'x' must be a 2-dimensional tensor "
+                             f"[num_nodes, {self.in_channels}]")
+        batch, num_graphs = check_batch(batch, x.size(0), num_graphs,
+                                        device=x.device)
         self._check(x, edge_index, edge_attr, batch, hyperedge_index,
                     hyperedge_attr)
-        if num_graphs is None:
-            num_graphs = int(batch.max()) + 1 if n > 0 else 1
+        n = x.size(0)
         dtype = self.bias.dtype
         src, dst = edge_index
         node = self.bias.expand(n, -1)

@@ -7,6 +7,7 @@ from torch import Tensor
 from torch.nn import LayerNorm, Linear
 
 from torch_geometric_hot.nn.token_self_attention import TokenSelfAttention
+from torch_geometric_hot.ops.validation import check_batch, check_features
 
 
 def drop_path(x: Tensor, p: float, training: bool, token_batch: Tensor,
@@ -78,6 +79,9 @@ class TokenGTLayer(torch.nn.Module):
     def forward(self, x: Tensor, token_batch: Tensor, num_graphs: int,
                 layout: Optional[Tuple[Tensor, Tensor]] = None) -> Tensor:
         r"""Maps tokens :obj:`[T, C]` to :obj:`[T, C]`."""
+        check_features(x, self.channels, self.attn_norm.weight.dtype)
+        token_batch, num_graphs = check_batch(token_batch, x.size(0),
+                                              num_graphs, 'token_batch')
         def branch(h: Tensor) -> Tensor:
             h = F.dropout(h, self.dropout, self.training)
             return drop_path(h, self.drop_path, self.training, token_batch,

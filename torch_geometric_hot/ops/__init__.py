@@ -45,3 +45,12 @@ __all__ += [
     'simplicial_attention', 'simplicial_logits', 'multilinear_logits',
     'determinant_logits', 'indexer_distillation_loss', 'apply_rotary'
 ]
+from torch_geometric_hot.ops.validation import (SizeLimitError,
+                                                current_size_limit,
+                                                set_size_limit, size_limit,
+                                                validating, validation)
+
+__all__ += [
+    'SizeLimitError', 'current_size_limit', 'set_size_limit', 'size_limit',
+    'validating', 'validation'
+]

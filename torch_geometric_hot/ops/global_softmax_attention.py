@@ -11,8 +11,10 @@ scattered into :obj:`[B, H, L, d]` blocks and attended with
 :func:`torch.nn.functional.scaled_dot_product_attention` under a boolean
 mask built from the exclusions, one block of queries at a time, so the
 extra memory is :math:`O(B \cdot L_q^{\text{block}} \cdot L_k)` booleans
-plus what the attention kernel needs. The result is the same: the
-enumerated path is its test oracle.
+plus what the attention kernel needs (the padded blocks are checked
+against the size limit,
+:func:`~torch_geometric_hot.ops.validation.size_limit`). The result is the
+same: the enumerated path is its test oracle.
 """
 import torch
 import torch.nn.functional as F
@@ -24,6 +26,7 @@ from torch_geometric_hot.ops.higher_order_attention import KeyPool, \
     exclusion_ids
 from torch_geometric_hot.ops.token_attention import pad_by_graph, \
     token_positions
+from torch_geometric_hot.ops.validation import check_size
 
 #: Largest number of mask entries (B x query block x keys) per block.
 BLOCK_ELEMENTS = 1 << 22
@@ -68,6 +71,9 @@ def global_softmax_class_attention(cls: EquivariantClass, target: Target,
     q_pos, q_len = token_positions(target.graph, num_graphs)
     k_pos, k_len = token_positions(pool.group, num_graphs)
     len_q, len_k = int(q_len.max()), int(k_len.max()) + 1  # + the zero key
+    check_size(num_graphs * heads * (len_q * q.size(-1) + len_k * (
+        k.size(-1) + v.size(-1))), f"global softmax attention's padded "
+               f"blocks ({num_graphs} graphs x {len_k} keys of the largest)")
 
     def key_blocks(x: Tensor) -> Tensor:  # [K, H, d] -> [B, H, L_k, d]
         return pad_by_graph(x.index_select(0, pool.position), pool.group,

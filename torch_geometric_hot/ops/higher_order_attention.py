@@ -215,10 +215,37 @@ def kernel_class_attention(classes: Sequence[Sequence[EquivariantClass]],
         Per part, its classes' outputs :obj:`[rows, classes, H, d_v]`
         (:func:`~torch_geometric_hot.ops.pooled_combination`).
     """
+    device = phi_q.device.type
+    if torch.is_autocast_enabled(device) or phi_q.dtype != phi_k.dtype:
+        # sums over whole graphs: in the widest input dtype, not autocast's
+        dtype = _widest(phi_q, phi_k, values)
+        if isinstance(values, ValueProjection):
+            values = values._replace(x=values.x.to(dtype),
+                                     weight=values.weight.to(dtype))
+        else:
+            values = values.to(dtype)
+        with torch.autocast(device, enabled=False):
+            return kernel_class_attention(classes, targets, view, in_order,
+                                          phi_q.to(dtype), phi_k.to(dtype),
+                                          values, slots, exact, eps)
+    if phi_k.size(0) == 0:  # no input element: every group is empty
+        return [phi_q.new_zeros(target.num_rows, len(part), phi_q.size(1),
+                                values.shape[-1])
+                for part, target in zip(classes, targets)]
     plan = _kernel_plan(classes, targets, view, in_order, slots, exact,
                         values.shape[-1])
     return pooled_combination(plan.parts, plan.pools, plan.reads, phi_q,
                               phi_k, values, eps, plan.native)
+
+
+def _widest(*tensors: Union[Tensor, ValueProjection]) -> torch.dtype:
+    dtypes = [t for x in tensors for t in ((x.x.dtype, x.weight.dtype)
+                                           if isinstance(x, ValueProjection)
+                                           else (x.dtype, ))]
+    widest = dtypes[0]
+    for dtype in dtypes[1:]:
+        widest = torch.promote_types(widest, dtype)
+    return widest
 
 
 class _KernelPlan(NamedTuple):

@@ -73,7 +73,8 @@ def orthogonal_node_ids(num_nodes: Sizes, dim: int,
         num_nodes (int, list or torch.Tensor): Node count of every graph.
         dim (int): Identifier dimension :math:`d_p`.
         generator (torch.Generator, optional): Random generator.
-        dtype (torch.dtype): Output dtype.
+        dtype (torch.dtype): Output dtype (computed in float32 and cast
+            for the half types).
 
     :rtype: :class:`torch.Tensor` of shape :obj:`[sum(num_nodes), dim]`,
         the graphs' rows in order.
@@ -83,6 +84,8 @@ def orthogonal_node_ids(num_nodes: Sizes, dim: int,
     out = torch.zeros(int(sizes.sum()), dim, dtype=dtype)
     if out.numel() == 0:
         return out
+    if dtype not in (torch.float32, torch.float64):  # no QR in half types
+        return orthogonal_node_ids(sizes, dim, generator).to(dtype)
     starts = torch.cumsum(sizes, 0) - sizes
     for n in torch.unique(sizes).tolist():
         if n == 0:

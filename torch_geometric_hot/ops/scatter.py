@@ -8,13 +8,14 @@ pure torch otherwise. No other module imports ``torch_scatter``.
 
 The choice can be forced with the environment variable
 ``TORCH_GEOMETRIC_HOT_SCATTER`` (``"auto"``, ``"torch"`` or
-``"torch_scatter"``) or, at run time, with :func:`use_backend`.
+``"torch_scatter"``) or, at run time and per thread, with :func:`use_backend`.
 """
 import contextlib
+import contextvars
 import importlib.util
 import math
 import os
-from typing import Iterator
+from typing import Iterator, Optional
 
 import torch
 from torch import Tensor
@@ -39,24 +40,29 @@ def _resolve(name: str) -> str:
     return name
 
 
-_backend = _resolve(os.environ.get('TORCH_GEOMETRIC_HOT_SCATTER', 'auto'))
+_default_backend = _resolve(os.environ.get('TORCH_GEOMETRIC_HOT_SCATTER',
+                                           'auto'))
+# use_backend's choice, per thread and context (None: the default)
+_backend_override: contextvars.ContextVar[Optional[str]] = \
+    contextvars.ContextVar('torch_geometric_hot_scatter', default=None)
 
 
 def current_backend() -> str:
     r"""The backend in use: ``"torch"`` or ``"torch_scatter"``."""
-    return _backend
+    backend = _backend_override.get()
+    return _default_backend if backend is None else backend
 
 
 @contextlib.contextmanager
 def use_backend(name: str) -> Iterator[str]:
     r"""Temporarily switch the scatter backend (``"auto"``, ``"torch"`` or
-    ``"torch_scatter"``)."""
-    global _backend
-    previous, _backend = _backend, _resolve(name)
+    ``"torch_scatter"``) in this thread (a :mod:`contextvars` variable:
+    other threads keep theirs)."""
+    token = _backend_override.set(_resolve(name))
     try:
-        yield _backend
+        yield current_backend()
     finally:
-        _backend = previous
+        _backend_override.reset(token)
 
 
 def scatter_sum(src: Tensor, index: Tensor, dim_size: int) -> Tensor:
@@ -93,7 +99,7 @@ def scatter_max(src: Tensor, index: Tensor, dim_size: int) -> Tensor:
     src = src.detach()
     # torch_scatter has no fake-tensor kernels: under torch.compile the
     # pure-torch path is traced instead.
-    if _backend == 'torch_scatter' and src.numel() > 0 and \
+    if current_backend() == 'torch_scatter' and src.numel() > 0 and \
             not torch.compiler.is_compiling():
         import torch_scatter
         return torch_scatter.scatter_max(src, index, dim=0,

@@ -35,8 +35,10 @@ from torch import Tensor
 from torch.utils.checkpoint import checkpoint
 from torch_geometric.utils import to_dense_batch
 
-from torch_geometric_hot.ops.scatter import scatter_max, scatter_sum
+from torch_geometric_hot.ops.scatter import (scatter_max, scatter_sum,
+                                             segment_counts)
 from torch_geometric_hot.ops.softmax import grouped_softmax
+from torch_geometric_hot.ops.validation import check_size
 
 FORMS = ('multilinear', 'determinant')
 # Elements of a chunk's [chunk, H, d] temporaries when chunk_size is None.
@@ -293,9 +295,17 @@ def indexer_dense_scores(query: Tensor, key: Tensor, weight: Tensor,
 
     Returns:
         :obj:`(scores [B, L, L], mask [B, L])`, :math:`L` the largest graph
-        size; :math:`O(B L^2 H_I d_I)` time.
+        size; :math:`O(B L^2 H_I d_I)` time, :math:`B H_I L^2` elements
+        checked against the size limit
+        (:func:`~torch_geometric_hot.ops.validation.size_limit`).
     """
     heads, dim = query.shape[1:]
+    if batch.numel():
+        graphs, length = int(batch.max()) + 1, int(segment_counts(
+            batch, int(batch.max()) + 1).max())
+        check_size(graphs * heads * length * length,
+                   f"the indexer's dense scores ({graphs} graphs x {heads} "
+                   f"heads x {length}^2 pairs of the largest graph)")
     q, mask = to_dense_batch(query.flatten(1), batch)
     k, _ = to_dense_batch(key.flatten(1), batch)
     w, _ = to_dense_batch(weight, batch)  # [B, L, H_I]

@@ -23,6 +23,7 @@ from torch import Tensor
 from torch_geometric_hot.ops.kernel_attention import (gather_contract,
                                                       segment_outer_sum)
 from torch_geometric_hot.ops.scatter import segment_counts
+from torch_geometric_hot.ops.validation import check_size
 
 
 def token_positions(token_batch: Tensor,
@@ -68,7 +69,9 @@ def per_graph_softmax_attention(query: Tensor, key: Tensor, value: Tensor,
         \mathrm{out}_t = \sum_{s : g(s) = g(t)}
         \mathrm{softmax}_s\left(\frac{q_t^\top k_s}{\sqrt{d}}\right) v_s
 
-    Tokens are scattered into :obj:`[B, H, L_max, d]` blocks, attended with
+    Tokens are scattered into :obj:`[B, H, L_max, d]` blocks (checked
+    against the size limit,
+    :func:`~torch_geometric_hot.ops.validation.size_limit`), attended with
     :func:`~torch.nn.functional.scaled_dot_product_attention` under a
     key-padding mask (no mask when all graphs have the same size, no copy
     when there is a single graph), and gathered back.
@@ -90,6 +93,11 @@ def per_graph_softmax_attention(query: Tensor, key: Tensor, value: Tensor,
     position, lengths = layout if layout is not None else token_positions(
         token_batch, num_graphs)
     max_len = int(lengths.max())
+    if num_graphs > 1:
+        check_size(num_graphs * max_len * query.size(1) * (
+            2 * query.size(-1) + value.size(-1)), f"softmax token attention's "
+                   f"padded blocks ({num_graphs} graphs x {max_len} tokens "
+                   f"of the largest)")
 
     def to_blocks(x: Tensor) -> Tensor:  # [T, H, d] -> [B, H, L, d]
         if num_graphs == 1:

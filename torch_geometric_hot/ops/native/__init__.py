@@ -27,9 +27,9 @@ pure-torch path is used and a warning says why.
 The choice can be forced with the environment variable
 ``TORCH_GEOMETRIC_HOT_NATIVE`` (``"auto"``: use the kernels when they build;
 ``"off"``; ``"on"``: fail when they do not build) or, at run time, with
-:func:`use_native`. The kernels run on contiguous float32/float64 CPU
-tensors (anything else, and tracing by ``torch.compile``, takes the torch
-path). The summary kernels split their rows across
+:func:`use_native` (per thread). The kernels run on contiguous
+float32/float64 CPU tensors (anything else, and tracing by
+``torch.compile``, takes the torch path). The summary kernels split their rows across
 ``torch.get_num_threads()`` threads at group boundaries (no two threads
 write the same summary block), the direct readings their groups (at
 equal estimated costs, :data:`QUERY_COST`), the
@@ -40,6 +40,7 @@ keys); the pair scatter runs on one (split, it gained nothing: its time
 is the page faults of its fresh output).
 """
 import contextlib
+import contextvars
 import ctypes
 import hashlib
 import os
@@ -87,6 +88,15 @@ def _mode(name: str) -> str:
 _state = {'mode': _mode(os.environ.get('TORCH_GEOMETRIC_HOT_NATIVE',
                                        'auto')),
           'library': None, 'error': None}
+# use_native's mode, per thread and context (None: the process's mode)
+_mode_override: contextvars.ContextVar[Optional[str]] = \
+    contextvars.ContextVar('torch_geometric_hot_native', default=None)
+
+
+def current_mode() -> str:
+    r"""The native mode in force in this thread (see :func:`use_native`)."""
+    mode = _mode_override.get()
+    return _state['mode'] if mode is None else mode
 
 
 def _cache_dir() -> str:
@@ -183,17 +193,18 @@ def _declare(library: ctypes.CDLL) -> ctypes.CDLL:
 def library() -> Optional[ctypes.CDLL]:
     r"""The compiled kernels (built at the first call), or :obj:`None` when
     they are switched off or cannot be built."""
-    if _state['mode'] == 'off':
+    mode = current_mode()
+    if mode == 'off':
         return None
     if _state['library'] is None and _state['error'] is None:
         try:
             _state['library'] = _declare(_build())
         except (OSError, RuntimeError) as error:
             _state['error'] = error
-            if _state['mode'] == 'auto':
+            if mode == 'auto':
                 warnings.warn(f'torch_geometric_hot: native kernels '
                               f'unavailable, using torch ({error})')
-    if _state['library'] is None and _state['mode'] == 'on':
+    if _state['library'] is None and mode == 'on':
         raise RuntimeError(f"TORCH_GEOMETRIC_HOT_NATIVE='on' but the native "
                            f"kernels are unavailable: {_state['error']}")
     return _state['library']
@@ -206,13 +217,14 @@ def available() -> bool:
 
 @contextlib.contextmanager
 def use_native(mode: str) -> Iterator[bool]:
-    r"""Temporarily set the native mode (``"auto"``, ``"on"`` or ``"off"``);
-    yields whether the kernels are in use."""
-    previous, _state['mode'] = _state['mode'], _mode(mode)
+    r"""Temporarily set the native mode (``"auto"``, ``"on"`` or ``"off"``)
+    in this thread (a :mod:`contextvars` variable: other threads keep
+    theirs); yields whether the kernels are in use."""
+    token = _mode_override.set(_mode(mode))
     try:
         yield available()
     finally:
-        _state['mode'] = previous
+        _mode_override.reset(token)
 
 
 def applies(*tensors: Tensor) -> bool:
