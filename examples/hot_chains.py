@@ -22,6 +22,7 @@ from torch_geometric_hot.data import PairView
 from torch_geometric_hot.datasets import synthetic_chains
 from torch_geometric_hot.models import HOTNodeModel
 from torch_geometric_hot.nn import EquivariantLinear
+from torch_geometric_hot.data import PairView
 from torch_geometric_hot.transforms import AddSecondOrderView
 
 HIDDEN = 16
@@ -34,9 +35,9 @@ class GCN(torch.nn.Module):
         self.conv1, self.conv2 = GCNConv(2, HIDDEN), GCNConv(HIDDEN, HIDDEN)
         self.head = torch.nn.Linear(HIDDEN, 2)
 
-    def forward(self, data):
-        h = self.conv1(data.x, data.edge_index).relu()
-        return self.head(self.conv2(h, data.edge_index))
+    def forward(self, x, edge_index, edge_attr=None, batch=None, view=None):
+        h = self.conv1(x, edge_index).relu()
+        return self.head(self.conv2(h, edge_index))
 
 
 class InvariantMLPNode(torch.nn.Module):
@@ -50,9 +51,8 @@ class InvariantMLPNode(torch.nn.Module):
                                      normalize='mean')
         self.head = torch.nn.Linear(HIDDEN, 2)
 
-    def forward(self, data):
-        view = PairView.from_data(data)
-        h = self.l22(view.lift(self.encode(data.x)), view).relu()
+    def forward(self, x, edge_index, edge_attr=None, batch=None, view=None):
+        h = self.l22(view.lift(self.encode(x)), view).relu()
         return self.head(self.l21(h, view))
 
 
@@ -74,12 +74,19 @@ MODELS = {
 }
 
 
+def run(model, batch):
+    r"""A model on a batch, with PyG's calling convention, reusing the pair
+    view the dataset carries."""
+    return model(batch.x, batch.edge_index, batch.get('edge_attr'),
+                 batch.batch, view=PairView.from_data(batch))
+
+
 def evaluate(model, loader):
     model.eval()
     preds, labels = [], []
     with torch.no_grad():
         for batch in loader:
-            preds.append(model(batch).argmax(-1))
+            preds.append(run(model, batch).argmax(-1))
             labels.append(batch.y)
     pred, label = torch.cat(preds), torch.cat(labels)
     accuracy = float((pred == label).float().mean())
@@ -101,7 +108,8 @@ def train(name, build, train_loader, test_loader, epochs, seed):
         model.train()
         for batch in train_loader:
             opt.zero_grad()
-            loss = torch.nn.functional.cross_entropy(model(batch), batch.y)
+            loss = torch.nn.functional.cross_entropy(run(model, batch),
+                                                     batch.y)
             loss.backward()
             opt.step()
     accuracy, f1 = evaluate(model, test_loader)

@@ -26,6 +26,7 @@ import torch
 from torch_geometric.loader import DataLoader
 from tqdm import tqdm
 
+from torch_geometric_hot.data import PairView
 from torch_geometric_hot.datasets import NCITPSA
 from torch_geometric_hot.models import HOTGraphModel, InvariantMLP
 from torch_geometric_hot.nn import CategoricalEncoder
@@ -109,7 +110,8 @@ def run_epoch(model, loader, mean: float, std: float, optimizer=None,
     total, count = 0.0, 0
     with torch.set_grad_enabled(optimizer is not None):
         for batch in loader:
-            pred = model(batch) * std + mean  # [num_graphs, 1]
+            pred = model(batch.x, batch.edge_index, batch.edge_attr, batch.batch,
+                         view=PairView.from_data(batch)) * std + mean
             error = (pred - batch.y).abs()
             if optimizer is not None:
                 optimizer.zero_grad()

@@ -2,6 +2,7 @@ import pytest
 import torch
 from torch_geometric.data import Batch
 
+from torch_geometric_hot.data import PairView
 from torch_geometric_hot.models import (HOTGraphModel, HOTHyperedgeModel,
                                         HOTNodeModel, HOTSetToGraph)
 from torch_geometric_hot.nn import CategoricalEncoder
@@ -17,6 +18,17 @@ MODELS = [
     (HOTSetToGraph, {}, 'other', 2),
     (HOTHyperedgeModel, {'k': 3}, 'other', 3),
 ]
+
+
+def on_graph(model):
+    r"""The model called on a graph as a PyG user calls it."""
+    if isinstance(model, HOTHyperedgeModel):
+        return lambda d: model(d.x, d.hyperedge_index, d.batch)
+    if isinstance(model, HOTSetToGraph):
+        return lambda d: model(d.x, d.edge_index, d.batch,
+                               view=PairView.from_data(d))
+    return lambda d: model(d.x, d.edge_index, d.edge_attr, d.batch,
+                           view=PairView.from_data(d))
 
 
 def graphs():
@@ -35,9 +47,9 @@ def test_models_equivariant_batch_independent_finite(cls, kwargs, level,
     model = cls(4, 2, num_layers=1, heads=2, attention=attention, seed=0,
                 edge_encoder=torch.nn.Identity(), **kwargs).double().eval()
     data = graphs()
-    assert_permutation_equivariant(model, data[0], level)
-    assert_batch_independent(model, data, rows_per_graph(order))
-    out = model(Batch.from_data_list(data))
+    assert_permutation_equivariant(on_graph(model), data[0], level)
+    assert_batch_independent(on_graph(model), data, rows_per_graph(order))
+    out = on_graph(model)(Batch.from_data_list(data))
     assert torch.isfinite(out).all()
 
 
@@ -50,7 +62,7 @@ def test_checkpointing_gives_identical_gradients():
     for flag in (False, True):
         model.checkpoint = flag
         model.zero_grad()
-        model(batch).sum().backward()
+        on_graph(model)(batch).sum().backward()
         grads.append([p.grad.clone() for p in model.parameters()
                       if p.grad is not None])
     for a, b in zip(*grads):
@@ -72,7 +84,8 @@ def test_molecule_style_model_trains():
     losses = []
     for _ in range(40):
         opt.zero_grad()
-        loss = (model(batch) - batch.y).abs().mean()
+        loss = (model(batch.x, batch.edge_index, batch.edge_attr,
+                      batch.batch) - batch.y).abs().mean()
         loss.backward()
         opt.step()
         losses.append(loss.item())

@@ -22,7 +22,7 @@ def model(task, **kwargs):
 
 def run(m):
     return lambda d: m(d.x, d.edge_index, d.edge_attr, d.get('batch'),
-                       d.lap_node_id)
+                       node_id=d.lap_node_id)
 
 
 @pytest.mark.parametrize('task,level', [('graph', 'graph'), ('node', 'node'),

@@ -3,9 +3,11 @@ from torch_geometric_hot.data.pair_view import (PairView, build_pair_index,
                                                check_edge_index)
 from torch_geometric_hot.data.node_view import NodeView
 from torch_geometric_hot.data.plan_cache import PlanCache
+from torch_geometric_hot.data.resolve_view import (resolve_node_view,
+                                                   resolve_pair_view)
 
 __all__ = ['PairView', 'NodeView', 'PlanCache', 'build_pair_index',
-           'check_edge_index']
+           'check_edge_index', 'resolve_pair_view', 'resolve_node_view']
 from torch_geometric_hot.data.simplex_candidates import (
     dense_simplices, neighbour_simplices, walk_simplices)
 

@@ -7,7 +7,8 @@ import torch
 from torch import Tensor
 from torch.utils.checkpoint import checkpoint
 
-from torch_geometric_hot.data import NodeView, PairView
+from torch_geometric_hot.data import (PairView, resolve_node_view,
+                                      resolve_pair_view)
 from torch_geometric_hot.nn.hot_layer import HOTLayer
 from torch_geometric_hot.nn.pair_encoder import PairEncoder
 
@@ -16,9 +17,13 @@ class HOTModel(torch.nn.Module):
     r"""Base of the HOT models: :math:`[\mathrm{Enc}_{k \to k}]_{\times L} -
     \mathrm{Enc}_{k \to l} - \mathrm{LN} - \text{head}`.
 
-    Order-2 models read the pair view of the batch (built on the fly when no
-    :class:`~torch_geometric_hot.transforms.AddSecondOrderView` attached
-    it): node features enter on the diagonal, edge features on the edges.
+    Models take PyG's tensors, like PyG's own models:
+    ``model(x, edge_index, edge_attr, batch)``. Order-2 models read the
+    pair view of the batch: pass ``view=PairView.from_data(batch)`` to reuse
+    the one :class:`~torch_geometric_hot.transforms.AddSecondOrderView`
+    attached to the dataset, or leave it out to build it from
+    :obj:`edge_index` on the fly. Node features enter on the diagonal, edge
+    features on the edges.
 
     Args:
         hidden_channels (int): Width :math:`d`.
@@ -28,10 +33,12 @@ class HOTModel(torch.nn.Module):
         num_layers (int, optional): Blocks :math:`L` before the last one.
             (default: :obj:`4`)
         heads (int, optional): Attention heads. (default: :obj:`4`)
-        node_encoder (torch.nn.Module, optional): :obj:`data.x` →
-            :obj:`[n, d]` (default: :obj:`data.x` is used as is).
-        edge_encoder (torch.nn.Module, optional): :obj:`data.edge_attr` →
-            :obj:`[m, d]` (order 2; edges enter as zeros if omitted).
+        node_encoder (torch.nn.Module, optional): :obj:`x` →
+            :obj:`[n, d]` (default: :obj:`x` is used as is and must be
+            float of width :math:`d`).
+        edge_encoder (torch.nn.Module, optional): :obj:`edge_attr` →
+            :obj:`[m, d]` (order 2; default: :obj:`edge_attr` as is; edges
+            enter as zeros when no :obj:`edge_attr` is passed).
         head_layers (int, optional): Hidden layers of the output MLP
             (0: one linear layer). (default: :obj:`0`)
         checkpoint (bool, optional): Recompute each block in the backward
@@ -50,7 +57,8 @@ class HOTModel(torch.nn.Module):
         super().__init__()
         self.in_order, self.out_order = in_order, out_order
         self.hidden_channels = hidden_channels
-        self.encoder = PairEncoder(node_encoder, edge_encoder,
+        self.encoder = PairEncoder(hidden_channels, node_encoder,
+                                   edge_encoder,
                                    order=2 if in_order == 2 else 1)
         self.checkpoint = checkpoint
         self.layers = torch.nn.ModuleList([
@@ -77,18 +85,15 @@ class HOTModel(torch.nn.Module):
         for layer in self.layers:
             layer.redraw_projection()
 
-    def view(self, data):
-        r"""The index bundle the model runs on."""
+    def _run(self, x: Tensor, edge_index: Tensor,
+             edge_attr: Optional[Tensor], batch: Optional[Tensor],
+             num_graphs: Optional[int], view,
+             hyperedge_index: Optional[Tensor]) -> Tensor:
         if self.in_order == 2 or self.out_order == 2:
-            return PairView.from_data(data)
-        return NodeView(data.num_nodes, getattr(data, 'batch', None),
-                        getattr(data, 'num_graphs', None))
-
-    def forward(self, data, view=None) -> Tensor:
-        view = view if view is not None else self.view(data)
-        hyperedge_index = getattr(data, 'hyperedge_index', None) \
-            if self.out_order >= 3 else None
-        h = self.encoder(data, view)
+            view = resolve_pair_view(x, edge_index, batch, num_graphs, view)
+        else:
+            view = resolve_node_view(x, batch, num_graphs, view)
+        h = self.encoder(x, edge_attr, view)
         for layer in self.layers:
             if self.checkpoint and torch.is_grad_enabled():
                 h = checkpoint(layer, h, view, hyperedge_index,
@@ -96,6 +101,25 @@ class HOTModel(torch.nn.Module):
             else:
                 h = layer(h, view, hyperedge_index)
         return self.head(self.norm(h))
+
+    def forward(self, x: Tensor, edge_index: Tensor,
+                edge_attr: Optional[Tensor] = None,
+                batch: Optional[Tensor] = None, *,
+                num_graphs: Optional[int] = None,
+                view: Optional[PairView] = None) -> Tensor:
+        r"""
+        Args:
+            x (torch.Tensor): Node features :obj:`[n, *]`.
+            edge_index (torch.Tensor): Edges :obj:`[2, m]`.
+            edge_attr (torch.Tensor, optional): Edge features
+                :obj:`[m, *]`.
+            batch (torch.Tensor, optional): Graph of every node :obj:`[n]`.
+            num_graphs (int, optional): Number of graphs (saves a
+                synchronisation on GPU).
+            view (PairView, optional): The batch's pair view (see above).
+        """
+        return self._run(x, edge_index, edge_attr, batch, num_graphs, view,
+                         None)
 
     def __repr__(self) -> str:
         return (f'{self.__class__.__name__}({self.hidden_channels}, '
@@ -129,6 +153,21 @@ class HOTSetToGraph(HOTModel):
         kwargs.setdefault('head_layers', 1)
         super().__init__(hidden_channels, out_channels, 1, 2, **kwargs)
 
+    def forward(self, x: Tensor, edge_index: Tensor,
+                batch: Optional[Tensor] = None, *,
+                num_graphs: Optional[int] = None,
+                view: Optional[PairView] = None) -> Tensor:
+        r"""
+        Args:
+            x (torch.Tensor): Element features :obj:`[n, *]`.
+            edge_index (torch.Tensor): The pairs to score :obj:`[2, m]`
+                (all pairs of a set, or a candidate subset).
+            batch (torch.Tensor, optional): Set of every element :obj:`[n]`.
+            num_graphs (int, optional): Number of sets.
+            view (PairView, optional): The pair view of :obj:`edge_index`.
+        """
+        return self._run(x, edge_index, None, batch, num_graphs, view, None)
+
 
 class HOTHyperedgeModel(HOTModel):
     r"""k-uniform hyperedge scoring: :math:`[\mathrm{Enc}_{1\to 1}]_{\times
@@ -139,3 +178,17 @@ class HOTHyperedgeModel(HOTModel):
                  **kwargs):
         kwargs.setdefault('head_layers', 1)
         super().__init__(hidden_channels, out_channels, 1, k, **kwargs)
+
+    def forward(self, x: Tensor, hyperedge_index: Tensor,
+                batch: Optional[Tensor] = None, *,
+                num_graphs: Optional[int] = None) -> Tensor:
+        r"""
+        Args:
+            x (torch.Tensor): Node features :obj:`[n, *]`.
+            hyperedge_index (torch.Tensor): The :math:`k`-tuples to score,
+                :obj:`[k, h]`.
+            batch (torch.Tensor, optional): Graph of every node :obj:`[n]`.
+            num_graphs (int, optional): Number of graphs.
+        """
+        return self._run(x, None, None, batch, num_graphs, None,
+                         hyperedge_index)

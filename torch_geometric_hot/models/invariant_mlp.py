@@ -3,7 +3,7 @@ from typing import Optional
 import torch
 from torch import Tensor
 
-from torch_geometric_hot.data import PairView
+from torch_geometric_hot.data import PairView, resolve_pair_view
 from torch_geometric_hot.nn.equivariant_linear import EquivariantLinear
 from torch_geometric_hot.nn.pair_encoder import PairEncoder
 
@@ -23,11 +23,12 @@ class InvariantMLP(torch.nn.Module):
         out_channels (int): Output width.
         num_layers (int, optional): Number of :math:`L_{2\to 2}` layers.
             (default: :obj:`4`)
-        node_encoder (torch.nn.Module, optional): Maps :obj:`data.x` to
-            :obj:`[n, hidden_channels]`; without it :obj:`data.x` must
+        node_encoder (torch.nn.Module, optional): Maps :obj:`x` to
+            :obj:`[n, hidden_channels]`; without it :obj:`x` must
             already be float of width :obj:`hidden_channels`.
-        edge_encoder (torch.nn.Module, optional): Maps :obj:`data.edge_attr`
-            to :obj:`[m, hidden_channels]`; edges enter as zeros if omitted.
+        edge_encoder (torch.nn.Module, optional): Maps :obj:`edge_attr`
+            to :obj:`[m, hidden_channels]` (default: :obj:`edge_attr` as
+            is; edges enter as zeros when no :obj:`edge_attr` is passed).
         normalize (str, optional): ``'sum'`` or ``'mean'`` class
             normalisation. (default: ``'mean'``)
         dropout (float, optional): Dropout after every ReLU.
@@ -40,7 +41,7 @@ class InvariantMLP(torch.nn.Module):
                  normalize: str = 'mean', dropout: float = 0.0) -> None:
         super().__init__()
         self.hidden_channels = hidden_channels
-        self.encoder = PairEncoder(node_encoder, edge_encoder)
+        self.encoder = PairEncoder(hidden_channels, node_encoder, edge_encoder)
         self.dropout = torch.nn.Dropout(dropout)
         self.layers = torch.nn.ModuleList([
             EquivariantLinear(hidden_channels, hidden_channels, 2, 2,
@@ -54,10 +55,25 @@ class InvariantMLP(torch.nn.Module):
         for module in [self.encoder, self.head, self.readout, *self.layers]:
             module.reset_parameters()
 
-    def forward(self, data, view: Optional[PairView] = None) -> Tensor:
-        r"""Returns :obj:`[num_graphs, out_channels]`."""
-        view = view if view is not None else PairView.from_data(data)
-        h = self.encoder(data, view)
+    def forward(self, x: Tensor, edge_index: Tensor,
+                edge_attr: Optional[Tensor] = None,
+                batch: Optional[Tensor] = None, *,
+                num_graphs: Optional[int] = None,
+                view: Optional[PairView] = None) -> Tensor:
+        r"""Returns :obj:`[num_graphs, out_channels]`.
+
+        Args:
+            x (torch.Tensor): Node features :obj:`[n, *]`.
+            edge_index (torch.Tensor): Edges :obj:`[2, m]`.
+            edge_attr (torch.Tensor, optional): Edge features :obj:`[m, *]`.
+            batch (torch.Tensor, optional): Graph of every node :obj:`[n]`.
+            num_graphs (int, optional): Number of graphs.
+            view (PairView, optional): The batch's pair view
+                (:meth:`PairView.from_data`); built from :obj:`edge_index`
+                when omitted.
+        """
+        view = resolve_pair_view(x, edge_index, batch, num_graphs, view)
+        h = self.encoder(x, edge_attr, view)
         for layer in self.layers:
             h = self.dropout(layer(h, view).relu())
         return self.head(self.readout(h, view).relu())

@@ -79,14 +79,44 @@ class TokenGT(torch.nn.Module):
 
     def forward(self, x: Tensor, edge_index: Tensor,
                 edge_attr: Optional[Tensor] = None,
-                batch: Optional[Tensor] = None,
-                node_id: Optional[Tensor] = None,
-                num_graphs: Optional[int] = None) -> Tensor:
-        r"""Predictions per graph, node or edge (see :obj:`task`)."""
+                batch: Optional[Tensor] = None, *,
+                num_graphs: Optional[int] = None,
+                node_id: Optional[Tensor] = None) -> Tensor:
+        r"""Predictions per graph, node or edge (see :obj:`task`).
+
+        Args:
+            x (torch.Tensor): Node features :obj:`[n, *]`.
+            edge_index (torch.Tensor): Directed edges :obj:`[2, m]`.
+            edge_attr (torch.Tensor, optional): Edge features
+                :obj:`[m, *]`.
+            batch (torch.Tensor, optional): Graph of every node :obj:`[n]`.
+            num_graphs (int, optional): Number of graphs.
+            node_id (torch.Tensor, optional): Node identifiers
+                :obj:`[n, node_id_dim]` precomputed by a transform:
+                ``data.lap_node_id``
+                (:class:`~torch_geometric_hot.transforms.AddLaplacianNodeId`),
+                ``data.orf_node_id``
+                (:class:`~torch_geometric_hot.transforms.AddOrthogonalNodeId`)
+                or ``data.random_node_id``
+                (:class:`~torch_geometric_hot.transforms.AddRandomNodeId`);
+                computed on the fly when omitted.
+        """
         if self.node_encoder is not None:
             x = self.node_encoder(x)
-        if self.edge_encoder is not None and edge_attr is not None:
-            edge_attr = self.edge_encoder(edge_attr)
+        elif not x.is_floating_point():
+            raise ValueError(
+                f"'x' has dtype {x.dtype} and TokenGT has no node_encoder: "
+                f"pass floating-point features or a node_encoder (for OGB's "
+                f"integer atom features, CategoricalEncoder("
+                f"get_atom_feature_dims(), hidden_channels))")
+        if edge_attr is not None:
+            if self.edge_encoder is not None:
+                edge_attr = self.edge_encoder(edge_attr)
+            elif not edge_attr.is_floating_point():
+                raise ValueError(
+                    f"'edge_attr' has dtype {edge_attr.dtype} and TokenGT "
+                    f"has no edge_encoder: pass floating-point features or "
+                    f"an edge_encoder")
         out = self.encoder(x, edge_index, edge_attr, batch, node_id,
                            num_graphs=num_graphs)
         return self.head(getattr(out, self.task))
