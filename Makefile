@@ -1,11 +1,14 @@
 # Thin wrappers around scripts/*.sh (each creates or reuses .venv).
-.PHONY: demo test bootstrap bench-quick
+.PHONY: demo test docs bootstrap bench-quick
 
 demo:
 	bash scripts/demo.sh $(ARGS)
 
 test:
 	bash scripts/test.sh $(ARGS)
+
+docs:
+	bash scripts/docs.sh
 
 bootstrap:
 	bash scripts/bootstrap.sh

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Create (or reuse) the repository's virtual environment in .venv and install
-# the package with the [test,ogb,examples] extras.
+# the package with the [test,ogb,examples,docs] extras.
 #
 # - torch==2.13.0 is installed first, on its own, so that pip never resolves
 #   a different (e.g. CUDA) build as a dependency of torch_geometric.
@@ -35,8 +35,8 @@ pip_install() {
 
 echo "bootstrap: installing torch==2.13.0 (CPU)"
 pip_install "torch==2.13.0"
-echo "bootstrap: installing torch_geometric_hot[test,ogb,examples]"
-pip_install -e "$root[test,ogb,examples]"
+echo "bootstrap: installing torch_geometric_hot[test,ogb,examples,docs]"
+pip_install -e "$root[test,ogb,examples,docs]"
 
 if [[ -d "$wheelhouse" ]]; then
     echo "bootstrap: installing torch-scatter from $wheelhouse"

@@ -4,14 +4,19 @@
 # installed, the native kernel-attention kernels when a C compiler builds
 # them), then the core test directories run a second time with
 # TORCH_GEOMETRIC_HOT_SCATTER=torch and TORCH_GEOMETRIC_HOT_NATIVE=off, so
-# that the pure-torch fallbacks are exercised too. Extra arguments are passed
-# to pytest.
+# that the pure-torch fallbacks are exercised too. Before them, the
+# documentation site is built and its doctests run. Extra arguments are
+# passed to pytest.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 "$root/scripts/bootstrap.sh"
 cd "$root"
 py="$root/.venv/bin/python"
+
+# The documentation site and its doctests first (scripts/docs.sh), so that
+# pytest's summary stays the last thing printed.
+"$root/scripts/docs.sh"
 
 # pytest's exit code 5 ("no tests collected") is a failure here: the suite
 # is never empty, so an empty run means something is broken.

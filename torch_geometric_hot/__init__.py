@@ -9,6 +9,7 @@ batch, :mod:`~torch_geometric_hot.ops` holds the pure sparse kernels,
 from torch_geometric_hot import data, ops, transforms, nn, models, datasets
 from torch_geometric_hot import testing
 
+#: The package version (``pyproject.toml`` reads it from here).
 __version__ = '0.1.0'
 
 __all__ = [

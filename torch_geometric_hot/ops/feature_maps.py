@@ -22,6 +22,8 @@ from torch import Tensor
 from torch_geometric_hot.ops import native
 from torch_geometric_hot.ops.scatter import scatter_max
 
+#: The feature maps of kernel attention: Performer's positive random
+#: features (``'favor+'``), ReLU random features and :math:`elu + 1`.
 KERNELS = ('favor+', 'relu', 'elu')
 _RELU_EPS = 1e-3
 
