@@ -115,7 +115,7 @@ def _check_tuples(count: Tensor, order: int, kind: str) -> None:
     # the guard of every generator: T tuples of N + 1 nodes
     tuples = int(count.item())
     check_size(tuples * (order + 1), f"{kind!r} candidate tuples of order "
-               f"N={order} ({tuples:.3g} tuples of {order + 1} nodes)")
+               f"N={order} ({tuples:,} tuples of {order + 1} nodes)")
 
 
 def _count_tuples(rowptr: Tensor, col: Tensor, order: int,

@@ -6,9 +6,10 @@ they are :mod:`contextvars`, so a context manager entered in one thread
 never changes what another thread sees.
 
 * **Validation** (:func:`validation`): the checks that read tensor values
-  (graph ids in range, sorted batches, node indices in range) cost a pass
-  over the index and a device synchronisation; ``with validation(False):``
-  skips them (shapes and dtypes are always checked). The process-wide
+  (graph ids in range, sorted batches, node indices in range, finite
+  features) cost a pass over the input and a device synchronisation;
+  ``with validation(False):`` skips them (shapes and dtypes are always
+  checked). The process-wide
   default is on; the environment variable
   ``TORCH_GEOMETRIC_HOT_VALIDATION=off`` turns it off.
 * **Size limit** (:func:`size_limit`): every transform or layer whose output
@@ -112,8 +113,8 @@ def check_size(elements: int, what: str) -> None:
     limit = current_size_limit()
     if elements > limit:
         raise SizeLimitError(
-            f"{what} would allocate {elements:.3g} elements, above the size "
-            f"limit of {limit:.3g}; raise it with "
+            f"{what} would allocate {elements:,} elements, above the size "
+            f"limit of {limit:,}; raise it with "
             f"'with torch_geometric_hot.ops.size_limit(n):' or "
             f"torch_geometric_hot.ops.set_size_limit(n) (or the environment "
             f"variable TORCH_GEOMETRIC_HOT_SIZE_LIMIT), or use sparser "
@@ -159,7 +160,9 @@ def check_features(x: Tensor, channels: Optional[int] = None,
     r"""Raises unless :obj:`x` is a 2-dimensional floating-point tensor
     with :obj:`channels` columns (when given) and, outside
     :func:`torch.autocast`, of dtype :obj:`dtype` (a layer's parameter
-    dtype, when given)."""
+    dtype, when given); while :func:`validating`, also when it holds a NaN
+    or an infinity (without the check, one propagates to every output row
+    of its graph, never to other graphs)."""
     if not isinstance(x, Tensor) or x.dim() != 2:
         raise ValueError(f"'{name}' must be a 2-dimensional tensor [rows, "
                          f"channels], got {_shape(x)}")
@@ -176,6 +179,13 @@ def check_features(x: Tensor, channels: Optional[int] = None,
                         f"parameters are {dtype}: cast one to the other "
                         f"(x.to({dtype}) or layer.to({x.dtype})), or run "
                         f"under torch.autocast")
+    if x.numel() and validating():
+        finite = torch.isfinite(x).all(dim=1)
+        if not bool(finite.all()):
+            row = int((~finite).nonzero()[0])
+            raise ValueError(f"'{name}' holds NaN or infinite values (first "
+                             f"in row {row}): attention would spread them to "
+                             f"every row of that graph")
 
 
 def check_batch(batch: Optional[Tensor], num_nodes: int,

@@ -7,11 +7,16 @@ from torch_geometric.data.datapipes import functional_transform
 from torch_geometric.transforms import BaseTransform
 
 from torch_geometric_hot.data.pair_view import check_edge_index
+from torch_geometric_hot.ops.validation import (check_size,
+                                                current_size_limit)
 
 
 def k_cliques(edge_index: torch.Tensor, num_nodes: int,
               k: int) -> Set[Tuple[int, ...]]:
-    r"""All k-cliques of the undirected graph, as sorted node tuples."""
+    r"""All k-cliques of the undirected graph, as sorted node tuples;
+    raises :class:`~torch_geometric_hot.ops.validation.SizeLimitError`
+    as soon as their :math:`k` nodes each exceed the size limit."""
+    most = current_size_limit() // k  # the cliques the limit allows
     neighbours = [set() for _ in range(num_nodes)]
     for u, v in edge_index.t().tolist():
         if u != v:
@@ -22,6 +27,9 @@ def k_cliques(edge_index: torch.Tensor, num_nodes: int,
     def extend(clique, candidates):
         if len(clique) == k:
             cliques.add(tuple(clique))
+            if len(cliques) > most:
+                check_size(len(cliques) * k, f"the {k}-cliques of the graph "
+                           f"(more than {most} so far)")
             return
         for v in sorted(candidates):
             if v > clique[-1]:
@@ -93,6 +101,8 @@ class AddHyperedgeView(BaseTransform):
         if n < self.k:
             candidates = []
         elif math.comb(n, self.k) <= self.max_candidates:
+            check_size(math.comb(n, self.k) * self.k,
+                       f"all {self.k}-subsets of {n} nodes as candidates")
             candidates = [tuple(c) for c in torch.combinations(
                 torch.arange(n), self.k).tolist()]
         else:

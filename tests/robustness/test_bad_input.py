@@ -1,0 +1,261 @@
+r"""Hostile input to every public entry point: a clear error naming the
+argument, raised before any work, or the correct (possibly empty) output.
+The table in ``docs/robustness.md`` lists these cases."""
+import threading
+
+import pytest
+import torch
+from torch_geometric.data import Data
+
+from torch_geometric_hot.data import NodeView, PairView
+from torch_geometric_hot.nn import (HOTConv, HOTLayer, SimplexIndexer,
+                                    SimplicialAttention, TokenGTEncoder,
+                                    TokenGTLayer, TokenSelfAttention)
+from torch_geometric_hot.ops import (SizeLimitError, current_size_limit,
+                                     native, size_limit, use_backend,
+                                     validating, validation)
+from torch_geometric_hot.ops.scatter import current_backend
+from torch_geometric_hot.transforms import AddHyperedgeView, AddSimplexView
+
+from robust_cases import CASES, make, prepare
+from robust_graphs import CHANNELS
+
+ORDERS = [(1, 0), (1, 1), (1, 2), (2, 0), (2, 1), (2, 2)]
+EDGES = torch.tensor([[0, 1, 1, 2, 3], [1, 0, 2, 1, 4]])
+TWO_GRAPHS = torch.tensor([0, 0, 0, 1, 1])
+
+
+def _input(layer, view):
+    rows = view.num_entries if layer.in_order == 2 else view.num_nodes
+    return torch.randn(rows, layer.in_channels, dtype=torch.float64)
+
+
+@pytest.mark.parametrize('mode', ['auto', 'off'])
+@pytest.mark.parametrize('attention', ['softmax', 'kernel'])
+@pytest.mark.parametrize('orders', ORDERS)
+def test_empty_graph_gives_empty_output(orders, attention, mode):
+    view = PairView.build(torch.empty(2, 0, dtype=torch.long), 0)
+    for layer in (HOTConv(CHANNELS, 3, *orders, attention=attention),
+                  HOTLayer(CHANNELS, *orders, attention=attention)):
+        layer = layer.double()
+        with native.use_native(mode):
+            out = layer(_input(getattr(layer, 'attn', layer), view), view)
+        assert out.shape == (1 if orders[1] == 0 else 0, out.size(1))
+        assert torch.isfinite(out).all()
+
+
+def test_empty_graph_kernel_equals_softmax():
+    # no key anywhere: both attentions are 0, the output is the bias
+    view = PairView.build(torch.empty(2, 0, dtype=torch.long), 0)
+    for k, l in ORDERS:
+        torch.manual_seed(0)
+        soft = HOTConv(CHANNELS, 3, k, l).double()
+        torch.manual_seed(0)
+        kern = HOTConv(CHANNELS, 3, k, l, attention='kernel').double()
+        x = _input(soft, view)
+        torch.testing.assert_close(kern(x, view), soft(x, view))
+
+
+@pytest.mark.parametrize('orders', ORDERS)
+def test_kernel_attention_under_bfloat16_autocast(orders):
+    view = PairView.build(EDGES, 5, TWO_GRAPHS)
+    conv = HOTConv(CHANNELS, 3, *orders, heads=2, attention='kernel', seed=0)
+    x = _input(conv, view).float()
+    with torch.no_grad():
+        expected = conv(x, view)
+        with torch.autocast('cpu', dtype=torch.bfloat16):
+            out = conv(x, view)
+    torch.testing.assert_close(out.float(), expected, atol=0.1, rtol=0.1)
+
+
+def _batch_calls(batch, inferred: bool):
+    # every entry point that takes graph ids, called with 'batch' (and 2
+    # graphs; with inferred, also those that count the graphs themselves)
+    x = torch.randn(5, CHANNELS)
+    pair = PairView.build(EDGES, 5)
+    yield lambda: HOTConv(CHANNELS, 3, 1, 1)(x, NodeView(5, batch, 2))
+    yield lambda: HOTLayer(CHANNELS, 2, 2)(
+        torch.randn(pair.num_entries, CHANNELS),
+        PairView.build(EDGES, 5, batch, 2))
+    yield lambda: TokenGTEncoder(CHANNELS, 8, 1)(x, EDGES, batch=batch,
+                                                 num_graphs=2)
+    if inferred:
+        yield lambda: HOTConv(CHANNELS, 3, 1, 1)(x, batch)
+        yield lambda: SimplicialAttention(CHANNELS)(x, batch=batch)
+        yield lambda: SimplexIndexer(CHANNELS)(x, 2, batch)
+
+
+@pytest.mark.parametrize('batch', [torch.tensor([0, 0, 0, 1, 2]),
+                                   torch.tensor([0, 0, -1, 1, 1])],
+                         ids=['too-large', 'negative'])
+def test_graph_id_out_of_range_is_an_error(batch):
+    for call in _batch_calls(batch, inferred=bool((batch < 0).any())):
+        with pytest.raises(ValueError, match="'batch' holds graph ids"):
+            call()
+    layer = TokenSelfAttention(CHANNELS)
+    with pytest.raises(ValueError, match="'token_batch' holds graph ids"):
+        layer(torch.randn(5, CHANNELS), batch, 2)
+
+
+@pytest.mark.parametrize('layer', [
+    SimplexIndexer(CHANNELS, k=2),
+    SimplicialAttention(CHANNELS, candidates='indexer', k=2)
+], ids=['SimplexIndexer', 'SimplicialAttention-indexer'])
+def test_indexer_batch_errors(layer):
+    x = torch.randn(4, CHANNELS)
+
+    def call(batch):
+        return layer(x, 2, batch) if isinstance(layer, SimplexIndexer) \
+            else layer(x, batch=batch)
+
+    with pytest.raises(ValueError, match="'batch' must be sorted"):
+        call(torch.tensor([1, 0, 1, 0]))
+    with pytest.raises(ValueError, match="'batch' holds graph ids"):
+        call(torch.tensor([-1, 0, 0, 0]))
+    with pytest.raises(ValueError, match="'batch' must be a vector with one "
+                       "graph id per row \\(4\\)"):
+        call(torch.tensor([0, 0, 0]))
+
+
+@pytest.mark.parametrize('layer', [TokenSelfAttention(CHANNELS, 2),
+                                   TokenSelfAttention(CHANNELS, 2,
+                                                      'performer'),
+                                   TokenGTLayer(CHANNELS, 2)],
+                         ids=['softmax', 'performer', 'TokenGTLayer'])
+def test_tokens(layer):
+    empty = layer(torch.randn(0, CHANNELS), torch.zeros(0, dtype=torch.long),
+                  1)
+    assert empty.shape == (0, CHANNELS)
+    x = torch.randn(3, CHANNELS)
+    with pytest.raises(ValueError, match="'token_batch' must be a vector "
+                       "with one graph id per row \\(3\\)"):
+        layer(x, torch.zeros(2, dtype=torch.long), 1)
+    with pytest.raises(TypeError, match="'token_batch' must be an integer"):
+        layer(x, torch.zeros(3), 1)
+
+
+def _in_thread(fn):
+    result = []
+    thread = threading.Thread(target=lambda: result.append(fn()))
+    thread.start()
+    thread.join()
+    return result[0]
+
+
+def test_switches_are_per_thread():
+    # a mode set in one thread is not seen by another, and overlapping
+    # blocks in two threads each restore their own
+    entered, leave = threading.Event(), threading.Event()
+    seen = {}
+
+    def hold():
+        with native.use_native('off'), use_backend('torch'), \
+                validation(False), size_limit(7):
+            seen['inside'] = (native.current_mode(), current_backend(),
+                              validating(), current_size_limit())
+            entered.set()
+            leave.wait()
+
+    before = (native.current_mode(), current_backend(), validating(),
+              current_size_limit())
+    thread = threading.Thread(target=hold)
+    thread.start()
+    entered.wait()
+    try:
+        assert seen['inside'] == ('off', 'torch', False, 7)
+        assert (native.current_mode(), current_backend(), validating(),
+                current_size_limit()) == before
+        with native.use_native('on' if native.available() else 'auto'):
+            leave.set()
+            thread.join()
+        assert native.current_mode() == before[0]
+    finally:
+        leave.set()
+        thread.join()
+
+
+def test_star_candidates_hit_the_size_limit():
+    leaves = 10**4
+    hub = torch.stack([torch.zeros(leaves, dtype=torch.long),
+                       torch.arange(1, leaves + 1)])
+    star = Data(edge_index=torch.cat([hub, hub.flip(0)], 1),
+                num_nodes=leaves + 1)
+    for candidates in ('neighbours', 'walks', 'dense'):
+        with pytest.raises(SizeLimitError, match="size limit of "
+                           "100,000,000; raise it with"):
+            AddSimplexView(2, candidates)(star.clone())
+    small = Data(edge_index=star.edge_index[:, star.edge_index.max(0).values
+                                            <= 20], num_nodes=21)
+    with size_limit(100):
+        with pytest.raises(SizeLimitError):
+            AddSimplexView(2, 'neighbours')(small.clone())
+    with size_limit(3 * 420):  # 20^2 + 20 tuples of 3 nodes
+        out = AddSimplexView(2, 'neighbours')(small.clone())
+    assert out.simplex_index.size(1) == 20**2 + 20
+
+
+def test_hyperedge_candidates_hit_the_size_limit():
+    complete = torch.combinations(torch.arange(30), 2).t()
+    data = Data(edge_index=complete, num_nodes=30)
+    with size_limit(1000), pytest.raises(SizeLimitError, match='4-cliques'):
+        AddHyperedgeView(4)(data.clone())
+
+
+def test_size_limit_guards_dense_blocks():
+    x = torch.randn(40, CHANNELS)
+    with size_limit(1000), pytest.raises(SizeLimitError, match='indexer'):
+        SimplexIndexer(CHANNELS, k=2)(x, 2)
+    two = torch.tensor([0] * 39 + [1])
+    with size_limit(500), pytest.raises(SizeLimitError, match='padded'):
+        TokenSelfAttention(CHANNELS)(x, two, 2)
+
+
+@pytest.mark.parametrize('case', CASES, ids=[c.name for c in CASES])
+def test_non_float_or_mismatched_x_names_x(case):
+    layer = make(case, torch.float32)
+    data = prepare(Data(x=torch.randn(3, CHANNELS), edge_index=EDGES[:, :4]
+                        .clamp(max=2), edge_attr=torch.randn(4, CHANNELS),
+                        num_nodes=3), case)
+    if getattr(layer, 'in_order', 1) == 2:  # x is a pair tensor
+        view = PairView.build(data.edge_index, 3)
+
+        def run(x):
+            return layer(x, view)
+
+        x = torch.randn(view.num_entries, CHANNELS)
+    else:
+        def run(x):
+            return case.run(layer, data.clone().update({'x': x}))
+
+        x = data.x
+    for bad in (x.long(), x.half()):
+        with pytest.raises(TypeError, match="'x'"):
+            run(bad)
+    with pytest.raises(ValueError, match="'x' must have"):
+        run(x[:, :3])
+
+
+def test_tokengt_in_bfloat16_and_fixed_identifiers_in_eval():
+    x = torch.randn(5, CHANNELS)
+    encoder = TokenGTEncoder(CHANNELS, 8, 1).to(torch.bfloat16)
+    assert torch.isfinite(encoder(x.bfloat16(), EDGES).node.float()).all()
+    for node_id in ('orf', 'random'):
+        encoder = TokenGTEncoder(CHANNELS, 8, 1, node_id=node_id).eval()
+        first = encoder(x, EDGES, batch=TWO_GRAPHS).node
+        assert torch.equal(first, encoder(x, EDGES, batch=TWO_GRAPHS).node)
+
+
+@pytest.mark.parametrize('attention', ['softmax', 'kernel'])
+def test_nan_is_an_error_and_stays_in_its_graph_without_checks(attention):
+    view = PairView.build(EDGES, 5, TWO_GRAPHS)
+    conv = HOTConv(CHANNELS, 3, 2, 1, attention=attention, seed=0).double()
+    x = _input(conv, view)
+    x[view.diag_pos[0], 1] = float('nan')
+    with pytest.raises(ValueError, match="'x' holds NaN"):
+        conv(x, view)
+    with validation(False):
+        out = conv(x, view)
+    assert torch.isnan(out[:3]).all()  # documented: its whole graph
+    alone = PairView.build(EDGES[:, -1:] - 3, 2)
+    torch.testing.assert_close(out[3:], conv(x[view.entry_batch == 1],
+                                             alone))
