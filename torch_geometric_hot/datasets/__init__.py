@@ -6,3 +6,19 @@ __all__ = [
     'NCITPSA',
     'synthetic_chains',
 ]
+from torch_geometric_hot.datasets.ogb_layout import (MoleculeTable,
+                                                     nci_tpsa_table,
+                                                     read_molecule_csv,
+                                                     scaffold_split,
+                                                     write_ogbg_mol,
+                                                     write_pcqm4mv2)
+from torch_geometric_hot.datasets.ogb_molecules import (
+    MoleculeBenchmark, load_molecule_benchmark, offline_labels,
+    ogb_safe_globals, write_offline)
+
+__all__ += [
+    'MoleculeTable', 'nci_tpsa_table', 'read_molecule_csv', 'scaffold_split',
+    'write_ogbg_mol', 'write_pcqm4mv2', 'MoleculeBenchmark',
+    'load_molecule_benchmark', 'offline_labels', 'ogb_safe_globals',
+    'write_offline'
+]

@@ -1,0 +1,162 @@
+import gzip
+import json
+import os.path as osp
+
+import numpy as np
+import pytest
+import torch
+
+pytest.importorskip('rdkit')
+pytest.importorskip('ogb')
+
+from ogb.graphproppred import PygGraphPropPredDataset  # noqa: E402
+from ogb.lsc import PygPCQM4Mv2Dataset  # noqa: E402
+from ogb.utils import smiles2graph  # noqa: E402
+
+from torch_geometric_hot.datasets import (  # noqa: E402
+    load_molecule_benchmark, nci_tpsa_table, ogb_safe_globals,
+    read_molecule_csv, scaffold_split, write_offline)
+from torch_geometric_hot.transforms import AddSecondOrderView  # noqa: E402
+
+N = 60
+
+
+@pytest.fixture(scope='module')
+def table():
+    return nci_tpsa_table(limit=N)
+
+
+def test_ogbg_layout_reads_through_the_unmodified_loader(tmp_path, table):
+    write_offline('ogbg-molhiv', str(tmp_path), table)
+    with ogb_safe_globals():
+        plain = PygGraphPropPredDataset('ogbg-molhiv', str(tmp_path))
+        split = plain.get_idx_split()
+    assert len(plain) == N
+    assert sorted(torch.cat([split[k] for k in ('train', 'valid', 'test')])
+                  .tolist()) == list(range(N))
+    for i in (0, 17, N - 1):
+        graph = smiles2graph(table.smiles[i])
+        data = plain[i]
+        assert torch.equal(data.x, torch.from_numpy(graph['node_feat']))
+        assert torch.equal(data.edge_index,
+                           torch.from_numpy(graph['edge_index']))
+        assert torch.equal(data.edge_attr,
+                           torch.from_numpy(graph['edge_feat']))
+    median = np.median(table.targets[:, 0])
+    labels = torch.cat([plain[i].y for i in range(N)]).view(-1)
+    assert torch.equal(labels, torch.from_numpy(
+        (table.targets[:, 0] > median).astype(np.int64)))
+    with gzip.open(osp.join(tmp_path, 'ogbg_molhiv', 'mapping',
+                            'mol.csv.gz'), 'rt') as f:
+        assert f.readline().strip() == 'task_0,smiles,mol_id'
+
+
+def test_benchmark_scores_with_the_ogb_evaluator(tmp_path, table):
+    write_offline('ogbg-molesol', str(tmp_path), table)
+    bench = load_molecule_benchmark('ogbg-molesol', str(tmp_path),
+                                    offline=True)
+    assert (bench.metric, bench.task_type, bench.num_tasks) == (
+        'rmse', 'regression', 1)
+    assert not bench.higher_is_better
+    y = torch.cat([bench.dataset[i].y for i in range(N)])
+    assert bench.evaluate(y, y + 2.0) == pytest.approx(2.0)
+    assert bench.offline_source['molecules'] == N
+
+
+def test_pcqm4mv2_layout(tmp_path, table):
+    write_offline('pcqm4mv2', str(tmp_path), table)
+    with ogb_safe_globals():
+        plain = PygPCQM4Mv2Dataset(str(tmp_path))
+        official = plain.get_idx_split()
+    assert set(official) == {'train', 'valid', 'test-dev', 'test-challenge'}
+    assert all(torch.isnan(plain[int(i)].y).all()
+               for i in official['test-dev'])
+    bench = load_molecule_benchmark('pcqm4mv2', str(tmp_path), offline=True)
+    assert torch.equal(bench.split['test'], torch.as_tensor(
+        official['valid']))
+    parts = [set(bench.split[k].tolist()) for k in ('train', 'valid')]
+    assert not parts[0] & parts[1]
+    assert parts[0] | parts[1] == set(torch.as_tensor(
+        official['train']).tolist())
+    y = torch.stack([bench.dataset[int(i)].y for i in bench.split['test']])
+    assert bench.metric == 'mae'
+    assert bench.evaluate(y, y - 1.5) == pytest.approx(1.5)
+
+
+def test_pre_transform_is_cached_per_transform(tmp_path, table):
+    write_offline('ogbg-molhiv', str(tmp_path), table)
+    bench = load_molecule_benchmark('ogbg-molhiv', str(tmp_path),
+                                    pre_transform=AddSecondOrderView())
+    assert 'pair_index' in bench.dataset[3]
+    again = load_molecule_benchmark('ogbg-molhiv', str(tmp_path),
+                                    pre_transform=AddSecondOrderView())
+    assert torch.equal(again.dataset[3].pair_index,
+                       bench.dataset[3].pair_index)
+    plain = load_molecule_benchmark('ogbg-molhiv', str(tmp_path))
+    assert 'pair_index' not in plain.dataset[3]
+
+
+def test_no_prompt_for_a_folder_without_release_marker(tmp_path, table,
+                                                       monkeypatch):
+    folder = write_offline('ogbg-molhiv', str(tmp_path), table)
+    import os
+    os.remove(osp.join(folder, 'RELEASE_v1.txt'))
+
+    monkeypatch.setattr('sys.stdin', None)
+    with pytest.warns(UserWarning, match='release marker'):
+        bench = load_molecule_benchmark('ogbg-molhiv', str(tmp_path))
+    assert len(bench.dataset) == N and osp.isdir(folder)
+
+
+def test_clear_errors(tmp_path, table):
+    with pytest.raises(ValueError, match="unknown OGB molecule dataset"):
+        load_molecule_benchmark('ogbg-molnope', str(tmp_path))
+    afile = tmp_path / 'file'
+    afile.write_text('x')
+    with pytest.raises(NotADirectoryError, match="'root'"):
+        load_molecule_benchmark('ogbg-molhiv', str(afile))
+    (tmp_path / 'ogbg_molhiv').mkdir()
+    with pytest.raises(FileNotFoundError, match="'root'.*lacks"):
+        load_molecule_benchmark('ogbg-molhiv', str(tmp_path))
+    with pytest.raises(ValueError, match="did not write"):
+        load_molecule_benchmark('ogbg-molhiv', str(tmp_path), offline=True)
+
+
+def test_molecule_csv(tmp_path):
+    path = tmp_path / 'mols.csv'
+    path.write_text('smiles,logp,other\nCCO,0.5,1\nnot_a_smiles,1.0,2\n'
+                    'c1ccccc1,,3\n')
+    table = read_molecule_csv(str(path), 'smiles', ['logp', 'other'])
+    assert table.smiles == ['CCO', 'c1ccccc1']
+    assert table.skipped == [(3, 'not_a_smiles')]
+    assert np.isnan(table.targets[1, 0]) and table.targets[1, 1] == 3
+    with pytest.raises(ValueError, match=r"no column\(s\) \['gap'\]"):
+        read_molecule_csv(str(path), 'smiles', ['gap'])
+    bad = tmp_path / 'bad.csv'
+    bad.write_text('smiles,y\nCCO,high\n')
+    with pytest.raises(ValueError, match="row 2: column 'y'"):
+        read_molecule_csv(str(bad), 'smiles', ['y'])
+
+
+def test_scaffold_split_keeps_scaffolds_apart(table):
+    from rdkit.Chem.Scaffolds import MurckoScaffold
+    split = scaffold_split(table.smiles)
+    scaffold = [MurckoScaffold.MurckoScaffoldSmiles(smiles=s,
+                                                    includeChirality=True)
+                for s in table.smiles]
+    seen = {k: {scaffold[i] for i in v} for k, v in split.items()}
+    assert not seen['train'] & seen['test']
+    assert not seen['train'] & seen['valid']
+    assert sum(len(v) for v in split.values()) == N
+    again = scaffold_split(table.smiles)
+    assert all(np.array_equal(split[k], again[k]) for k in split)
+
+
+def test_source_records_skips(tmp_path):
+    path = tmp_path / 'mols.csv'
+    path.write_text('smiles,y\nCCO,1\nC(,2\nCCN,3\nCCC,4\n')
+    table = read_molecule_csv(str(path), 'smiles', ['y'])
+    folder = write_offline('ogbg-molesol', str(tmp_path / 'r'), table)
+    with open(osp.join(folder, 'SOURCE.json')) as f:
+        source = json.load(f)
+    assert source['skipped'] == [[3, 'C(']] and source['molecules'] == 3
