@@ -1,0 +1,436 @@
+r"""Training and inference speed on batches of many small molecules, every
+model side by side in one process.
+
+The molecules are :class:`~torch_geometric_hot.datasets.NCITPSA` (RDKit's
+NCI molecules featurised by :func:`ogb.utils.smiles2graph`, exactly OGB's
+featurisation; about 18 atoms and 40 directed bonds each), read offline.
+The transforms the models read (``AddSecondOrderView`` for the pair view,
+``AddLaplacianNodeId`` for TokenGT's node identifiers) are applied once as
+``pre_transform``, as a user would, so their cost is not in the timings.
+
+Models, all of width ``--width``, depth ``--layers`` and ``--heads`` heads
+where they have heads, with OGB's categorical atom and bond features
+embedded (``AtomEncoder`` / ``BondEncoder`` for PyG's models,
+``CategoricalEncoder`` for ours), a sum or graph-token readout and a linear
+head onto the one target:
+
+* ``gin``: PyG ``GINEConv`` layers (2-layer MLP each), sum pooling;
+* ``gps_multihead`` / ``gps_performer``: PyG ``GPSConv`` around
+  ``GINEConv`` with ``attn_type='multihead'`` / ``'performer'``;
+* ``invariant_mlp``: :class:`~torch_geometric_hot.models.InvariantMLP`;
+* ``hot_kernel`` / ``hot_softmax``:
+  :class:`~torch_geometric_hot.models.HOTGraphModel` with
+  ``attention='kernel'`` / ``'softmax'``;
+* ``tokengt_softmax`` / ``tokengt_performer``:
+  :class:`~torch_geometric_hot.models.TokenGT` with Laplacian node
+  identifiers and ``attention='softmax'`` / ``'performer'``.
+
+One training step is forward, L1 loss, backward and one Adam step on one
+batch; one inference step is a forward pass under
+:func:`torch.inference_mode` in evaluation mode. Each round times every
+model in turn (round-robin, the order rotating from round to round) on the
+same ``--batches`` batches, so a drift of the machine's speed hits all
+models alike; a model's time per batch is the median over the rounds of
+each round's mean. Ratios are to ``gin`` and to ``gps_multihead``.
+
+Peak memory of one training step: on CPU the peak resident-set increase of
+a fresh process that loads the batch and the model and runs one step (one
+process per model, so one model's freed memory does not hide another's
+needs); on CUDA :func:`torch.cuda.max_memory_allocated` above what was
+allocated before the step.
+
+Usage::
+
+    python benchmarks/molecule_batches.py --threads 1 \
+        --out benchmarks/results/molecule_batches.json
+    python benchmarks/molecule_batches.py --device cuda --out gpu.json
+    python benchmarks/molecule_batches.py --quick
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from typing import Callable, Dict, List, Optional, Sequence
+
+import torch
+from torch import Tensor
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import _current_rss_kb, _reset_peak_rss, \
+    write_json  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+NODE_ID_DIM = 16
+MODELS = ('gin', 'gps_multihead', 'gps_performer', 'invariant_mlp',
+          'hot_kernel', 'hot_softmax', 'tokengt_softmax',
+          'tokengt_performer')
+LABELS = {
+    'gin': 'PyG GIN (GINEConv)',
+    'gps_multihead': 'PyG GPSConv, multihead',
+    'gps_performer': 'PyG GPSConv, performer',
+    'invariant_mlp': 'InvariantMLP',
+    'hot_kernel': 'HOTGraphModel, kernel',
+    'hot_softmax': 'HOTGraphModel, softmax',
+    'tokengt_softmax': 'TokenGT, Laplacian ids, softmax',
+    'tokengt_performer': 'TokenGT, Laplacian ids, Performer',
+}
+PRE_TRANSFORMS = 'AddSecondOrderView(), AddLaplacianNodeId(k=16)'
+
+
+# ------------------------------------------------------------------ data --
+def load_batches(root: str, batch_size: int, num_batches: int) -> List:
+    r"""The first :obj:`num_batches` batches of :obj:`batch_size`
+    molecules of NCITPSA, in dataset order, with the pair view and the
+    Laplacian node identifiers attached once by ``pre_transform``."""
+    from torch_geometric.loader import DataLoader
+    from torch_geometric.transforms import Compose
+
+    from torch_geometric_hot.datasets import NCITPSA
+    from torch_geometric_hot.transforms import (AddLaplacianNodeId,
+                                                AddSecondOrderView)
+    pre = Compose([AddSecondOrderView(), AddLaplacianNodeId(NODE_ID_DIM)])
+    dataset = NCITPSA(root, pre_transform=pre,
+                      limit=batch_size * num_batches)
+    loader = DataLoader(dataset, batch_size=batch_size, shuffle=False)
+    return [batch for batch, _ in zip(loader, range(num_batches))]
+
+
+# ---------------------------------------------------------------- models --
+class _Encoders(torch.nn.Module):
+    def __init__(self, width: int):
+        super().__init__()
+        from ogb.graphproppred.mol_encoder import AtomEncoder, BondEncoder
+        self.atom, self.bond = AtomEncoder(width), BondEncoder(width)
+
+
+def _gine(width: int):
+    from torch_geometric.nn import GINEConv
+    return GINEConv(torch.nn.Sequential(torch.nn.Linear(width, width),
+                                        torch.nn.ReLU(),
+                                        torch.nn.Linear(width, width)))
+
+
+class PyGModel(torch.nn.Module):
+    r"""GINEConv layers, bare (``attn_type=None``) or inside ``GPSConv``,
+    with OGB's encoders, sum pooling and a linear head."""
+    def __init__(self, width: int, layers: int, heads: int,
+                 attn_type: Optional[str]):
+        super().__init__()
+        from torch_geometric.nn import GPSConv
+        self.encoders = _Encoders(width)
+        if attn_type is None:
+            self.convs = torch.nn.ModuleList(
+                [_gine(width) for _ in range(layers)])
+        else:
+            self.convs = torch.nn.ModuleList([
+                GPSConv(width, _gine(width), heads=heads,
+                        attn_type=attn_type) for _ in range(layers)
+            ])
+        self.gps = attn_type is not None
+        self.head = torch.nn.Linear(width, 1)
+
+    def forward(self, batch) -> Tensor:
+        from torch_geometric.nn import global_add_pool
+        x = self.encoders.atom(batch.x)
+        edge_attr = self.encoders.bond(batch.edge_attr)
+        for conv in self.convs:
+            if self.gps:
+                x = conv(x, batch.edge_index, batch.batch,
+                         edge_attr=edge_attr)
+            else:
+                x = conv(x, batch.edge_index, edge_attr).relu()
+        return self.head(global_add_pool(x, batch.batch, batch.num_graphs))
+
+
+def _categorical(width: int):
+    from ogb.utils.features import (get_atom_feature_dims,
+                                    get_bond_feature_dims)
+
+    from torch_geometric_hot.nn import CategoricalEncoder
+    return (CategoricalEncoder(get_atom_feature_dims(), width),
+            CategoricalEncoder(get_bond_feature_dims(), width))
+
+
+class PairModel(torch.nn.Module):
+    r"""A model of the pair view called as a user does:
+    ``model(x, edge_index, edge_attr, batch, view=PairView.from_data(b))``."""
+    def __init__(self, model: torch.nn.Module):
+        super().__init__()
+        self.model = model
+
+    def forward(self, batch) -> Tensor:
+        from torch_geometric_hot.data import PairView
+        return self.model(batch.x, batch.edge_index, batch.edge_attr,
+                          batch.batch, num_graphs=batch.num_graphs,
+                          view=PairView.from_data(batch))
+
+
+class TokenModel(torch.nn.Module):
+    r"""TokenGT called as a user does, with the precomputed Laplacian
+    node identifiers."""
+    def __init__(self, model: torch.nn.Module):
+        super().__init__()
+        self.model = model
+
+    def forward(self, batch) -> Tensor:
+        return self.model(batch.x, batch.edge_index, batch.edge_attr,
+                          batch.batch, num_graphs=batch.num_graphs,
+                          node_id=batch.lap_node_id)
+
+
+def build_model(name: str, width: int, layers: int,
+                heads: int) -> torch.nn.Module:
+    r"""The model :obj:`name` of :data:`MODELS`, mapping a batch to
+    :obj:`[num_graphs, 1]`."""
+    from torch_geometric_hot.models import (HOTGraphModel, InvariantMLP,
+                                            TokenGT)
+    if name == 'gin':
+        return PyGModel(width, layers, heads, None)
+    if name.startswith('gps_'):
+        return PyGModel(width, layers, heads, name[len('gps_'):])
+    atom, bond = _categorical(width)
+    if name == 'invariant_mlp':
+        return PairModel(InvariantMLP(width, 1, num_layers=layers,
+                                      node_encoder=atom, edge_encoder=bond))
+    if name.startswith('hot_'):
+        return PairModel(HOTGraphModel(
+            width, 1, num_layers=layers, heads=heads, node_encoder=atom,
+            edge_encoder=bond, attention=name[len('hot_'):], seed=0))
+    if name.startswith('tokengt_'):
+        return TokenModel(TokenGT(
+            width, width, 1, layers, node_encoder=atom, edge_encoder=bond,
+            heads=heads, node_id='laplacian', node_id_dim=NODE_ID_DIM,
+            attention=name[len('tokengt_'):], seed=0))
+    raise ValueError(f"unknown model {name!r}, expected one of {MODELS}")
+
+
+# ---------------------------------------------------------------- timing --
+class Runner:
+    r"""One model with its optimiser: :meth:`train_step` (forward, L1 loss,
+    backward, Adam) and :meth:`infer_step` (forward in evaluation mode
+    under :func:`torch.inference_mode`)."""
+    def __init__(self, model: torch.nn.Module, device: torch.device):
+        self.model = model.to(device)
+        self.device = device
+        self.optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+
+    def train_step(self, batch) -> None:
+        self.model.train()
+        self.optimizer.zero_grad()
+        loss = (self.model(batch) - batch.y).abs().mean()
+        loss.backward()
+        self.optimizer.step()
+
+    def infer_step(self, batch) -> None:
+        self.model.eval()
+        with torch.inference_mode():
+            self.model(batch)
+
+    def sync(self) -> None:
+        if self.device.type == 'cuda':
+            torch.cuda.synchronize(self.device)
+
+
+def _timed_mean(runner: Runner, step: Callable, batches: Sequence) -> float:
+    runner.sync()
+    start = time.perf_counter()
+    for batch in batches:
+        step(batch)
+    runner.sync()
+    return (time.perf_counter() - start) / len(batches)
+
+
+def round_robin(runners: Dict[str, Runner], batches: Sequence,
+                rounds: int, log: Callable[[str], None] = print
+                ) -> Dict[str, Dict[str, List[float]]]:
+    r"""Per model its per-round mean seconds per batch of a training and of
+    an inference step, the models taken in turn within every round (the
+    first model of round :math:`r` is the :math:`r`-th, so none always
+    runs first)."""
+    names = list(runners)
+    times = {n: {'train_s': [], 'infer_s': []} for n in names}
+    for name in names:  # warm-up: one step of each kind on every batch
+        for batch in batches:
+            runners[name].train_step(batch)
+            runners[name].infer_step(batch)
+    for r in range(rounds):
+        order = names[r % len(names):] + names[:r % len(names)]
+        for name in order:
+            runner = runners[name]
+            times[name]['train_s'].append(
+                _timed_mean(runner, runner.train_step, batches))
+            times[name]['infer_s'].append(
+                _timed_mean(runner, runner.infer_step, batches))
+        log(f'round {r + 1}/{rounds}: ' + ', '.join(
+            f'{n} {1e3 * times[n]["train_s"][-1]:.0f}' for n in names) +
+            ' ms')
+    return times
+
+
+# ---------------------------------------------------------------- memory --
+def cuda_peak_bytes(runner: Runner, batch) -> int:
+    r"""Bytes allocated at the peak of one training step above those
+    allocated before it (CUDA)."""
+    torch.cuda.synchronize(runner.device)
+    before = torch.cuda.memory_allocated(runner.device)
+    torch.cuda.reset_peak_memory_stats(runner.device)
+    runner.train_step(batch)
+    torch.cuda.synchronize(runner.device)
+    return torch.cuda.max_memory_allocated(runner.device) - before
+
+
+def cpu_peak_bytes_here(args: argparse.Namespace, name: str) -> int:
+    r"""The peak resident-set increase of this process over one training
+    step of :obj:`name` on the first batch (call in a fresh process)."""
+    batch = load_batches(args.root, args.batch_size, 1)[0]
+    torch.manual_seed(0)
+    runner = Runner(build_model(name, args.width, args.layers, args.heads),
+                    torch.device('cpu'))
+    before = _current_rss_kb()
+    if not _reset_peak_rss():
+        raise RuntimeError('cannot reset the peak resident set '
+                           '(/proc/self/clear_refs)')
+    runner.train_step(batch)
+    with open('/proc/self/status') as f:
+        peak = next(int(line.split()[1]) for line in f
+                    if line.startswith('VmHWM:'))
+    return max(peak - before, 0) * 1024
+
+
+def cpu_peak_bytes(args: argparse.Namespace, name: str) -> int:
+    r""":func:`cpu_peak_bytes_here` of :obj:`name` in a fresh process."""
+    command = [sys.executable, os.path.abspath(__file__), '--memory-of',
+               name, '--root', args.root, '--batch-size',
+               str(args.batch_size), '--width', str(args.width), '--layers',
+               str(args.layers), '--heads', str(args.heads), '--threads',
+               str(args.threads)]
+    out = subprocess.run(command, check=True, capture_output=True,
+                         text=True).stdout
+    return int(json.loads(out.strip().splitlines()[-1])['peak_bytes'])
+
+
+# ------------------------------------------------------------------ main --
+def parse_args(argv=None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    parser.add_argument('--device', default='cpu')
+    parser.add_argument('--batch-size', type=int, default=128)
+    parser.add_argument('--width', type=int, default=64)
+    parser.add_argument('--layers', type=int, default=4)
+    parser.add_argument('--heads', type=int, default=4)
+    parser.add_argument('--batches', type=int, default=4,
+                        help='distinct batches timed per model and round')
+    parser.add_argument('--rounds', type=int, default=5)
+    parser.add_argument('--threads', type=int, default=1)
+    parser.add_argument('--models', default=','.join(MODELS),
+                        help='comma-separated subset of ' + ', '.join(MODELS))
+    parser.add_argument('--no-memory', action='store_true',
+                        help='skip the peak-memory measurement')
+    parser.add_argument('--root', default=os.path.join(ROOT, 'data_cache',
+                                                       'nci_tpsa'))
+    parser.add_argument('--out', default=None, help='JSON output path')
+    parser.add_argument('--quick', action='store_true',
+                        help='batches of 8, width 16, 2 layers, 2 rounds of '
+                        '1 batch (seconds; the same code path)')
+    parser.add_argument('--memory-of', default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.batch_size, args.width, args.layers = 8, 16, 2
+        args.batches, args.rounds = 1, 2
+    args.models = [m for m in args.models.split(',') if m]
+    for name in args.models:
+        if name not in MODELS:
+            parser.error(f"--models: unknown model {name!r}, expected a "
+                         f"subset of {', '.join(MODELS)}")
+    if 'gin' not in args.models or 'gps_multihead' not in args.models:
+        parser.error("--models must include 'gin' and 'gps_multihead' "
+                     "(the ratios are to them)")
+    return args
+
+
+def summarize(times: Dict[str, Dict[str, List[float]]],
+              memory: Dict[str, Optional[int]]) -> Dict[str, Dict]:
+    r"""Per model the median training and inference milliseconds per batch,
+    the training ratios to ``gin`` and ``gps_multihead``, and the peak
+    memory in MiB."""
+    rows = {}
+    for name, t in times.items():
+        rows[name] = dict(train_ms=1e3 * statistics.median(t['train_s']),
+                          infer_ms=1e3 * statistics.median(t['infer_s']))
+    for name, row in rows.items():
+        row['to_gin'] = row['train_ms'] / rows['gin']['train_ms']
+        row['to_gps_multihead'] = row['train_ms'] / rows['gps_multihead'][
+            'train_ms']
+        row['infer_to_gps_multihead'] = row['infer_ms'] / rows[
+            'gps_multihead']['infer_ms']
+        peak = memory.get(name)
+        row['peak_mib'] = None if peak is None else peak / 2**20
+    return rows
+
+
+def format_table(rows: Dict[str, Dict]) -> str:
+    lines = [f'{"model":<34} {"train ms":>9} {"x GIN":>7} {"x GPS":>7} '
+             f'{"infer ms":>9} {"x GPS":>7} {"peak MiB":>9}']
+    for name, row in rows.items():
+        peak = '-' if row['peak_mib'] is None else f'{row["peak_mib"]:.1f}'
+        lines.append(f'{LABELS[name]:<34} {row["train_ms"]:>9.1f} '
+                     f'{row["to_gin"]:>7.2f} {row["to_gps_multihead"]:>7.2f} '
+                     f'{row["infer_ms"]:>9.1f} '
+                     f'{row["infer_to_gps_multihead"]:>7.2f} {peak:>9}')
+    return '\n'.join(lines)
+
+
+def main(argv=None) -> Dict:
+    args = parse_args(argv)
+    torch.set_num_threads(args.threads)
+    if args.memory_of is not None:
+        print(json.dumps({'peak_bytes': cpu_peak_bytes_here(
+            args, args.memory_of)}))
+        return {}
+    device = torch.device(args.device)
+    batches = [b.to(device) for b in load_batches(args.root, args.batch_size,
+                                                  args.batches)]
+    nodes = sum(b.num_nodes for b in batches) / sum(b.num_graphs
+                                                    for b in batches)
+    edges = sum(b.num_edges for b in batches) / sum(b.num_graphs
+                                                    for b in batches)
+    print(f'{len(batches)} batches of {args.batch_size} NCITPSA molecules '
+          f'(OGB featurisation; {nodes:.1f} atoms, {edges:.1f} directed '
+          f'bonds per molecule); pre_transform {PRE_TRANSFORMS} applied once '
+          f'when the dataset was processed; width {args.width}, '
+          f'{args.layers} layers, {args.heads} heads; {args.threads} '
+          f'thread(s), {device}')
+    runners = {}
+    for name in args.models:
+        torch.manual_seed(0)
+        runners[name] = Runner(build_model(name, args.width, args.layers,
+                                           args.heads), device)
+    memory: Dict[str, Optional[int]] = {}
+    if not args.no_memory:
+        for name in args.models:
+            memory[name] = cuda_peak_bytes(runners[name], batches[0]) \
+                if device.type == 'cuda' else cpu_peak_bytes(args, name)
+    times = round_robin(runners, batches, args.rounds)
+    rows = summarize(times, memory)
+    print(f'median over {args.rounds} round-robin rounds of the mean over '
+          f'{len(batches)} batches; training step = forward + L1 loss + '
+          f'backward + Adam; inference = forward under inference_mode')
+    print(format_table(rows))
+    result = dict(
+        settings=dict(device=str(device), batch_size=args.batch_size,
+                      width=args.width, layers=args.layers, heads=args.heads,
+                      batches=args.batches, rounds=args.rounds,
+                      threads=args.threads, quick=args.quick,
+                      pre_transform=PRE_TRANSFORMS,
+                      atoms_per_molecule=nodes, bonds_per_molecule=edges,
+                      torch=torch.__version__),
+        models=rows, rounds={n: t for n, t in times.items()})
+    if args.out:
+        write_json(args.out, result)
+    return result
+
+
+if __name__ == '__main__':
+    main()

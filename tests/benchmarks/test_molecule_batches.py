@@ -1,0 +1,74 @@
+import os
+import sys
+
+import pytest
+
+pytest.importorskip('rdkit')
+pytest.importorskip('ogb')
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', '..',
+                                'benchmarks'))
+import molecule_batches  # noqa: E402
+
+
+@pytest.fixture(scope='module')
+def root(tmp_path_factory):
+    return str(tmp_path_factory.mktemp('nci_tpsa'))
+
+
+def test_quick_run_times_every_model_and_writes_json(root, tmp_path):
+    out = tmp_path / 'molecules.json'
+    result = molecule_batches.main(['--quick', '--no-memory', '--root', root,
+                                    '--out', str(out)])
+    assert out.exists()
+    rows = result['models']
+    assert list(rows) == list(molecule_batches.MODELS)
+    assert rows['gin']['to_gin'] == pytest.approx(1.0)
+    assert rows['gps_multihead']['to_gps_multihead'] == pytest.approx(1.0)
+    for name, row in rows.items():
+        assert row['train_ms'] > 0 and row['infer_ms'] > 0, name
+        assert len(result['rounds'][name]['train_s']) == 2
+    assert result['settings']['batch_size'] == 8
+
+
+def test_every_model_maps_a_batch_to_one_value_per_graph(root):
+    batch = molecule_batches.load_batches(root, 8, 1)[0]
+    assert batch.num_graphs == 8 and batch.lap_node_id.size(1) == 16
+    for name in molecule_batches.MODELS:
+        model = molecule_batches.build_model(name, 16, 2, 4)
+        assert model(batch).shape == (8, 1), name
+
+
+def test_round_robin_rotates_the_first_model():
+    calls = []
+
+    class Fake:
+        def __init__(self, name):
+            self.name = name
+
+        def train_step(self, batch):
+            calls.append(self.name)
+
+        def infer_step(self, batch):
+            pass
+
+        def sync(self):
+            pass
+
+    runners = {n: Fake(n) for n in 'abc'}
+    times = molecule_batches.round_robin(runners, [None], 3,
+                                         log=lambda line: None)
+    assert calls[3:] == list('abc') + list('bca') + list('cab')
+    assert all(len(t['train_s']) == 3 for t in times.values())
+
+
+def test_peak_memory_of_one_model_in_a_fresh_process(root):
+    args = molecule_batches.parse_args(['--quick', '--root', root])
+    assert molecule_batches.cpu_peak_bytes(args, 'gin') > 0
+
+
+def test_unknown_model_is_refused():
+    with pytest.raises(SystemExit):
+        molecule_batches.parse_args(['--models', 'gin,gps_multihead,nope'])
+    with pytest.raises(ValueError, match='unknown model'):
+        molecule_batches.build_model('nope', 16, 2, 4)
