@@ -324,7 +324,10 @@ def measure_point(build: Builder, size: int, repeats: int, warmup: int,
 
 # ----------------------------------------------------------------- sweep --
 def _parse(argv: Optional[Sequence[str]], name: str) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=f'Benchmark {name!r}.')
+    parser = argparse.ArgumentParser(
+        description=f'Benchmark {name!r}: forward+backward time and peak '
+        'memory of each variant, size by size, against the gather/scatter '
+        'floor measured in the same run.')
     parser.add_argument('--out', help='write the JSON records here')
     parser.add_argument('--plot', help='write a log-log PNG here')
     parser.add_argument('--quick', action='store_true',
@@ -335,13 +338,18 @@ def _parse(argv: Optional[Sequence[str]], name: str) -> argparse.Namespace:
     parser.add_argument('--variants', type=lambda s: s.split(','),
                         help='comma-separated variant names (floor is '
                         'always added)')
-    parser.add_argument('--repeats', type=int, default=3)
+    parser.add_argument('--repeats', type=int, default=3,
+                        help='timed repetitions per point, at least '
+                        '(default: 3)')
     parser.add_argument('--min-time', type=float, default=None,
                         help='repeat until the timed repetitions add up to '
                         'this many seconds, at most 200 times (default 1.0, '
                         '0.25 with --quick)')
-    parser.add_argument('--warmup', type=int, default=1)
-    parser.add_argument('--threads', type=int, default=None)
+    parser.add_argument('--warmup', type=int, default=1,
+                        help='untimed repetitions first (default: 1)')
+    parser.add_argument('--threads', type=int, default=None,
+                        help="torch intra-op threads in every point's "
+                        "process (default: torch's choice)")
     parser.add_argument('--max-seconds', type=float, default=60.0,
                         help='stop a variant after a point whose '
                         'forward+backward takes longer')

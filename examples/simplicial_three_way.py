@@ -91,8 +91,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--quick', action='store_true',
                         help='300 training steps instead of 1500')
-    parser.add_argument('--steps', type=int)
-    parser.add_argument('--threads', type=int, default=None)
+    parser.add_argument('--steps', type=int,
+                        help='training steps (default: 1500, 300 with '
+                        '--quick)')
+    parser.add_argument('--threads', type=int, default=None,
+                        help="torch intra-op threads (default: torch's "
+                        'choice)')
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)

@@ -179,20 +179,29 @@ def run(config, train: List[Data], test: List[Data], args) -> Dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    parser = argparse.ArgumentParser(
+        description=' '.join(__doc__.split('\n\n')[0].split()))
     parser.add_argument('--quick', action='store_true',
                         help='small data and schedule, 4 configurations '
                         '(~1 minute on an idle 2-core CPU)')
     parser.add_argument('--inputs', default='sparse,dense',
                         help="'sparse', 'dense' or both, comma-separated")
-    parser.add_argument('--train', type=int, default=512)
-    parser.add_argument('--test', type=int, default=128)
-    parser.add_argument('--steps', type=int, default=400)
-    parser.add_argument('--batch-size', type=int, default=16)
-    parser.add_argument('--lr', type=float, default=1e-2)
-    parser.add_argument('--channels', type=int, default=64)
-    parser.add_argument('--head-channels', type=int, default=16)
-    parser.add_argument('--seed', type=int, default=0)
+    parser.add_argument('--train', type=int, default=512,
+                        help='training graphs (default: 512)')
+    parser.add_argument('--test', type=int, default=128,
+                        help='test graphs (default: 128)')
+    parser.add_argument('--steps', type=int, default=400,
+                        help='training steps (default: 400)')
+    parser.add_argument('--batch-size', type=int, default=16,
+                        help='graphs per step (default: 16)')
+    parser.add_argument('--lr', type=float, default=1e-2,
+                        help='peak learning rate (default: 0.01)')
+    parser.add_argument('--channels', type=int, default=64,
+                        help='model width (default: 64)')
+    parser.add_argument('--head-channels', type=int, default=16,
+                        help='width per head (default: 16)')
+    parser.add_argument('--seed', type=int, default=0,
+                        help='random seed (default: 0)')
     parser.add_argument('--configs', default=','.join(map(label, CONFIGS)),
                         help='comma-separated subset of the configurations')
     parser.add_argument('--out', help='write the table as JSON')

@@ -8,7 +8,8 @@ surface area (TPSA) of the NCI molecules that RDKit ships
 Prints a table of epoch, training loss and validation MAE, then the test MAE
 at the best validation epoch next to the MAE of predicting the training
 mean, and writes ``results/tpsa_<model>.json`` and
-``results/tpsa_<model>_curve.png``.
+``results/tpsa_<model>_curve.png`` (under ``results/quick/`` with
+``--quick``, so that a quick run never replaces a full run's results).
 
 To add a model, add one line to :data:`MODELS`: a :class:`ModelSpec` whose
 ``build(hidden_channels, num_layers, dropout)`` returns a module mapping a
@@ -71,27 +72,41 @@ MODELS: Dict[str, ModelSpec] = {
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
-    parser.add_argument('--model', choices=sorted(MODELS), default='mlp')
+    parser = argparse.ArgumentParser(
+        description='Graph regression on real molecules, offline: predict '
+        'the topological polar surface area (TPSA) of the NCI molecules '
+        'that RDKit ships, with OGB featurisation.')
+    parser.add_argument('--model', choices=sorted(MODELS), default='mlp',
+                        help='model to train (default: mlp)')
     parser.add_argument('--epochs', type=int, default=None,
                         help='default: 15 (8 with --quick)')
     parser.add_argument('--quick', action='store_true',
                         help='1,000 molecules and 8 epochs (under a minute)')
     parser.add_argument('--limit', type=int, default=None,
                         help='use only the first N molecules')
-    parser.add_argument('--hidden', type=int, default=32)
-    parser.add_argument('--layers', type=int, default=4)
-    parser.add_argument('--dropout', type=float, default=0.0)
-    parser.add_argument('--batch-size', type=int, default=64)
-    parser.add_argument('--lr', type=float, default=2e-3)
-    parser.add_argument('--seed', type=int, default=0)
+    parser.add_argument('--hidden', type=int, default=32,
+                        help='model width (default: 32)')
+    parser.add_argument('--layers', type=int, default=4,
+                        help='number of layers (default: 4)')
+    parser.add_argument('--dropout', type=float, default=0.0,
+                        help='dropout probability (default: 0)')
+    parser.add_argument('--batch-size', type=int, default=64,
+                        help='molecules per batch (default: 64)')
+    parser.add_argument('--lr', type=float, default=2e-3,
+                        help='initial Adam learning rate, cosine decay '
+                        '(default: 0.002)')
+    parser.add_argument('--seed', type=int, default=0,
+                        help='random seed (default: 0)')
     parser.add_argument('--threads', type=int, default=1,
                         help='torch intra-op threads (molecule batches are '
                         'too small to gain from more, and extra threads '
                         'stall badly on a busy machine)')
     parser.add_argument('--root', default=os.path.join(ROOT, 'data_cache',
-                                                       'nci_tpsa'))
-    parser.add_argument('--out-dir', default=os.path.join(ROOT, 'results'))
+                                                       'nci_tpsa'),
+                        help='dataset cache (default: data_cache/nci_tpsa)')
+    parser.add_argument('--out-dir', default=None,
+                        help='where to write the JSON and the plot '
+                        '(default: results/, or results/quick/ with --quick)')
     parser.add_argument('--no-progress', action='store_true',
                         help='hide the tqdm progress bars')
     args = parser.parse_args(argv)
@@ -99,6 +114,9 @@ def parse_args(argv=None) -> argparse.Namespace:
         args.epochs = 8 if args.quick else 15
     if args.limit is None and args.quick:
         args.limit = 1000
+    if args.out_dir is None:
+        args.out_dir = os.path.join(ROOT, 'results', 'quick') if args.quick \
+            else os.path.join(ROOT, 'results')
     return args
 
 

@@ -1,0 +1,64 @@
+"""Every example's ``--help`` is complete plain text, and a quick training
+run never writes over a full run's results."""
+import argparse
+import importlib.util
+import re
+import runpy
+import sys
+from pathlib import Path
+
+import pytest
+
+EXAMPLES = Path(__file__).resolve().parents[2] / 'examples'
+SCRIPTS = sorted(EXAMPLES.glob('*.py'))
+MARKUP = re.compile(r':(class|func|meth|obj|math|data|mod|attr):`|``')
+
+
+def _parser(script: Path, monkeypatch) -> argparse.ArgumentParser:
+    # Run the script as `script --help` in this process and keep the parser
+    # that prints the help.
+    parsers = []
+    monkeypatch.setattr(argparse.ArgumentParser, 'print_help',
+                        lambda self, file=None: parsers.append(self))
+    monkeypatch.setattr(sys, 'argv', [str(script), '--help'])
+    with pytest.raises(SystemExit):
+        runpy.run_path(str(script), run_name='__main__')
+    assert parsers, f'{script.name} --help printed no help'
+    return parsers[-1]
+
+
+@pytest.mark.parametrize('script', SCRIPTS, ids=lambda path: path.name)
+def test_help_is_complete_plain_text(script, monkeypatch):
+    parser = _parser(script, monkeypatch)
+    description = parser.description or ''
+    assert description.rstrip().endswith('.'), \
+        f'{script.name}: description cut short: {description!r}'
+    assert description.count('(') == description.count(')'), \
+        f'{script.name}: description cut short: {description!r}'
+    texts = [description] + [action.help or '' for action in parser._actions]
+    for text in texts:
+        assert not MARKUP.search(text), f'{script.name}: markup in {text!r}'
+    undocumented = [
+        action.option_strings[-1] for action in parser._actions
+        if action.option_strings and not (action.help or '').strip()
+    ]
+    assert not undocumented, f'{script.name}: no help for {undocumented}'
+
+
+def _train_tpsa():
+    path = EXAMPLES / 'train_tpsa.py'
+    if not path.exists():
+        pytest.skip('examples/train_tpsa.py is gone')
+    spec = importlib.util.spec_from_file_location('train_tpsa', path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_a_quick_run_writes_beside_the_full_results():
+    module = _train_tpsa()
+    full = Path(module.parse_args([]).out_dir)
+    quick = Path(module.parse_args(['--quick']).out_dir)
+    assert quick != full and quick.parent == full
+    chosen = module.parse_args(['--quick', '--out-dir', 'elsewhere'])
+    assert chosen.out_dir == 'elsewhere'
