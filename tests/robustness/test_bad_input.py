@@ -15,6 +15,7 @@ from torch_geometric_hot.ops import (SizeLimitError, current_size_limit,
                                      native, size_limit, use_backend,
                                      validating, validation)
 from torch_geometric_hot.ops.scatter import current_backend
+from torch_geometric_hot.ops.validation import check_features
 from torch_geometric_hot.transforms import AddHyperedgeView, AddSimplexView
 
 from robust_cases import CASES, make, prepare
@@ -259,3 +260,23 @@ def test_nan_is_an_error_and_stays_in_its_graph_without_checks(attention):
     alone = PairView.build(EDGES[:, -1:] - 3, 2)
     torch.testing.assert_close(out[3:], conv(x[view.entry_batch == 1],
                                              alone))
+
+
+def test_large_finite_features_pass_the_finite_check():
+    check_features(torch.full((4, 3), 3e38))  # the sum overflows, no entry
+
+
+@pytest.mark.parametrize('case', CASES, ids=[c.name for c in CASES])
+def test_state_dict_reload_is_bit_identical(case):
+    layer = make(case)
+    torch.manual_seed(1)
+    reloaded = case.make().double().eval()
+    reloaded.load_state_dict(layer.state_dict())
+    data = prepare(Data(x=torch.randn(5, CHANNELS, dtype=torch.float64),
+                        edge_index=EDGES,
+                        edge_attr=torch.randn(5, CHANNELS,
+                                              dtype=torch.float64),
+                        num_nodes=5), case)
+    with torch.no_grad():
+        for a, b in zip(case.run(layer, data), case.run(reloaded, data)):
+            assert torch.equal(a, b)
