@@ -1,5 +1,5 @@
 r"""Multi-head self-attention over the tokens of a batch of graphs."""
-from typing import Optional, Tuple
+from typing import Optional
 
 import torch
 from torch import Tensor
@@ -7,7 +7,7 @@ from torch.nn import Linear
 
 from torch_geometric_hot.ops.feature_maps import FeatureMap
 from torch_geometric_hot.ops.token_attention import (
-    grouped_linear_attention, per_graph_softmax_attention)
+    TokenLayout, grouped_linear_attention, per_graph_softmax_attention)
 from torch_geometric_hot.ops.validation import check_batch, check_features
 
 ATTENTIONS = ('softmax', 'performer')
@@ -85,15 +85,15 @@ class TokenSelfAttention(torch.nn.Module):
             self.feature_map.redraw_projection()
 
     def forward(self, x: Tensor, token_batch: Tensor, num_graphs: int,
-                layout: Optional[Tuple[Tensor, Tensor]] = None) -> Tensor:
+                layout: Optional[TokenLayout] = None) -> Tensor:
         r"""
         Args:
             x (torch.Tensor): Tokens, shape :obj:`[T, C]`.
             token_batch (torch.Tensor): Graph of every token, :obj:`[T]`.
             num_graphs (int): Number of graphs.
-            layout (tuple, optional): Cached :obj:`(position, lengths)`
-                of the tokens, as ``ops.token_attention.token_positions``
-                returns them (softmax only).
+            layout (optional): The tokens' layout, as
+                ``ops.token_attention.token_layout`` returns it, reused
+                across layers (softmax only).
         """
         check_features(x, self.channels, self.qkv.weight.dtype)
         token_batch, num_graphs = check_batch(token_batch, x.size(0),

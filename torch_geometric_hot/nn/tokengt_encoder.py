@@ -9,7 +9,7 @@ from torch_geometric_hot.nn.tokengt_embedding import TokenGTEmbedding
 from torch_geometric_hot.nn.tokengt_layer import TokenGTLayer
 from torch_geometric_hot.ops.node_identifiers import check_dim
 from torch_geometric_hot.ops.scatter import scatter_sum
-from torch_geometric_hot.ops.token_attention import token_positions
+from torch_geometric_hot.ops.token_attention import token_layout
 
 
 class TokenGTOutput(NamedTuple):
@@ -182,7 +182,7 @@ class TokenGTEncoder(torch.nn.Module):
                                              self.training)
         layout = None
         if self.attention == 'softmax':
-            layout = token_positions(token_batch, num_graphs)
+            layout = token_layout(token_batch, num_graphs)
         for layer in self.layers:
             tokens = layer(tokens, token_batch, num_graphs, layout)
             if self.seb:

@@ -1,5 +1,5 @@
 r"""One pre-LayerNorm Transformer block of TokenGT."""
-from typing import Optional, Tuple
+from typing import Optional
 
 import torch
 import torch.nn.functional as F
@@ -7,6 +7,7 @@ from torch import Tensor
 from torch.nn import LayerNorm, Linear
 
 from torch_geometric_hot.nn.token_self_attention import TokenSelfAttention
+from torch_geometric_hot.ops.token_attention import TokenLayout
 from torch_geometric_hot.ops.validation import check_batch, check_features
 
 
@@ -77,7 +78,7 @@ class TokenGTLayer(torch.nn.Module):
             module.reset_parameters()
 
     def forward(self, x: Tensor, token_batch: Tensor, num_graphs: int,
-                layout: Optional[Tuple[Tensor, Tensor]] = None) -> Tensor:
+                layout: Optional[TokenLayout] = None) -> Tensor:
         r"""Maps tokens :obj:`[T, C]` to :obj:`[T, C]`."""
         check_features(x, self.channels, self.attn_norm.weight.dtype)
         token_batch, num_graphs = check_batch(token_batch, x.size(0),

@@ -11,10 +11,13 @@ several graphs, never across graphs (the attention of TokenGT,
   :math:`S_g = \sum_{t \in g} \phi(k_t) [v_t, 1]^\top` and
   :math:`\mathrm{out}_t = \phi(q_t)^\top S_{g(t)}` normalised by its last
   column.
+  Batches of graphs of very different sizes are packed into size buckets
+  instead (:mod:`~torch_geometric_hot.ops.token_buckets`; the rule is
+  :func:`token_layout`'s).
 * :func:`dense_softmax_attention_reference`: the naive per-graph loop both
   are tested against.
 """
-from typing import Optional, Tuple
+from typing import Optional, Tuple, Union
 
 import torch
 import torch.nn.functional as F
@@ -23,6 +26,8 @@ from torch import Tensor
 from torch_geometric_hot.ops.kernel_attention import (gather_contract,
                                                       segment_outer_sum)
 from torch_geometric_hot.ops.scatter import segment_counts
+from torch_geometric_hot.ops.token_buckets import (
+    TokenBuckets, bucket_bounds, bucketed_softmax_attention, token_buckets)
 from torch_geometric_hot.ops.validation import check_size
 
 
@@ -48,6 +53,35 @@ def token_positions(token_batch: Tensor,
     return position, lengths
 
 
+BUCKET_GAIN = 2.0
+TokenLayout = Union[Tuple[Tensor, Tensor], TokenBuckets]
+
+
+def token_layout(token_batch: Tensor, num_graphs: int) -> TokenLayout:
+    r"""The layout :func:`per_graph_softmax_attention` attends on, built once
+    per batch: size buckets (:mod:`~torch_geometric_hot.ops.token_buckets`)
+    when one block padded to the largest graph would hold
+    at least :data:`BUCKET_GAIN` times the score entries of the buckets
+    (:math:`B L_{max}^2 \ge 2 \sum_b B_b L_b^2`), else the positions and
+    lengths of :func:`token_positions` (one padded block). Both give the
+    same attention.
+
+    Args:
+        token_batch (torch.Tensor): Graph of every token, shape :obj:`[T]`.
+        num_graphs (int): Number of graphs :math:`B`.
+    """
+    position, lengths = token_positions(token_batch, num_graphs)
+    if num_graphs < 2 or token_batch.numel() == 0:
+        return position, lengths
+    sizes = sorted(lengths.tolist(), reverse=True)
+    bounds = bucket_bounds(sizes)
+    bucketed = sum((end - start) * sizes[start]**2
+                   for start, end in zip(bounds[:-1], bounds[1:]))
+    if num_graphs * sizes[0]**2 < BUCKET_GAIN * bucketed:
+        return position, lengths
+    return token_buckets(token_batch, position, lengths)
+
+
 def pad_by_graph(x: Tensor, graph: Tensor, position: Tensor,
                  num_graphs: int, length: int, fill: float = 0.0) -> Tensor:
     r"""Rows :obj:`[N, *]` -> per-graph blocks :obj:`[B, length, *]`: row
@@ -61,7 +95,7 @@ def pad_by_graph(x: Tensor, graph: Tensor, position: Tensor,
 def per_graph_softmax_attention(query: Tensor, key: Tensor, value: Tensor,
                                 token_batch: Tensor, num_graphs: int,
                                 dropout: float = 0.0,
-                                layout: Optional[Tuple[Tensor, Tensor]] = None
+                                layout: Optional[TokenLayout] = None
                                 ) -> Tensor:
     r"""Softmax attention of every token over the tokens of its own graph.
 
@@ -83,15 +117,19 @@ def per_graph_softmax_attention(query: Tensor, key: Tensor, value: Tensor,
         token_batch (torch.Tensor): Graph of every token, shape :obj:`[T]`.
         num_graphs (int): Number of graphs :math:`B`.
         dropout (float): Dropout on the attention weights.
-        layout (tuple, optional): The output of :func:`token_positions`,
-            to reuse it across layers.
+        layout (tuple or TokenBuckets, optional): The output of
+            :func:`token_layout` (or of :func:`token_positions`), to reuse
+            it across layers (default: :func:`token_layout`).
 
     :rtype: :class:`torch.Tensor` of shape :obj:`[T, H, d_v]`
     """
     if query.size(0) == 0:
         return value.clone()
-    position, lengths = layout if layout is not None else token_positions(
-        token_batch, num_graphs)
+    if layout is None:
+        layout = token_layout(token_batch, num_graphs)
+    if isinstance(layout, TokenBuckets):
+        return bucketed_softmax_attention(query, key, value, layout, dropout)
+    position, lengths = layout
     max_len = int(lengths.max())
     if num_graphs > 1:
         check_size(num_graphs * max_len * query.size(1) * (
