@@ -249,7 +249,7 @@ class HOTConv(torch.nn.Module):
                 queries = torch.cat([queries[rows[n]] for n in names])
             return self._kernel_attend(names, targets, view, queries, keys,
                                        values)
-        v = values.values()
+        v = values.values().unbind(1)  # one backward for all classes
         return {name: self._softmax_attend(name, targets[name], view,
                                            queries[rows[name]], keys, v,
                                            weights) for name in names}
@@ -268,14 +268,14 @@ class HOTConv(torch.nn.Module):
                 for n, out in zip(names, outs)}
 
     def _softmax_attend(self, name: str, target, view, queries: Tensor,
-                        keys: Tensor, v: Tensor,
+                        keys: Tensor, v: Sequence[Tensor],
                         weights: Optional[Attention]) -> Tensor:
         r"""Softmax attention of one part's classes, class by class, from
-        the values of all classes :obj:`v [inputs, classes, H, D]`."""
+        the values of every class :obj:`v` (each :obj:`[inputs, H, D]`)."""
         outs = []
         for c, slot in zip(self._by_part[name], self._part_index[name]):
             args = (c, target, view, self.in_order, queries, keys,
-                    v[:, slot], self.dropout, self.training)
+                    v[slot], self.dropout, self.training)
             if c.kind == 'global' and weights is None:
                 outs.append(global_softmax_class_attention(*args))
                 continue
