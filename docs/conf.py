@@ -38,9 +38,10 @@ nb_execution_mode = 'off'  # notebooks show their stored outputs
 
 autodoc_member_order = 'bysource'
 autodoc_typehints = 'description'
-autodoc_class_signature = 'separated'
+autodoc_inherit_docstrings = False  # no torch.nn.Module text on forward()
 napoleon_google_docstring = True
 napoleon_numpy_docstring = False
+napoleon_use_ivar = True  # 'Attributes:' as fields, not duplicate entries
 
 plot_basedir = str(DOCS)  # plot:: paths are relative to docs/
 plot_include_source = False
@@ -55,8 +56,9 @@ torch.set_num_threads(1)
 '''
 
 html_theme = 'furo'
-html_title = f'torch_geometric_hot {release}'
-html_static_path = []
+html_title = 'torch_geometric_hot'
+html_static_path = ['_static']
+html_css_files = ['custom.css']
 
 
 def _copy_notebooks(app) -> None:

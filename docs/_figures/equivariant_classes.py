@@ -12,7 +12,7 @@ OUTPUT = {'diag': (1, 1), 'off': (1, 3)}
 COLOURS = {'pointwise': '#4c72b0', 'local': '#dd8452', 'global': '#55a868'}
 
 indicators = dense_basis(N, 2, 2)
-fig, axes = plt.subplots(3, 5, figsize=(10, 6.6))
+fig, axes = plt.subplots(3, 5, figsize=(10, 7.4))
 for ax, cls in zip(axes.flat, basis(2, 2)):
     i, j = OUTPUT[cls.part]
     group = indicators[cls.partition][i * N + j].view(N, N).numpy()
@@ -34,6 +34,7 @@ for ax, cls in zip(axes.flat, basis(2, 2)):
 handles = [plt.Rectangle((0, 0), 1, 1, color=c) for c in COLOURS.values()]
 fig.legend(handles, list(COLOURS), loc='lower center', ncol=3, fontsize=8,
            frameon=False)
-fig.suptitle('Input entries A_kl (row k, column l) summed by each class '
-             'for the outlined output entry; i = 1, j = 3', fontsize=9)
-fig.tight_layout(rect=(0, 0.04, 1, 0.96))
+fig.suptitle('Input entries $A_{kl}$ (row $k$, column $l$) summed by '
+             'each class for the outlined output entry; $i = 1$, $j = 3$',
+             fontsize=9)
+fig.tight_layout(rect=(0, 0.04, 1, 0.96), h_pad=1.8)

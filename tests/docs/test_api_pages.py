@@ -41,6 +41,14 @@ def test_every_exported_name_is_on_its_page(module_name):
 
 
 @pytest.mark.parametrize('module_name', SUBPACKAGES)
+def test_every_subpackage_says_what_it_holds(module_name):
+    summary = (importlib.import_module(module_name).__doc__ or '').strip()
+    short = module_name.split('.')[-1]
+    assert summary.rstrip('.') not in ('', short), \
+        f'{module_name} needs a docstring that says what it holds'
+
+
+@pytest.mark.parametrize('module_name', SUBPACKAGES)
 def test_every_exported_name_has_a_docstring(module_name):
     missing = [
         f'{entry.module}.{entry.name} ({entry.kind})'

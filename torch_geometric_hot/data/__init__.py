@@ -1,4 +1,5 @@
-r"""data."""
+r"""Views of a batch that the layers share: the pair view, the node view,
+simplex candidate tuples and the plans cached with them."""
 from torch_geometric_hot.data.pair_view import (PairView, build_pair_index,
                                                check_edge_index)
 from torch_geometric_hot.data.node_view import NodeView

@@ -1,4 +1,5 @@
-r"""datasets."""
+r"""Datasets that work offline: molecules that ship with RDKit and synthetic
+tasks."""
 from torch_geometric_hot.datasets.nci_tpsa import NCITPSA
 from torch_geometric_hot.datasets.synthetic_chains import synthetic_chains
 

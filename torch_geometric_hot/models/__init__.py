@@ -1,4 +1,5 @@
-r"""models."""
+r"""Ready models built from the layers: HOT graph, node, set-to-graph and
+hyperedge models, the invariant MLP and TokenGT."""
 from torch_geometric_hot.models.invariant_mlp import InvariantMLP
 from torch_geometric_hot.models.hot import (HOTModel, HOTGraphModel,
                                             HOTNodeModel, HOTSetToGraph,

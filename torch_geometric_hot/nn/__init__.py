@@ -1,4 +1,5 @@
-r"""nn."""
+r"""Layers, called like PyG convs: equivariant linear layers, higher-order
+attention (HOT), TokenGT blocks, N-simplicial attention and encoders."""
 from torch_geometric_hot.nn.equivariant_linear import EquivariantLinear
 from torch_geometric_hot.nn.categorical_encoder import CategoricalEncoder
 from torch_geometric_hot.nn.hot_conv import (HOTConv, HOTConv1to0, HOTConv1to1,

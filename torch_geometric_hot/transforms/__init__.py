@@ -1,4 +1,5 @@
-r"""transforms."""
+r"""Transforms that attach views and node identifiers to each graph, as
+``pre_transform`` or ``transform`` of a dataset."""
 from torch_geometric_hot.transforms.add_second_order_view import \
     AddSecondOrderView
 
