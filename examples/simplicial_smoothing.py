@@ -44,7 +44,12 @@ STACKS = ('unmasked', 'masked', 'residual + LayerNorm')
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    parser = argparse.ArgumentParser(
+        description='How smoothing is N-simplicial attention? Measures the '
+        'three claims of Dussolle & Liò 2025, §3: rank collapse without '
+        'skip connections, its prevention by skip connections and '
+        'LayerNorm, and the empirical Lipschitz constant against its '
+        'bound.')
     parser.add_argument('--smoke', action='store_true',
                         help='tiny sizes, a few seeds (seconds)')
     parser.add_argument('--tokens', type=int, default=16,
