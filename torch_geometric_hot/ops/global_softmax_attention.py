@@ -13,14 +13,20 @@ mask built from the exclusions, one block of queries at a time, so the
 extra memory is :math:`O(B \cdot L_q^{\text{block}} \cdot L_k)` booleans
 plus what the attention kernel needs (the padded blocks are checked
 against the size limit,
-:func:`~torch_geometric_hot.ops.validation.size_limit`). The result is the
-same: the enumerated path is its test oracle.
+:func:`~torch_geometric_hot.ops.validation.size_limit`). A batch of graphs
+of very different sizes is packed into size buckets instead of one block
+padded to its largest graph
+(:mod:`~torch_geometric_hot.ops.bucketed_global_softmax`, when the block
+would hold at least twice the score entries). The result is the same: the
+enumerated path is its test oracle.
 """
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
 from torch_geometric_hot.ops.basis import EquivariantClass
+from torch_geometric_hot.ops.bucketed_global_softmax import (
+    bucketed_global_attention, global_buckets)
 from torch_geometric_hot.ops.equivariant import Target
 from torch_geometric_hot.ops.higher_order_attention import KeyPool, \
     exclusion_ids
@@ -70,6 +76,14 @@ def global_softmax_class_attention(cls: EquivariantClass, target: Target,
         return v.new_zeros(0, heads, v.size(-1))
     q_pos, q_len = token_positions(target.graph, num_graphs)
     k_pos, k_len = token_positions(pool.group, num_graphs)
+    buckets = global_buckets(target.graph, q_pos, q_len, pool.group, k_pos,
+                             k_len)
+    if buckets is not None:  # graphs of very different sizes
+        return bucketed_global_attention(
+            q, k.index_select(0, pool.position),
+            v.index_select(0, pool.position),
+            exclusion_ids(cls, target, view, pool), buckets, BLOCK_ELEMENTS,
+            dropout if training else 0.0)
     len_q, len_k = int(q_len.max()), int(k_len.max()) + 1  # + the zero key
     check_size(num_graphs * heads * (len_q * q.size(-1) + len_k * (
         k.size(-1) + v.size(-1))), f"global softmax attention's padded "

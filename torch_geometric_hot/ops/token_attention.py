@@ -27,7 +27,8 @@ from torch_geometric_hot.ops.kernel_attention import (gather_contract,
                                                       segment_outer_sum)
 from torch_geometric_hot.ops.scatter import segment_counts
 from torch_geometric_hot.ops.token_buckets import (
-    TokenBuckets, bucket_bounds, bucketed_softmax_attention, token_buckets)
+    TokenBuckets, bucket_bounds, bucketed_softmax_attention, buckets_pay,
+    token_buckets)
 from torch_geometric_hot.ops.validation import check_size
 
 
@@ -53,7 +54,6 @@ def token_positions(token_batch: Tensor,
     return position, lengths
 
 
-BUCKET_GAIN = 2.0
 TokenLayout = Union[Tuple[Tensor, Tensor], TokenBuckets]
 
 
@@ -61,7 +61,7 @@ def token_layout(token_batch: Tensor, num_graphs: int) -> TokenLayout:
     r"""The layout :func:`per_graph_softmax_attention` attends on, built once
     per batch: size buckets (:mod:`~torch_geometric_hot.ops.token_buckets`)
     when one block padded to the largest graph would hold
-    at least :data:`BUCKET_GAIN` times the score entries of the buckets
+    at least ``BUCKET_GAIN`` times the score entries of the buckets
     (:math:`B L_{max}^2 \ge 2 \sum_b B_b L_b^2`), else the positions and
     lengths of :func:`token_positions` (one padded block). Both give the
     same attention.
@@ -77,7 +77,7 @@ def token_layout(token_batch: Tensor, num_graphs: int) -> TokenLayout:
     bounds = bucket_bounds(sizes)
     bucketed = sum((end - start) * sizes[start]**2
                    for start, end in zip(bounds[:-1], bounds[1:]))
-    if num_graphs * sizes[0]**2 < BUCKET_GAIN * bucketed:
+    if not buckets_pay(num_graphs * sizes[0]**2, bucketed):
         return position, lengths
     return token_buckets(token_batch, position, lengths)
 

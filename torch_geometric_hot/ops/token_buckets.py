@@ -12,13 +12,16 @@ share of the score entries by less than its square. Each bucket is one
 the same size). The layout (which token goes to which padded slot) is built
 once per batch by :func:`token_buckets` and reused by every layer.
 """
-from typing import List, NamedTuple, Optional
+from typing import List, NamedTuple, Optional, Tuple
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
 BUCKET_RATIO = 1.25
+#: Buckets replace one padded block when that block holds at least this
+#: many times their score entries.
+BUCKET_GAIN = 2.0
 
 
 class TokenBuckets(NamedTuple):
@@ -57,6 +60,57 @@ def bucket_bounds(lengths: List[int], ratio: float = BUCKET_RATIO
     return bounds
 
 
+def buckets_pay(one_block: int, bucketed: int) -> bool:
+    r"""Whether size buckets of :obj:`bucketed` score entries replace one
+    padded block of :obj:`one_block` (:data:`BUCKET_GAIN`)."""
+    return one_block >= BUCKET_GAIN * bucketed
+
+
+def bucket_plan(sizes: Tensor, ratio: float = BUCKET_RATIO
+                ) -> Tuple[Tensor, List[int]]:
+    r"""The graphs in descending order of :obj:`sizes` and the boundaries of
+    their buckets in that order (:func:`bucket_bounds`)."""
+    order = torch.sort(sizes, descending=True, stable=True)[1]
+    return order, bucket_bounds(sizes[order].tolist(), ratio)
+
+
+def bucket_slots(token_batch: Tensor, position: Tensor, order: Tensor,
+                 bounds: List[int], widths: List[int]
+                 ) -> Tuple[Tensor, Tensor]:
+    r"""The padded slots of rows that belong to graphs, the graphs packed
+    bucket by bucket (:func:`bucket_plan`), each graph of bucket :math:`b`
+    given :obj:`widths[b]` slots.
+
+    Returns :obj:`slot_token` (the row of every slot, :math:`T` for
+    padding) and :obj:`token_slot` (the slot of every row)."""
+    device = token_batch.device
+    counts = [end - start for start, end in zip(bounds[:-1], bounds[1:])]
+    width = torch.repeat_interleave(
+        torch.tensor(widths, dtype=torch.long, device=device),
+        torch.tensor(counts, dtype=torch.long, device=device))
+    first = torch.cumsum(width, 0) - width
+    graph_first = torch.zeros(order.numel(), dtype=torch.long,
+                              device=device)
+    graph_first[order[:width.numel()]] = first
+    token_slot = graph_first[token_batch] + position
+    slot_token = torch.full((int(width.sum()), ), token_batch.numel(),
+                            dtype=torch.long, device=device)
+    slot_token[token_slot] = torch.arange(token_batch.numel(), device=device)
+    return slot_token, token_slot
+
+
+def padded_blocks(x: Tensor, slot_token: Tensor, shapes: List[tuple],
+                  fill: float = 0.0) -> List[Tensor]:
+    r"""Rows :obj:`[T, *]` -> one block :obj:`[graphs, length, *]` per
+    bucket, padding slots set to :obj:`fill`."""
+    x = torch.cat([x, x.new_full((1, ) + x.shape[1:], fill)])
+    x = x.index_select(0, slot_token)
+    return [block.view((count, length) + x.shape[1:])
+            for block, (count, length) in zip(
+                x.split([count * length for count, length in shapes]),
+                shapes)]
+
+
 def token_buckets(token_batch: Tensor, position: Tensor, lengths: Tensor,
                   ratio: float = BUCKET_RATIO) -> TokenBuckets:
     r"""The bucket layout of the tokens (see the module docstring).
@@ -68,31 +122,20 @@ def token_buckets(token_batch: Tensor, position: Tensor, lengths: Tensor,
         lengths (torch.Tensor): Tokens of every graph :obj:`[B]`.
         ratio (float): Largest length ratio within a bucket.
     """
-    device = token_batch.device
-    order = torch.sort(lengths, descending=True, stable=True)[1]
+    order, bounds = bucket_plan(lengths, ratio)
     sorted_lengths = lengths[order].tolist()
-    bounds = bucket_bounds(sorted_lengths, ratio)
-    shapes = [(end - start, sorted_lengths[start])
-              for start, end in zip(bounds[:-1], bounds[1:])]
-    # Per graph (in sorted order) its bucket's length and first slot.
-    width = torch.tensor([length for count, length in shapes
-                          for _ in range(count)], dtype=torch.long,
-                         device=device)
-    first = torch.cumsum(width, 0) - width
-    graph_first = torch.zeros_like(lengths)
-    graph_first[order[:width.numel()]] = first
-    token_slot = graph_first[token_batch] + position
-    num_slots = int(width.sum()) if width.numel() else 0
-    slot_token = torch.full((num_slots, ), token_batch.numel(),
-                            dtype=torch.long, device=device)
-    slot_token[token_slot] = torch.arange(token_batch.numel(), device=device)
+    widths = [sorted_lengths[start] for start in bounds[:-1]]
+    shapes = [(end - start, width) for start, end, width in zip(
+        bounds[:-1], bounds[1:], widths)]
+    slot_token, token_slot = bucket_slots(token_batch, position, order,
+                                          bounds, widths)
     masks = []
     for (count, length), start in zip(shapes, bounds[:-1]):
-        graph_lengths = lengths[order[start:start + count]]
         if sorted_lengths[start + count - 1] == length:
             masks.append(None)
             continue
-        masks.append((torch.arange(length, device=device) <
+        graph_lengths = lengths[order[start:start + count]]
+        masks.append((torch.arange(length, device=lengths.device) <
                       graph_lengths.view(-1, 1)).view(count, 1, 1, length))
     return TokenBuckets(slot_token, token_slot, shapes, masks)
 
@@ -115,12 +158,8 @@ def bucketed_softmax_attention(query: Tensor, key: Tensor, value: Tensor,
     heads = query.size(1)
 
     def padded(x: Tensor) -> List[Tensor]:  # [T, H, d] -> [g, H, L, d]
-        x = torch.cat([x, x.new_zeros((1, ) + x.shape[1:])])
-        x = x.index_select(0, buckets.slot_token)
-        sizes = [count * length for count, length in buckets.shapes]
-        return [block.view(count, length, heads, -1).transpose(1, 2)
-                for block, (count, length) in zip(x.split(sizes),
-                                                  buckets.shapes)]
+        return [block.transpose(1, 2) for block in padded_blocks(
+            x, buckets.slot_token, buckets.shapes)]
 
     outs = [
         F.scaled_dot_product_attention(q, k, v, attn_mask=mask,
