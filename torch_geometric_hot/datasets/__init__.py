@@ -1,9 +1,11 @@
 r"""Datasets that work offline: molecules that ship with RDKit and synthetic
 tasks."""
+from torch_geometric_hot.datasets.delaunay_sets import DelaunaySets
 from torch_geometric_hot.datasets.nci_tpsa import NCITPSA
 from torch_geometric_hot.datasets.synthetic_chains import synthetic_chains
 
 __all__ = [
+    'DelaunaySets',
     'NCITPSA',
     'synthetic_chains',
 ]
@@ -14,12 +16,13 @@ from torch_geometric_hot.datasets.ogb_layout import (MoleculeTable,
                                                      write_ogbg_mol,
                                                      write_pcqm4mv2)
 from torch_geometric_hot.datasets.ogb_molecules import (
-    MoleculeBenchmark, load_molecule_benchmark, offline_labels,
+    MoleculeBenchmark, benchmark_name, load_molecule_benchmark,
+    offline_labels,
     ogb_safe_globals, write_offline)
 
 __all__ += [
     'MoleculeTable', 'nci_tpsa_table', 'read_molecule_csv', 'scaffold_split',
     'write_ogbg_mol', 'write_pcqm4mv2', 'MoleculeBenchmark',
-    'load_molecule_benchmark', 'offline_labels', 'ogb_safe_globals',
+    'benchmark_name', 'load_molecule_benchmark', 'offline_labels', 'ogb_safe_globals',
     'write_offline'
 ]

@@ -267,7 +267,13 @@ def write_ogbg_mol(root: str, name: str, table: MoleculeTable,
              '%d')
     label_fmt = '%.6g' if meta['task type'] == 'regression' else '%g'
     _savetxt(osp.join(raw, 'graph-label.csv.gz'), labels, label_fmt)
-    for part, index in scaffold_split(table.smiles).items():
+    split = scaffold_split(table.smiles)
+    empty = [part for part, index in split.items() if index.size == 0]
+    if empty:
+        raise ValueError(f"the scaffold split of these {len(table.smiles)} "
+                         f"molecules leaves {empty} empty: too few molecules "
+                         f"or distinct Bemis-Murcko scaffolds")
+    for part, index in split.items():
         _savetxt(osp.join(folder, 'split', 'scaffold', f'{part}.csv.gz'),
                  index.reshape(-1, 1), '%d')
     os.makedirs(osp.join(folder, 'mapping'), exist_ok=True)

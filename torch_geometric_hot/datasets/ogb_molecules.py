@@ -116,6 +116,16 @@ def _no_prompts(folder: str):
         builtins.input = original
 
 
+def benchmark_name(name: str) -> str:
+    r"""The canonical name of a molecule benchmark (``'pcqm4mv2'`` or an
+    ``ogbg-mol*`` name OGB knows); a clear error for any other name."""
+    name = name.lower()
+    if name in (PCQM4MV2, 'pcqm4m-v2'):
+        return PCQM4MV2
+    ogbg_meta(name)
+    return name
+
+
 def _ogb_folder(name: str, root: str) -> str:
     if name == PCQM4MV2:
         return osp.join(root, PCQM4MV2_FOLDER)
@@ -163,13 +173,29 @@ def offline_labels(name: str,
 
 
 def write_offline(name: str, root: str,
-                  table: Optional[MoleculeTable] = None) -> str:
+                  table: Optional[MoleculeTable] = None,
+                  derive_labels: bool = True) -> str:
     r"""Writes :obj:`table` (default: the NCI molecules RDKit ships) as
-    the dataset :obj:`name` under :obj:`root`, labelled by
-    :func:`offline_labels`."""
+    the dataset :obj:`name` under :obj:`root`.
+
+    Args:
+        name (str): The benchmark whose layout and meta information to use.
+        root (str): The root folder.
+        table (MoleculeTable, optional): The molecules.
+        derive_labels (bool, optional): Label the tasks by
+            :func:`offline_labels` from the table's first target; with
+            :obj:`False` the table's targets are the labels as they are
+            (one column per task; one column for PCQM4Mv2).
+    """
     table = nci_tpsa_table() if table is None else table
-    labels, target = offline_labels(name, table)
+    if derive_labels:
+        labels, target = offline_labels(name, table)
+    else:
+        labels, target = table.targets, ', '.join(table.target_names)
     if name == PCQM4MV2:
+        if labels.shape[1] != 1:
+            raise ValueError(f"pcqm4mv2 has one target; the table has "
+                             f"{labels.shape[1]} ({table.target_names})")
         return write_pcqm4mv2(root, table._replace(targets=labels), target)
     return write_ogbg_mol(root, name, table, labels, target)
 
@@ -217,7 +243,9 @@ def _pcqm_split(official: Dict[str, Tensor], seed: int = 0
 
 def load_molecule_benchmark(name: str, root: str, offline: bool = False,
                             pre_transform: Optional[Callable] = None,
-                            transform: Optional[Callable] = None
+                            transform: Optional[Callable] = None,
+                            offline_molecules: Optional[int] = None,
+                            offline_table: Optional[MoleculeTable] = None
                             ) -> MoleculeBenchmark:
     r"""Loads an OGB molecule benchmark through OGB's own loader and
     evaluator (see the module documentation).
@@ -227,17 +255,22 @@ def load_molecule_benchmark(name: str, root: str, offline: bool = False,
             ``'pcqm4mv2'``.
         root (str): The folder that holds (or will hold) the dataset folder,
             as OGB's :obj:`root`.
-        offline (bool, optional): Write the NCI molecules in the dataset's
-            layout when its folder does not exist, instead of downloading.
+        offline (bool, optional): Write the NCI molecules (or
+            :obj:`offline_table`) in the dataset's layout when its folder does
+            not exist, instead of downloading.
             An existing folder is only read; with :obj:`offline=True` it must
             be one this library wrote. (default: :obj:`False`)
         pre_transform (callable, optional): Applied once to every molecule
             and cached.
         transform (callable, optional): Applied on every access.
+        offline_molecules (int, optional): With :obj:`offline=True`, write
+            only the first this many NCI molecules (default: all).
+        offline_table (MoleculeTable, optional): With :obj:`offline=True`,
+            write these molecules, their targets taken as the labels (e.g.
+            :func:`~torch_geometric_hot.datasets.read_molecule_csv` of one's
+            own CSV), instead of the NCI molecules.
     """
-    name = name.lower()
-    if name in ('pcqm4m-v2', 'ogb-lsc-pcqm4mv2'):
-        name = PCQM4MV2
+    name = benchmark_name(name)
     if name != PCQM4MV2:
         meta = ogbg_meta(name)
     if osp.exists(root) and not osp.isdir(root):
@@ -246,7 +279,10 @@ def load_molecule_benchmark(name: str, root: str, offline: bool = False,
     folder = _ogb_folder(name, root)
     source_path = osp.join(folder, SOURCE_FILE)
     if offline and not osp.isdir(folder):
-        write_offline(name, root)
+        if offline_table is None:
+            write_offline(name, root, nci_tpsa_table(limit=offline_molecules))
+        else:
+            write_offline(name, root, offline_table, derive_labels=False)
     elif offline and not osp.isfile(source_path):
         raise ValueError(f"'root': {folder} holds a dataset this library did "
                          f"not write; drop 'offline' to use it as it is")

@@ -1,0 +1,170 @@
+import json
+import os
+import os.path as osp
+import re
+import signal
+import socket
+import subprocess
+import sys
+
+import pytest
+import torch
+
+pytest.importorskip('rdkit')
+pytest.importorskip('ogb')
+
+from torch_geometric_hot.train import MODELS, main  # noqa: E402
+
+MOLECULES = 200
+BASE = ['--offline', '--offline-molecules', str(MOLECULES), '--smoke',
+        '--no-progress', '--threads', '1', '--batch-size', '16',
+        '--hidden', '16', '--layers', '2']
+DEVICES = ['cpu', pytest.param('cuda', marks=pytest.mark.skipif(
+    not torch.cuda.is_available(), reason='no CUDA device'))]
+
+
+@pytest.fixture(scope='module')
+def root(tmp_path_factory):
+    return str(tmp_path_factory.mktemp('ogb'))
+
+
+def run_cli(root, out, *extra):
+    return main(['--root', root, '--out', str(out), *BASE, *extra])
+
+
+@pytest.mark.parametrize('device', DEVICES)
+@pytest.mark.parametrize('model', list(MODELS))
+def test_every_model_trains_through_the_pcqm4mv2_layout(root, tmp_path,
+                                                        model, device):
+    [summary] = run_cli(root, tmp_path, '--dataset', 'pcqm4mv2', '--model',
+                        model, '--device', device)
+    assert summary['metric'] == 'mae' and summary['epochs'] == 2
+    assert torch.isfinite(torch.tensor([summary['test'], summary['valid']
+                                        ])).all()
+    run = tmp_path / f'{model}_seed0'
+    for name in ('last.pt', 'best.pt', 'summary.json', 'curve.png'):
+        assert (run / name).is_file(), name
+    lines = (run / 'metrics.jsonl').read_text().splitlines()
+    assert [json.loads(line)['epoch'] for line in lines] == [1, 2]
+    assert (tmp_path / 'results.md').read_text().startswith('| model |')
+
+
+def test_classification_layout_and_several_seeds(root, tmp_path):
+    summaries = run_cli(root, tmp_path, '--dataset', 'ogbg-molhiv',
+                        '--model', 'hot-kernel,gin', '--seed', '0,1')
+    assert [(s['model'], s['seed']) for s in summaries] == [
+        ('hot-kernel', 0), ('hot-kernel', 1), ('gin', 0), ('gin', 1)]
+    assert all(s['metric'] == 'rocauc' and 0 <= s['test'] <= 1
+               for s in summaries)
+    table = (tmp_path / 'results.md').read_text()
+    assert re.search(r'\| hot-kernel \| [0-9.]+ ± [0-9.]+ \|', table)
+    assert (tmp_path / 'curves.png').is_file()
+
+
+def test_own_csv_through_the_ogbg_layout(tmp_path):
+    csv = tmp_path / 'mine.csv'
+    from torch_geometric_hot.datasets import nci_tpsa_table
+    table = nci_tpsa_table(limit=40)
+    rows = [f'{smi},{k % 7}' for k, smi in enumerate(table.smiles)]
+    rows[::5] = ['not-a-molecule,1.0'] * 8
+    csv.write_text('smiles,logs\n' + '\n'.join(rows) + '\n')
+    [summary] = main(['--root', str(tmp_path / 'data'), '--dataset',
+                      'ogbg-molesol', '--model', 'gin', '--csv', str(csv),
+                      '--target-columns', 'logs', *BASE])
+    assert summary['metric'] == 'rmse'
+    with open(tmp_path / 'data' / 'ogbg_molesol' / 'SOURCE.json') as f:
+        source = json.load(f)
+    assert source['molecules'] == 32 and len(source['skipped']) == 8
+
+
+def _cli(*args, **kw):
+    env = dict(os.environ, OUTDATED_IGNORE='1', OMP_NUM_THREADS='1')
+    return subprocess.Popen([sys.executable, '-m', 'torch_geometric_hot.train',
+                             *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, env=env,
+                            **kw)
+
+
+def _final_weights(run_dir):
+    from torch_geometric_hot.train.trainer import weights_digest
+    state = torch.load(osp.join(run_dir, 'last.pt'), weights_only=True)
+    model = torch.nn.Module()
+    for k, v in state['model'].items():
+        model.register_buffer(k.replace('.', '__'), v)
+    return state['epoch'], weights_digest(model), state['model']
+
+
+def test_killed_run_resumes_to_the_same_weights(root, tmp_path):
+    args = ['--root', root, '--dataset', 'pcqm4mv2', '--model',
+            'tokengt-lap', '--dropout', '0.1', '--epochs', '3', *BASE]
+    whole = _cli(*args, '--out', str(tmp_path / 'whole'))
+    assert whole.wait() == 0, whole.stdout.read()
+    killed = _cli(*args, '--out', str(tmp_path / 'killed'))
+    for line in killed.stdout:
+        if re.search(r'epoch +1 ', line):
+            killed.send_signal(signal.SIGKILL)
+            break
+    killed.wait()
+    run = tmp_path / 'killed' / 'tokengt-lap_seed0'
+    assert _final_weights(run)[0] == 1
+    resumed = _cli(*args, '--resume', str(run))
+    out = resumed.stdout.read()
+    assert resumed.wait() == 0, out
+    assert 'epoch   2' in out and 'epoch   1' not in out
+    epoch, digest, weights = _final_weights(run)
+    epoch_whole, digest_whole, weights_whole = _final_weights(
+        tmp_path / 'whole' / 'tokengt-lap_seed0')
+    assert epoch == epoch_whole == 3
+    for k in weights:
+        assert torch.equal(weights[k], weights_whole[k]), k
+    lines = (run / 'metrics.jsonl').read_text().splitlines()
+    assert [json.loads(x)['epoch'] for x in lines] == [1, 2, 3]
+
+
+def test_two_processes_under_torchrun(root, tmp_path):
+    main(['--root', root, '--dataset', 'pcqm4mv2', '--model', 'gin',
+          *BASE])  # writes the offline folder before the ranks read it
+    env = dict(os.environ, OUTDATED_IGNORE='1', OMP_NUM_THREADS='1')
+    with socket.socket() as s:
+        s.bind(('127.0.0.1', 0))
+        port = s.getsockname()[1]
+    proc = subprocess.run(
+        [sys.executable, '-m', 'torch.distributed.run', '--nproc_per_node=2',
+         f'--master_port={port}', '-m', 'torch_geometric_hot.train', '--root',
+         root, '--dataset', 'pcqm4mv2', '--model', 'hot-kernel', '--out',
+         str(tmp_path), '--device', 'cpu', *BASE], capture_output=True,
+        text=True, env=env, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    digests = dict(re.findall(r'rank (\d) weights (\w+)', proc.stdout))
+    assert set(digests) == {'0', '1'} and digests['0'] == digests['1']
+    run = tmp_path / 'hot-kernel_seed0'
+    records = [json.loads(x) for x in
+               (run / 'metrics.jsonl').read_text().splitlines()]
+    assert [r['epoch'] for r in records] == [1, 2]  # rank 0 alone wrote
+    from torch_geometric_hot.datasets import load_molecule_benchmark
+    bench = load_molecule_benchmark('pcqm4mv2', root)
+    smoke = 2 * 16  # evaluation batches of a smoke run
+    for part in ('valid', 'test'):
+        expected = min(smoke, bench.split[part].numel())
+        assert all(r[f'{part}_count'] == expected for r in records)
+    summary = json.loads((run / 'summary.json').read_text())
+    assert summary['world_size'] == 2
+
+
+def test_clear_errors(root, tmp_path, capsys):
+    with pytest.raises(SystemExit, match="'--dataset'.*unknown OGB"):
+        main(['--dataset', 'ogbg-molnothing', '--root', root, *BASE])
+    (tmp_path / 'broken' / 'pcqm4m-v2').mkdir(parents=True)
+    with pytest.raises(FileNotFoundError, match="'root'.*lacks"):
+        main(['--dataset', 'pcqm4mv2', '--root', str(tmp_path / 'broken'),
+              '--model', 'gin', '--smoke', '--no-progress'])
+    with pytest.raises(FileNotFoundError, match="'--resume'.*no checkpoint"):
+        main(['--root', root, '--resume', str(tmp_path), *BASE])
+    run_cli(root, tmp_path / 'a', '--dataset', 'pcqm4mv2', '--model', 'gin')
+    with pytest.raises(ValueError, match="'--resume'.*--hidden 16"):
+        main(['--root', root, '--dataset', 'pcqm4mv2', '--model', 'gin',
+              '--resume', str(tmp_path / 'a' / 'gin_seed0'), *BASE,
+              '--hidden', '32'])
+    with pytest.raises(SystemExit):
+        main(['--model', 'hot-fast', *BASE])
+    assert 'unknown model' in capsys.readouterr().err

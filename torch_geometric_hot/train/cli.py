@@ -1,0 +1,239 @@
+r"""Train and compare graph-level models on OGB molecule benchmarks, through
+OGB's own loaders and evaluators.
+
+Examples::
+
+    # the offline benchmark (RDKit's NCI molecules written in the
+    # PCQM4Mv2 layout, scored by OGB's PCQM4Mv2Evaluator)
+    python -m torch_geometric_hot.train --dataset pcqm4mv2 --offline \
+        --model hot-kernel,tokengt-lap,gin --out runs/demo
+
+    # the real benchmark (downloaded by OGB into --root, or already there)
+    python -m torch_geometric_hot.train --dataset ogbg-molhiv \
+        --root data/ogb --model hot-kernel --device cuda --out runs/hiv
+
+    # continue a killed run with the same arguments
+    python -m torch_geometric_hot.train ... --resume runs/hiv/hot-kernel_seed0
+
+    # two processes (DistributedDataParallel; gloo on CPU, nccl on CUDA)
+    torchrun --nproc_per_node=2 -m torch_geometric_hot.train ...
+"""
+import argparse
+import json
+import os
+import os.path as osp
+import sys
+from typing import Dict, List, Optional
+
+from torch_geometric_hot.train.zoo import MODELS
+
+DATASET_HELP = ("an OGB molecule dataset: any 'ogbg-mol*' name "
+                "(ogbg-molhiv, ogbg-molpcba, ogbg-moltox21, ogbg-molesol, "
+                "...) or 'pcqm4mv2'")
+
+
+def _models(text: str) -> List[str]:
+    names = [t.strip() for t in text.split(',') if t.strip()]
+    unknown = [n for n in names if n not in MODELS]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(
+            f"unknown model(s) {unknown}; choose from {', '.join(MODELS)}")
+    return names
+
+
+def _seeds(text: str) -> List[int]:
+    try:
+        return [int(t) for t in text.split(',') if t.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"'--seed' takes integers separated by commas, got {text!r}"
+        ) from None
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f'must be >= 1, got {value}')
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    models = '\n'.join(f'  {name:<22} {spec.description}'
+                       for name, spec in MODELS.items())
+    parser = argparse.ArgumentParser(
+        prog='python -m torch_geometric_hot.train',
+        description=__doc__.split('\n\n')[0],
+        epilog=f'models:\n{models}\n\n' + __doc__.split('\n\n', 1)[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    data = parser.add_argument_group('data')
+    data.add_argument('--dataset', default='pcqm4mv2', help=DATASET_HELP +
+                      ' (default: %(default)s)')
+    data.add_argument('--root', default='data_cache/ogb',
+                      help="folder that holds the dataset folder, as OGB's "
+                      "root (default: %(default)s)")
+    data.add_argument('--offline', action='store_true',
+                      help="when the dataset folder is missing, write the NCI "
+                      "molecules that RDKit ships in the dataset's own layout "
+                      "instead of downloading (targets: their topological "
+                      "polar surface area; for classification tasks, TPSA "
+                      "above quantiles)")
+    data.add_argument('--offline-molecules', type=_positive, default=None,
+                      help='with --offline, write only the first N molecules '
+                      '(default: all 4,991 that RDKit parses)')
+    data.add_argument('--csv', default=None,
+                      help="with --offline, write the molecules of this CSV "
+                      "file (a header row, a SMILES column and one numeric "
+                      "column per task of --dataset) instead of the NCI "
+                      "molecules; rows RDKit cannot parse are skipped and "
+                      "counted")
+    data.add_argument('--smiles-column', default='smiles',
+                      help='SMILES column of --csv (default: %(default)s)')
+    data.add_argument('--target-columns', default=None,
+                      help='target columns of --csv, separated by commas')
+    model = parser.add_argument_group('model and training')
+    model.add_argument('--model', type=_models, default=['hot-kernel'],
+                       help='one or more model names separated by commas '
+                       '(listed below; default: hot-kernel)')
+    model.add_argument('--hidden', type=_positive, default=64,
+                       help='width of every model (default: %(default)s)')
+    model.add_argument('--layers', type=_positive, default=4,
+                       help='blocks of every model (default: %(default)s)')
+    model.add_argument('--dropout', type=float, default=0.0,
+                       help='dropout rate (default: %(default)s)')
+    model.add_argument('--epochs', type=_positive, default=20,
+                       help='epochs (default: %(default)s)')
+    model.add_argument('--batch-size', type=_positive, default=128,
+                       help='molecules per batch and process (default: '
+                       '%(default)s)')
+    model.add_argument('--lr', type=float, default=1e-3,
+                       help='Adam learning rate, cosine-annealed over the '
+                       'epochs (default: %(default)s)')
+    model.add_argument('--seed', type=_seeds, default=[0],
+                       help='one or more seeds separated by commas; each '
+                       'model trains once per seed (default: 0)')
+    run = parser.add_argument_group('running')
+    run.add_argument('--device', default='auto',
+                     choices=['cpu', 'cuda', 'auto'],
+                     help='auto picks CUDA when torch sees a GPU (default: '
+                     '%(default)s)')
+    run.add_argument('--num-workers', type=int, default=0,
+                     help='DataLoader worker processes (default: '
+                     '%(default)s)')
+    run.add_argument('--threads', type=_positive, default=None,
+                     help="torch's CPU threads per process (default: "
+                     "torch's choice)")
+    run.add_argument('--smoke', action='store_true',
+                     help='a seconds-long run on a few batches through the '
+                     'same code (default epochs: 2)')
+    run.add_argument('--out', default=None,
+                     help='write per-epoch metrics (metrics.jsonl), the last '
+                     'and best checkpoints, summary.json and a learning '
+                     'curve per run into OUT/<model>_seed<seed>/, and '
+                     'results.md/results.json/curves.png for all runs')
+    run.add_argument('--resume', default=None, metavar='RUN_DIR',
+                     help='continue the run in RUN_DIR (a folder with '
+                     'last.pt) from its last checkpoint; the other arguments '
+                     'must be those of that run')
+    run.add_argument('--no-progress', action='store_true',
+                     help='no progress bars')
+    return parser
+
+
+def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.smoke and '--epochs' not in (argv if argv is not None
+                                         else sys.argv):
+        args.epochs = 2
+    if not 0.0 <= args.dropout < 1.0:
+        parser.error(f"'--dropout' must be in [0, 1), got {args.dropout}")
+    if args.num_workers < 0:
+        parser.error("'--num-workers' must be >= 0")
+    if args.resume is not None and (len(args.model) > 1 or
+                                    len(args.seed) > 1):
+        parser.error("'--resume' continues one run: give one --model and one "
+                     "--seed")
+    if args.offline_molecules is not None and not args.offline:
+        parser.error("'--offline-molecules' needs --offline")
+    if args.csv is not None:
+        if not args.offline:
+            parser.error("'--csv' needs --offline (it writes the dataset "
+                         "folder when it is missing)")
+        if not args.target_columns:
+            parser.error("'--csv' needs --target-columns")
+    return args
+
+
+def main(argv: Optional[List[str]] = None) -> List[Dict]:
+    r"""Runs every (model, seed) of the arguments in turn; returns their
+    summaries."""
+    os.environ.setdefault('OUTDATED_IGNORE', '1')  # ogb's version check
+    args = parse_args(argv)
+    import torch
+
+    from torch_geometric_hot.datasets import benchmark_name
+    from torch_geometric_hot.train import checkpoint, report
+    from torch_geometric_hot.train.distributed import setup, teardown
+    from torch_geometric_hot.train.trainer import (CURVE_FILE, Run,
+                                                   run_name)
+    try:  # a clear error before any work
+        benchmark_name(args.dataset)
+    except ValueError as error:
+        raise SystemExit(f"'--dataset': {error}") from None
+    if args.threads is not None:
+        torch.set_num_threads(args.threads)
+    state = checkpoint.load(args.resume) if args.resume else None
+    ctx = setup(args.device)
+    summaries = []
+    try:
+        for model_name in args.model:
+            for seed in args.seed:
+                run_dir = args.resume or (osp.join(
+                    args.out, run_name(model_name, seed)) if args.out
+                                          else None)
+                run = Run(args, model_name, seed, ctx, run_dir)
+                if state is not None:
+                    run.resume(state)
+                if ctx.is_main:
+                    print(f'{model_name}, seed {seed}: '
+                          f'{run.num_parameters:,} parameters on '
+                          f'{ctx.device} x {ctx.world_size}; '
+                          f'{run.bench.name} ({len(run.bench.dataset):,} '
+                          f'molecules, metric {run.bench.metric})',
+                          flush=True)
+                summary = run.fit()
+                if ctx.distributed:
+                    print(f'rank {ctx.rank} weights {summary["weights"]}',
+                          flush=True)
+                summaries.append(summary)
+                if run_dir is not None and ctx.is_main:
+                    report.plot_run(run.history, run.bench.metric,
+                                    osp.join(run_dir, CURVE_FILE),
+                                    f'{model_name} on {run.bench.name}, '
+                                    f'seed {seed}')
+        if ctx.is_main:
+            _report(args, summaries, report)
+    finally:
+        teardown(ctx)
+    return summaries
+
+
+def _report(args, summaries: List[Dict], report) -> None:
+    table = report.results_table(summaries)
+    print(f"\n{summaries[0]['dataset']}: test {summaries[0]['metric']} at "
+          f"the best validation epoch\n{table}")
+    if args.out is None or args.resume:
+        return
+    os.makedirs(args.out, exist_ok=True)
+    with open(osp.join(args.out, 'results.md'), 'w') as f:
+        f.write(table + '\n')
+    with open(osp.join(args.out, 'results.json'), 'w') as f:
+        json.dump(summaries, f, indent=1)
+    histories = {model: [report.read_history(osp.join(
+        args.out, f"{model}_seed{r['seed']}")) for r in runs]
+                 for model, runs in report.by_model(summaries).items()}
+    report.plot_models(histories, summaries[0]['metric'],
+                       osp.join(args.out, 'curves.png'),
+                       f"{summaries[0]['dataset']}: mean over seeds")
+    print(f"wrote {osp.join(args.out, 'results.md')} and "
+          f"{osp.join(args.out, 'curves.png')}")

@@ -1,0 +1,341 @@
+r"""One training run: a model of :data:`~torch_geometric_hot.train.zoo.MODELS`
+on a :class:`~torch_geometric_hot.datasets.MoleculeBenchmark`, one process
+or one rank of ``torchrun``."""
+import hashlib
+import json
+import math
+import os
+import os.path as osp
+import resource
+import sys
+import time
+from typing import Dict, List, Optional
+
+import torch
+from torch import Tensor
+from torch.nn.parallel import DistributedDataParallel
+from torch.utils.data import DistributedSampler, RandomSampler
+from torch_geometric.loader import DataLoader
+
+from torch_geometric_hot.datasets import (MoleculeBenchmark,
+                                          load_molecule_benchmark,
+                                          read_molecule_csv)
+from torch_geometric_hot.train import checkpoint
+from torch_geometric_hot.train.distributed import (Context, agree, barrier,
+                                                   gather, sync_buffers)
+from torch_geometric_hot.train.zoo import MODELS, ModelSpec, Settings, predict
+
+SMOKE_TRAIN_BATCHES, SMOKE_EVAL_BATCHES = 3, 2
+METRICS_FILE, SUMMARY_FILE, CURVE_FILE = ('metrics.jsonl', 'summary.json',
+                                          'curve.png')
+
+
+def run_name(model: str, seed: int) -> str:
+    return f'{model}_seed{seed}'
+
+
+def weights_digest(model: torch.nn.Module) -> str:
+    r"""A short hash of the model's parameters and buffers."""
+    h = hashlib.sha1()
+    for name, value in sorted(model.state_dict().items()):
+        h.update(name.encode())
+        h.update(value.detach().cpu().contiguous().numpy().tobytes())
+    return h.hexdigest()[:16]
+
+
+class TargetScale:
+    r"""Regression targets standardised by the training mean and standard
+    deviation (NaN-aware); classification targets pass as they are."""
+    def __init__(self, y: Tensor, regression: bool) -> None:
+        self.regression = regression
+        if regression:
+            finite = y[~torch.isnan(y)]
+            self.mean = float(finite.mean())
+            self.std = float(finite.std()) if finite.numel() > 1 else 1.0
+            self.std = self.std or 1.0
+        else:
+            self.mean, self.std = 0.0, 1.0
+
+    def scale(self, y: Tensor) -> Tensor:
+        return (y - self.mean) / self.std
+
+    def unscale(self, out: Tensor) -> Tensor:
+        return out * self.std + self.mean
+
+
+def _targets(bench: MoleculeBenchmark, batch) -> Tensor:
+    return batch.y.view(-1, bench.num_tasks).float()
+
+
+def _loss(bench: MoleculeBenchmark, out: Tensor, y: Tensor) -> Tensor:
+    known = ~torch.isnan(y)
+    if not bool(known.any()):
+        return out.sum() * 0.0
+    out, y = out[known], y[known]
+    if bench.task_type == 'classification':
+        return torch.nn.functional.binary_cross_entropy_with_logits(out, y)
+    if bench.metric == 'mae':
+        return (out - y).abs().mean()
+    return (out - y).square().mean()
+
+
+def peak_memory_mb(device: torch.device) -> float:
+    r"""Peak memory of this process: CUDA allocations on a GPU, the
+    resident set size on the CPU."""
+    if device.type == 'cuda':
+        return torch.cuda.max_memory_allocated(device) / 2**20
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return rss / 2**20 if sys.platform == 'darwin' else rss / 2**10
+
+
+class Run:
+    r"""Trains one model with one seed (see :func:`train`)."""
+    def __init__(self, args, model_name: str, seed: int, ctx: Context,
+                 run_dir: Optional[str]) -> None:
+        self.args, self.ctx, self.run_dir = args, ctx, run_dir
+        self.spec: ModelSpec = MODELS[model_name]
+        self.config = dict(vars(args), model=model_name, seed=seed)
+        self.seed = seed
+        self.bench = self._load()
+        self.scale = TargetScale(self._train_targets(),
+                                 self.bench.task_type == 'regression')
+        torch.manual_seed(seed)
+        model = self.spec.build(Settings(args.hidden, args.layers,
+                                         self.bench.num_tasks, args.dropout,
+                                         seed)).to(ctx.device)
+        self.model = model
+        self.num_parameters = sum(p.numel() for p in model.parameters())
+        # some blocks leave parameters unused on some batches (e.g. HOT's
+        # classes that see no entries of a batch), hence
+        # find_unused_parameters
+        self.net = DistributedDataParallel(
+            model, device_ids=[ctx.device.index] if ctx.device.type == 'cuda'
+            else None, find_unused_parameters=True) if ctx.distributed \
+            else model
+        self.optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
+        self.scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(
+            self.optimizer, T_max=max(args.epochs, 1))
+        self.history: List[Dict] = []
+        self.epoch = 0
+
+    # ------------------------------------------------------------------
+    def _load(self) -> MoleculeBenchmark:
+        # rank 0 writes the offline folder and the transform cache first
+        bench = None
+        if self.ctx.is_main:
+            bench = self._open()
+        barrier(self.ctx)
+        return bench if bench is not None else self._open()
+
+    def _open(self) -> MoleculeBenchmark:
+        args = self.args
+        table = None
+        if args.csv is not None:
+            table = read_molecule_csv(args.csv, args.smiles_column,
+                                      args.target_columns.split(','))
+            if table.skipped:
+                print(f'{args.csv}: skipped {len(table.skipped)} rows whose '
+                      f'SMILES RDKit cannot parse (first: '
+                      f'{table.skipped[0]})', flush=True)
+        return load_molecule_benchmark(
+            args.dataset, args.root, offline=args.offline,
+            pre_transform=self.spec.pre_transform,
+            offline_molecules=args.offline_molecules, offline_table=table)
+
+    def _indices(self, part: str) -> Tensor:
+        index = self.bench.split[part]
+        if self.args.smoke:
+            batches = SMOKE_TRAIN_BATCHES if part == 'train' else \
+                SMOKE_EVAL_BATCHES
+            index = index[:batches * self.args.batch_size]
+        return index
+
+    def _train_targets(self) -> Tensor:
+        data = self.bench.dataset
+        index = self._indices('train')
+        y = data._data.y if hasattr(data, '_data') else None
+        if y is not None and y.size(0) == len(data):
+            return y.view(len(data), -1)[index].float()
+        return torch.cat([data[int(i)].y.view(1, -1) for i in index]).float()
+
+    def _loader(self, part: str, epoch: int = 0) -> DataLoader:
+        subset = self.bench.dataset[self._indices(part)]
+        kw = dict(batch_size=self.args.batch_size,
+                  num_workers=self.args.num_workers)
+        if part != 'train':
+            # every rank reads its own stride of the split, nothing padded
+            return DataLoader(subset[self.ctx.rank::self.ctx.world_size],
+                              shuffle=False, **kw)
+        if self.ctx.distributed:
+            sampler = DistributedSampler(subset, self.ctx.world_size,
+                                         self.ctx.rank, shuffle=True,
+                                         seed=self.seed)
+            sampler.set_epoch(epoch)
+        else:
+            # the order of epoch e depends on (seed, e) only, so a resumed
+            # run reads the batches the uninterrupted one would
+            sampler = RandomSampler(subset, generator=torch.Generator()
+                                    .manual_seed(self.seed * 100003 + epoch))
+        return DataLoader(subset, sampler=sampler, **kw)
+
+    def _progress(self, loader, desc: str):
+        if not self.ctx.is_main or self.args.no_progress:
+            return loader
+        from tqdm import tqdm
+        return tqdm(loader, desc=desc, leave=False, dynamic_ncols=True)
+
+    # ------------------------------------------------------------------
+    def _step_epoch(self, epoch: int) -> Dict:
+        self.net.train()
+        total, count, preds, trues = 0.0, 0, [], []
+        loader = self._loader('train', epoch)
+        for batch in self._progress(loader, f'epoch {epoch} train'):
+            batch = batch.to(self.ctx.device)
+            y = _targets(self.bench, batch)
+            out = predict(self.net, self.spec, batch).view_as(y)
+            loss = _loss(self.bench, out, self.scale.scale(y))
+            self.optimizer.zero_grad()
+            loss.backward()
+            self.optimizer.step()
+            total += float(loss.detach()) * y.size(0)
+            count += y.size(0)
+            preds.append(self.scale.unscale(out.detach()).cpu())
+            trues.append(y.cpu())
+        self.scheduler.step()
+        parts = gather(self.ctx, (total, count, torch.cat(preds),
+                                  torch.cat(trues)))
+        loss = sum(p[0] for p in parts) / max(sum(p[1] for p in parts), 1)
+        train_metric = self.bench.evaluate(torch.cat([p[3] for p in parts]),
+                                           torch.cat([p[2] for p in parts]))
+        return {'loss': loss, 'train': train_metric}
+
+    @torch.no_grad()
+    def evaluate(self, part: str) -> Dict:
+        r"""The evaluator's metric on a split, every molecule counted once
+        across ranks."""
+        sync_buffers(self.ctx, self.model)
+        self.net.eval()
+        preds, trues, index = [], [], self._indices(part)
+        positions = torch.arange(index.numel())[self.ctx.rank::
+                                               self.ctx.world_size]
+        for batch in self._progress(self._loader(part), f'{part}'):
+            batch = batch.to(self.ctx.device)
+            y = _targets(self.bench, batch)
+            out = predict(self.model, self.spec, batch).view_as(y)
+            preds.append(self.scale.unscale(out).cpu())
+            trues.append(y.cpu())
+        empty = torch.empty(0, self.bench.num_tasks)
+        parts = gather(self.ctx, (positions, torch.cat(preds or [empty]),
+                                  torch.cat(trues or [empty])))
+        order = torch.cat([p[0] for p in parts]).argsort()
+        pred = torch.cat([p[1] for p in parts])[order]
+        true = torch.cat([p[2] for p in parts])[order]
+        return {'metric': self.bench.evaluate(true, pred),
+                'count': int(true.size(0))}
+
+    # ------------------------------------------------------------------
+    def _is_better(self, value: float, best: Optional[float]) -> bool:
+        if best is None or math.isnan(best):
+            return not math.isnan(value)
+        return value > best if self.bench.higher_is_better else value < best
+
+    def _payload(self) -> Dict:
+        return {'model': self.model.state_dict(),
+                'optimizer': self.optimizer.state_dict(),
+                'scheduler': self.scheduler.state_dict(),
+                'epoch': self.epoch, 'rng': checkpoint.rng_state(),
+                'args': {k: self.config[k] for k in
+                         checkpoint.RUN_ARGUMENTS},
+                'history': self.history}
+
+    def resume(self, state: Dict) -> None:
+        r"""Continues from a checkpoint of the same run."""
+        checkpoint.check_same_run(state['args'], self.config)
+        self.model.load_state_dict(state['model'])
+        self.optimizer.load_state_dict(state['optimizer'])
+        self.scheduler.load_state_dict(state['scheduler'])
+        self.epoch = int(state['epoch'])
+        self.history = list(state['history'])
+        checkpoint.set_rng_state(state['rng'])
+
+    def _write_epoch(self, record: Dict, improved: bool) -> None:
+        if self.run_dir is None or not self.ctx.is_main:
+            return
+        with open(osp.join(self.run_dir, METRICS_FILE), 'a') as f:
+            f.write(json.dumps(record) + '\n')
+        payload = self._payload()
+        checkpoint.save(osp.join(self.run_dir, checkpoint.LAST), payload)
+        if improved:
+            checkpoint.save(osp.join(self.run_dir, checkpoint.BEST), payload)
+
+    def _log(self, record: Dict) -> None:
+        if not self.ctx.is_main:
+            return
+        m = self.bench.metric
+        print(f"{self.config['model']:<22} seed {self.seed}  epoch "
+              f"{record['epoch']:3d}  loss {record['loss']:.4f}  {m} train "
+              f"{record['train']:.4f} valid {record['valid']:.4f} test "
+              f"{record['test']:.4f}  {record['seconds']:.1f} s  "
+              f"{record['peak_mb']:.0f} MB", flush=True)
+
+    def fit(self) -> Dict:
+        r"""Trains the remaining epochs; returns the run's summary."""
+        if self.run_dir is not None and self.ctx.is_main:
+            os.makedirs(self.run_dir, exist_ok=True)
+        best = None
+        for r in self.history:
+            best = r['valid'] if self._is_better(r['valid'], best) else best
+        while self.epoch < self.args.epochs:
+            self.epoch += 1
+            start = time.perf_counter()
+            record = {'epoch': self.epoch, **self._step_epoch(self.epoch)}
+            for part in ('valid', 'test'):
+                result = self.evaluate(part)
+                record[part] = result['metric']
+                record[f'{part}_count'] = result['count']
+            record['seconds'] = time.perf_counter() - start
+            record['lr'] = self.scheduler.get_last_lr()[0]
+            record['peak_mb'] = peak_memory_mb(self.ctx.device)
+            record = agree(self.ctx, record)
+            improved = self._is_better(record['valid'], best)
+            best = record['valid'] if improved else best
+            self.history.append(record)
+            self._write_epoch(record, improved)
+            self._log(record)
+        return self.summary()
+
+    def summary(self) -> Dict:
+        r"""The best-validation epoch's metrics and the run's costs."""
+        best = None
+        for r in self.history:
+            if best is None or self._is_better(r['valid'], best['valid']):
+                best = r
+        mean_pred = self.mean_predictor()
+        out = {'dataset': self.bench.name, 'model': self.config['model'],
+               'seed': self.seed, 'metric': self.bench.metric,
+               'higher_is_better': self.bench.higher_is_better,
+               'epochs': len(self.history), 'best_epoch': best['epoch'],
+               'valid': best['valid'], 'test': best['test'],
+               'mean_predictor_test': mean_pred,
+               'parameters': self.num_parameters,
+               'seconds_per_epoch': sum(r['seconds'] for r in self.history)
+               / len(self.history),
+               'peak_mb': max(r['peak_mb'] for r in self.history),
+               'device': str(self.ctx.device),
+               'world_size': self.ctx.world_size,
+               'weights': weights_digest(self.model),
+               'config': {k: self.config[k] for k in
+                          checkpoint.RUN_ARGUMENTS}}
+        if self.run_dir is not None and self.ctx.is_main:
+            with open(osp.join(self.run_dir, SUMMARY_FILE), 'w') as f:
+                json.dump(out, f, indent=1)
+        return out
+
+    def mean_predictor(self) -> float:
+        r"""The test metric of predicting the training mean for every
+        molecule (the floor every model must beat)."""
+        index = self._indices('test')
+        data = self.bench.dataset
+        true = torch.cat([data[int(i)].y.view(1, -1) for i in index]).float()
+        mean = torch.nanmean(self._train_targets(), dim=0)
+        return self.bench.evaluate(true, mean.expand_as(true).clone())
