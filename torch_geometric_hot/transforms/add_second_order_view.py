@@ -10,11 +10,10 @@ from torch_geometric_hot.data.pair_view import PairView, build_pair_index
 
 @functional_transform('add_second_order_view')
 class AddSecondOrderView(BaseTransform):
-    r"""Attaches the second-order (pair) view of a graph (``docs/design.md``,
-    "The pair view"), as
-    used by the `Higher-Order Transformers <https://arxiv.org/abs/2111.00862>`_
-    layers: the entry set :math:`P = \{(i, i)\} \cup E` with
-    :math:`|P| = n + m`.
+    r"""Attaches the second-order (pair) view of a graph, as used by the
+    `Higher-Order Transformers <https://arxiv.org/abs/2111.00862>`_ layers
+    (``docs/design.md``, "The pair view"): the entry set
+    :math:`P = \{(i, i)\} \cup E` with :math:`|P| = n + m`.
 
     Adds
 
@@ -40,6 +39,19 @@ class AddSecondOrderView(BaseTransform):
         pair_x (bool, optional): Also attach :obj:`pair_x` built from
             :obj:`x` and :obj:`edge_attr` (float features).
             (default: :obj:`False`)
+
+    Example:
+        >>> import torch
+        >>> from torch_geometric.data import Data
+        >>> from torch_geometric_hot.transforms import AddSecondOrderView
+        >>> edge_index = torch.tensor([[0, 1, 1], [1, 0, 2]])  # 1 -> 2 one-way
+        >>> data = AddSecondOrderView()(Data(edge_index=edge_index,
+        ...                                  num_nodes=3))
+        >>> data.pair_index
+        tensor([[0, 1, 2, 0, 1, 1],
+                [0, 1, 2, 1, 0, 2]])
+        >>> data.pair_transpose
+        tensor([ 0,  1,  2,  4,  3, -1])
     """
     def __init__(self, pair_x: bool = False) -> None:
         self.pair_x = pair_x
