@@ -1,7 +1,5 @@
-"""Every example's ``--help`` is complete plain text, and a quick training
-run never writes over a full run's results."""
+"""Every example's ``--help`` is complete plain text."""
 import argparse
-import importlib.util
 import re
 import runpy
 import sys
@@ -43,22 +41,3 @@ def test_help_is_complete_plain_text(script, monkeypatch):
         if action.option_strings and not (action.help or '').strip()
     ]
     assert not undocumented, f'{script.name}: no help for {undocumented}'
-
-
-def _train_tpsa():
-    path = EXAMPLES / 'train_tpsa.py'
-    if not path.exists():
-        pytest.skip('examples/train_tpsa.py is gone')
-    spec = importlib.util.spec_from_file_location('train_tpsa', path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def test_a_quick_run_writes_beside_the_full_results():
-    module = _train_tpsa()
-    full = Path(module.parse_args([]).out_dir)
-    quick = Path(module.parse_args(['--quick']).out_dir)
-    assert quick != full and quick.parent == full
-    chosen = module.parse_args(['--quick', '--out-dir', 'elsewhere'])
-    assert chosen.out_dir == 'elsewhere'

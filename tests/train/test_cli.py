@@ -168,3 +168,9 @@ def test_clear_errors(root, tmp_path, capsys):
     with pytest.raises(SystemExit):
         main(['--model', 'hot-fast', *BASE])
     assert 'unknown model' in capsys.readouterr().err
+
+
+def test_without_out_nothing_is_written(root, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    main(['--root', root, '--dataset', 'pcqm4mv2', '--model', 'gin', *BASE])
+    assert list(tmp_path.iterdir()) == []
