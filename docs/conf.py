@@ -66,10 +66,15 @@ def _copy_notebooks(app) -> None:
     # outputs from a copy (docs/notebooks/ is generated, not committed).
     out = Path(app.srcdir) / 'notebooks'
     out.mkdir(exist_ok=True)
-    for notebook in sorted((ROOT / 'examples' / 'notebooks').glob('*.ipynb')):
+    notebooks = sorted((ROOT / 'examples' / 'notebooks').glob('*.ipynb'))
+    for notebook in notebooks:
         target = out / notebook.name
         if not target.exists() or target.read_bytes() != notebook.read_bytes():
             shutil.copyfile(notebook, target)
+    names = {notebook.name for notebook in notebooks}
+    for stale in out.glob('*.ipynb'):
+        if stale.name not in names:
+            stale.unlink()
 
 
 def setup(app):

@@ -74,8 +74,22 @@ _DIRECTIVE = {
     'class': 'autoclass',
     'function': 'autofunction',
     'module': 'automodule',
-    'data': 'autodata',
 }
+
+
+def _data_lines(target: str, value, doc: Optional[str]) -> List[str]:
+    # A constant is described by its ``#:`` comment, found in whichever
+    # submodule defines it (autodata would fall back to the docstring of
+    # the value's type, e.g. dict's, when the name is re-exported).
+    lines = [f'.. data:: {target}']
+    shown = repr(value)
+    if len(shown) <= 60:
+        lines.append(f'   :value: {shown}')
+    lines.append('')
+    lines += [f'   {line}' if line else ''
+              for line in (doc or '').splitlines()]
+    lines.append('')
+    return lines
 
 
 def page_text(module_name: str) -> str:
@@ -87,6 +101,10 @@ def page_text(module_name: str) -> str:
              f'.. module:: {module_name}', '']
     for entry in api_entries(module_name):
         target = f'{module_name}.{entry.name}'
+        if entry.kind == 'data':
+            lines += _data_lines(target, getattr(module, entry.name),
+                                 entry.doc)
+            continue
         lines.append(f'.. {_DIRECTIVE[entry.kind]}:: {target}')
         if entry.kind == 'class':
             lines += ['   :members:', '   :show-inheritance:']
@@ -110,8 +128,10 @@ def write_pages(out_dir: Path) -> List[Path]:
         '# API reference', '',
         (inspect.getdoc(package) or '').split('\n\n')[0], '',
         'One page per subpackage, listing every name it exports.', '',
-        '```{eval-rst}', f'.. module:: {PACKAGE}', '',
-        f'.. autodata:: {PACKAGE}.__version__', '', '```', '',
+        '```{eval-rst}', f'.. module:: {PACKAGE}', ''
+    ] + _data_lines(f'{PACKAGE}.__version__', package.__version__,
+                    _data_doc(PACKAGE, '__version__')) + [
+        '```', '',
         '```{toctree}', ':maxdepth: 1', ''
     ]
     index += [name.split('.')[-1] for name in names] + ['```', '']

@@ -58,6 +58,8 @@ def _positive(text: str) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    r"""The command's argument parser (``--help`` lists every option and
+    model)."""
     models = '\n'.join(f'  {name:<22} {spec.description}'
                        for name, spec in MODELS.items())
     parser = argparse.ArgumentParser(
@@ -140,6 +142,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
+    r"""Parses :obj:`argv` (default: the command line) and checks the
+    combinations of options; an invalid one exits with a usage error."""
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.smoke and '--epochs' not in (argv if argv is not None
