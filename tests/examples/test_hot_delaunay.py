@@ -1,0 +1,37 @@
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip('matplotlib')
+pytest.importorskip('scipy')
+
+SCRIPT = Path(__file__).resolve().parents[2] / 'examples' / 'hot_delaunay.py'
+
+
+def test_smoke_trains_both_models_and_writes_the_plot(tmp_path):
+    spec = importlib.util.spec_from_file_location('hot_delaunay', SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    out = module.main(['--smoke', '--root', str(tmp_path / 'data'), '--out',
+                       str(tmp_path / 'out')])
+    assert set(out['summary']) == {'HOT', 'S2G+'}
+    for scores in out['summary'].values():
+        for key in ('accuracy', 'precision', 'recall', 'f1'):
+            assert 0.0 <= scores[key] <= 1.0
+    assert (tmp_path / 'out' / 'delaunay.png').stat().st_size > 0
+    saved = json.loads((tmp_path / 'out' / 'results.json').read_text())
+    assert len(saved['runs']) == 2
+    assert saved['runs'][0]['example']['target']  # Delaunay edges exist
+
+
+def test_metrics():
+    import torch
+    spec = importlib.util.spec_from_file_location('hot_delaunay', SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    pred = torch.tensor([True, True, False, False])
+    y = torch.tensor([True, False, True, False])
+    m = module.metrics(pred, y)
+    assert m == dict(accuracy=0.5, precision=0.5, recall=0.5, f1=0.5)
