@@ -202,33 +202,48 @@ def plot(results: List[Dict], out: str) -> None:
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    parser = argparse.ArgumentParser(
+        description='Set-to-graph: predict the Delaunay triangulation of '
+        'random point sets (HOT §5, Table 3, after Set2Graph).')
     parser.add_argument('--smoke', action='store_true',
                         help='a few tiny sets and steps (seconds)')
     parser.add_argument('--points', type=int, nargs='+', default=[50],
                         help='points per set, or a range LOW HIGH '
                         '(default: 50)')
-    parser.add_argument('--train-sets', type=int, default=2000)
-    parser.add_argument('--test-sets', type=int, default=200)
+    parser.add_argument('--train-sets', type=int, default=2000,
+                        help='training point sets (default: 2000)')
+    parser.add_argument('--test-sets', type=int, default=200,
+                        help='test point sets (default: 200)')
     parser.add_argument('--steps', type=int, default=1500,
                         help='optimiser steps per model and seed')
-    parser.add_argument('--batch-size', type=int, default=8)
-    parser.add_argument('--eval-every', type=int, default=100)
-    parser.add_argument('--lr', type=float, default=1e-3)
-    parser.add_argument('--channels', type=int, default=32)
+    parser.add_argument('--batch-size', type=int, default=8,
+                        help='sets per step (default: 8)')
+    parser.add_argument('--eval-every', type=int, default=100,
+                        help='steps between test evaluations (default: 100)')
+    parser.add_argument('--lr', type=float, default=1e-3,
+                        help='learning rate (default: 0.001)')
+    parser.add_argument('--channels', type=int, default=32,
+                        help='model width (default: 32)')
     parser.add_argument('--layers', type=int, default=3,
                         help='1->1 blocks before the 1->2 block')
-    parser.add_argument('--heads', type=int, default=4)
-    parser.add_argument('--dropout', type=float, default=0.0)
-    parser.add_argument('--seeds', type=int, nargs='+', default=[0, 1, 2])
+    parser.add_argument('--heads', type=int, default=4,
+                        help='attention heads (default: 4)')
+    parser.add_argument('--dropout', type=float, default=0.0,
+                        help='dropout probability (default: 0)')
+    parser.add_argument('--seeds', type=int, nargs='+', default=[0, 1, 2],
+                        help='random seeds, one run each (default: 0 1 2)')
     parser.add_argument('--models', nargs='+', default=list(MODELS),
-                        choices=MODELS)
-    parser.add_argument('--threads', type=int, default=None)
+                        choices=MODELS,
+                        help='models to train (default: all)')
+    parser.add_argument('--threads', type=int, default=None,
+                        help="torch intra-op threads (default: torch's "
+                        'choice)')
     parser.add_argument('--root', default=os.path.join('data_cache',
                                                        'delaunay'),
                         help='dataset cache')
     parser.add_argument('--out', default=os.path.join('results',
-                                                      'hot_delaunay'))
+                                                      'hot_delaunay'),
+                        help='output folder (default: results/hot_delaunay)')
     args = parser.parse_args(argv)
     if args.smoke:
         args.points, args.train_sets, args.test_sets = [8, 12], 16, 8
