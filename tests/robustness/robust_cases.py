@@ -2,7 +2,7 @@ r"""Every public layer as a case of the robustness suite: how to build it
 (seeded), how to run it on a (batched) graph, and the level of each output
 (``'node'``, ``'edge'``, ``'graph'`` or ``'hyperedge_index'`` rows)."""
 from dataclasses import dataclass
-from typing import Callable, Tuple
+from typing import Callable, Optional, Tuple
 
 import torch
 from torch import Tensor
@@ -28,6 +28,9 @@ class Case:
     levels: Tuple[str, ...]
     #: the layer needs each graph's nodes contiguous in the batch
     sorted_batch: bool = False
+    #: for the permutation property, when the layer breaks ties by
+    #: position (the indexer's top-k): the layer without the tie-break
+    tie_free: Optional[Callable[[], torch.nn.Module]] = None
 
 
 def _batch(data: Data) -> Tuple[Tensor, int]:
@@ -127,14 +130,22 @@ def _encoder(layer, data: Data) -> Outputs:
 
 
 def _other_cases():
+    def simplicial(candidates: str, k: int = 2):
+        return lambda: SimplicialAttention(CHANNELS, heads=2, order=2,
+                                           candidates=candidates, k=k,
+                                           include_self=True)
+
     cases = [
-        Case(f'SimplicialAttention-{c}',
-             lambda c=c: SimplicialAttention(CHANNELS, heads=2, order=2,
-                                             candidates=c, k=2,
-                                             include_self=True),
-             _simplicial, ('node', ), sorted_batch=True)
-        for c in ('dense', 'neighbours', 'walks', 'indexer')
+        Case(f'SimplicialAttention-{c}', simplicial(c), _simplicial,
+             ('node', ), sorted_batch=True)
+        for c in ('dense', 'neighbours', 'walks')
     ]
+    # ReLU scores tie at 0: top-2 then keeps the first in node order, so
+    # the permutation property keeps every pair (k above the graph sizes)
+    cases.append(Case('SimplicialAttention-indexer',
+                      simplicial('indexer'), _simplicial, ('node', ),
+                      sorted_batch=True,
+                      tie_free=simplicial('indexer', k=16)))
     cases.append(Case('SimplicialAttention-determinant-routed',
                       lambda: SimplicialAttention(
                           CHANNELS, heads=1, head_channels=3,
@@ -162,10 +173,13 @@ def _other_cases():
 CASES = _hot_cases() + _other_cases()
 
 
-def make(case: Case, dtype: torch.dtype = torch.float64) -> torch.nn.Module:
-    r"""The case's layer, seeded, in eval mode, in :obj:`dtype`."""
+def make(case: Case, dtype: torch.dtype = torch.float64,
+         tie_free: bool = False) -> torch.nn.Module:
+    r"""The case's layer (its :obj:`tie_free` variant if asked and there
+    is one), seeded, in eval mode, in :obj:`dtype`."""
     torch.manual_seed(0)
-    return case.make().to(dtype).eval()
+    build = case.tie_free if tie_free and case.tie_free else case.make
+    return build().to(dtype).eval()
 
 
 def prepare(data: Data, case: Case) -> Data:

@@ -9,8 +9,8 @@ never changes what another thread sees.
   (graph ids in range, sorted batches, node indices in range, finite
   features) cost a pass over the input and a device synchronisation;
   ``with validation(False):`` skips them (shapes and dtypes are always
-  checked). The process-wide
-  default is on; the environment variable
+  checked), and so does tracing by :func:`torch.compile`. The
+  process-wide default is on; the environment variable
   ``TORCH_GEOMETRIC_HOT_VALIDATION=off`` turns it off.
 * **Size limit** (:func:`size_limit`): every transform or layer whose output
   can grow faster than its input (candidate tuples, hyperedge candidates,
@@ -58,7 +58,10 @@ class SizeLimitError(ValueError):
 
 def validating() -> bool:
     r"""Whether the value checks run in this thread (see
-    :func:`validation`)."""
+    :func:`validation`); never while :func:`torch.compile` traces (a check
+    would break the graph: validate before compiling)."""
+    if torch.compiler.is_compiling():
+        return False
     enabled = _validation.get()
     return _default_validation if enabled is None else enabled
 
