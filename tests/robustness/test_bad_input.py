@@ -135,14 +135,6 @@ def test_tokens(layer):
         layer(x, torch.zeros(3), 1)
 
 
-def _in_thread(fn):
-    result = []
-    thread = threading.Thread(target=lambda: result.append(fn()))
-    thread.start()
-    thread.join()
-    return result[0]
-
-
 def test_switches_are_per_thread():
     # a mode set in one thread is not seen by another, and overlapping
     # blocks in two threads each restore their own
@@ -150,20 +142,23 @@ def test_switches_are_per_thread():
     seen = {}
 
     def hold():
-        with native.use_native('off'), use_backend('torch'), \
-                validation(False), size_limit(7):
-            seen['inside'] = (native.current_mode(), current_backend(),
-                              validating(), current_size_limit())
+        try:
+            with native.use_native('off'), use_backend('torch'), \
+                    validation(False), size_limit(7):
+                seen['inside'] = (native.current_mode(), current_backend(),
+                                  validating(), current_size_limit())
+                entered.set()
+                leave.wait(60)
+        finally:
             entered.set()
-            leave.wait()
 
     before = (native.current_mode(), current_backend(), validating(),
               current_size_limit())
     thread = threading.Thread(target=hold)
     thread.start()
-    entered.wait()
+    entered.wait(60)
     try:
-        assert seen['inside'] == ('off', 'torch', False, 7)
+        assert seen.get('inside') == ('off', 'torch', False, 7)
         assert (native.current_mode(), current_backend(), validating(),
                 current_size_limit()) == before
         with native.use_native('on' if native.available() else 'auto'):
