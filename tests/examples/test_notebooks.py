@@ -1,9 +1,13 @@
-r"""Runs the code cells of every notebook in ``examples/notebooks/`` without
-Jupyter (plain ``exec`` in a fresh namespace, matplotlib's Agg backend) in
-the quick setting (``TORCH_GEOMETRIC_HOT_QUICK=1``: a smaller subset and
-fewer epochs), and checks what each notebook claims."""
+r"""Runs every notebook in ``examples/notebooks/`` as a notebook: a real
+Jupyter kernel (nbclient + ipykernel, started by this test's Python) executes
+its cells top to bottom in the quick setting (``TORCH_GEOMETRIC_HOT_QUICK=1``:
+a smaller subset and fewer epochs). One more cell, appended by the test and
+run in the same kernel, prints what the notebook computed as a JSON line;
+the tests check the notebook's claims on those values."""
+import importlib.util
 import json
 import math
+import sys
 from pathlib import Path
 
 import pytest
@@ -11,45 +15,53 @@ import torch
 
 pytest.importorskip('rdkit')
 pytest.importorskip('ogb')
-matplotlib = pytest.importorskip('matplotlib')
+pytest.importorskip('matplotlib')
+pytest.importorskip('nbclient')
+pytest.importorskip('ipykernel')
+nbformat = pytest.importorskip('nbformat')
 
 NOTEBOOKS = Path(__file__).resolve().parents[2] / 'examples' / 'notebooks'
+_spec = importlib.util.spec_from_file_location('notebook_execute',
+                                               NOTEBOOKS / 'execute.py')
+_module = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_module)
+execute = _module.execute
 
-
-def code_of(name: str) -> str:
-    r"""The notebook's code cells joined in order."""
-    with open(NOTEBOOKS / name, encoding='utf-8') as f:
-        book = json.load(f)
-    cells = []
-    for cell in book['cells']:
-        if cell['cell_type'] != 'code':
-            continue
-        source = cell['source']
-        source = ''.join(source) if isinstance(source, list) else source
-        assert not any(line.lstrip().startswith(('%', '!'))
-                       for line in source.splitlines()), \
-            f'{name}: IPython magics cannot run without Jupyter'
-        cells.append(source)
-    return '\n\n'.join(cells)
+MARKER = 'NOTEBOOK VALUES '
+PROBE = '''
+import json as _json, sys as _sys, torch as _torch
+def _plain(value):
+    if isinstance(value, _torch.Tensor):
+        return value.tolist()
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+print(%r + _json.dumps(_plain(dict(executable=_sys.executable, %s))))
+'''
 
 
 @pytest.fixture
-def run_notebook(tmp_path, monkeypatch):
-    matplotlib.use('Agg')
-    import matplotlib.pyplot as plt
+def run_notebook(tmp_path):
+    def run(name: str, **values: str) -> dict:
+        r"""Executes the notebook :obj:`name` and returns the values of the
+        expressions :obj:`values` (name → Python expression) in its
+        kernel."""
+        fields = ', '.join(f'{key}={expr}' for key, expr in values.items())
+        (tmp_path / 'run').mkdir()
+        book, _ = execute(NOTEBOOKS / name, quick=True,
+                          data_dir=tmp_path / 'data', work_dir=tmp_path / 'run',
+                          extra_code=PROBE % (MARKER, fields), timeout=600)
+        lines = [line for output in book.cells[-1].outputs
+                 for line in output.get('text', '').splitlines()
+                 if line.startswith(MARKER)]
+        assert len(lines) == 1, book.cells[-1].outputs
+        found = json.loads(lines[0][len(MARKER):])
+        assert found.pop('executable') == sys.executable
+        return found
 
-    monkeypatch.setenv('TORCH_GEOMETRIC_HOT_QUICK', '1')
-    monkeypatch.setenv('TORCH_GEOMETRIC_HOT_DATA', str(tmp_path / 'data'))
-    monkeypatch.chdir(tmp_path)
-
-    def run(name: str) -> dict:
-        namespace = {'__name__': '__notebook__'}
-        exec(compile(code_of(name), str(NOTEBOOKS / name), 'exec'),
-             namespace)
-        return namespace
-
-    yield run
-    plt.close('all')
+    return run
 
 
 def check_beats_mean(results: dict) -> None:
@@ -62,30 +74,85 @@ def check_beats_mean(results: dict) -> None:
 
 
 def test_hot_molecules(run_notebook):
-    ns = run_notebook('hot_molecules.ipynb')
-    assert ns['QUICK']
-    view, n, m = ns['view'], ns['n'], ns['m']
-    assert view.num_entries == n + m  # both bond directions, no self-loops
+    ns = run_notebook('hot_molecules.ipynb', quick='QUICK', n='n', m='m',
+                      num_entries='view.num_entries', results='results',
+                      maps='maps', edge_index='mol.edge_index')
+    assert ns['quick']
+    n, m = ns['n'], ns['m']
+    assert ns['num_entries'] == n + m  # both bond directions, no self-loops
     assert set(ns['results']) == {'predict the training mean',
                                   'InvariantMLP', 'HOTGraphModel (kernel)'}
-    check_beats_mean(dict(ns['results']))
-    for key, grid in ns['maps'].items():  # softmax rows are distributions
+    check_beats_mean(ns['results'])
+    maps = {key: torch.tensor(grid) for key, grid in ns['maps'].items()}
+    assert set(maps) == {'diag/6', 'diag/12'}
+    for key, grid in maps.items():  # softmax rows are distributions
         assert grid.shape == (n, n), key
         torch.testing.assert_close(grid.sum(1), torch.ones(n))
     adjacency = torch.zeros(n, n, dtype=torch.bool)
-    adjacency[ns['mol'].edge_index[0], ns['mol'].edge_index[1]] = True
-    assert not ns['maps']['diag/6'][~adjacency].any()  # bonds only
-    assert not ns['maps']['diag/12'].diagonal().any()  # k != i
+    adjacency[tuple(torch.tensor(ns['edge_index']))] = True
+    assert not maps['diag/6'][~adjacency].any()  # bonds only
+    assert not maps['diag/12'].diagonal().any()  # k != i
 
 
 def test_tokengt_molecules(run_notebook):
-    ns = run_notebook('tokengt_molecules.ipynb')
-    assert ns['QUICK']
+    ns = run_notebook('tokengt_molecules.ipynb', quick='QUICK', n='n',
+                      gram='gram', results='results')
+    assert ns['quick']
     n = ns['n']
+    assert set(ns['gram']) == {'ORF', 'Laplacian'}
     for name, gram in ns['gram'].items():  # n <= d_p: orthonormal rows
-        torch.testing.assert_close(gram, torch.eye(n), atol=1e-5, rtol=0,
-                                   msg=name)
+        torch.testing.assert_close(torch.tensor(gram), torch.eye(n),
+                                   atol=1e-5, rtol=0, msg=name)
     assert set(ns['results']) == {'predict the training mean',
                                   'TokenGT (Laplacian ids)',
                                   'TokenGT (ORF ids)'}
-    check_beats_mean(dict(ns['results']))
+    check_beats_mean(ns['results'])
+
+
+def test_ogb_molecules(run_notebook, tmp_path):
+    ns = run_notebook('ogb_molecules.ipynb', quick='QUICK',
+                      molecules='MOLECULES', epochs='EPOCHS',
+                      folder='bench.folder', split='bench.split',
+                      test_y='test_y', mean='mean', results='results',
+                      histories='histories', summaries='summaries')
+    assert ns['quick']
+    # the offline fixture in PCQM4Mv2's layout, read by OGB's loader
+    folder = Path(ns['folder'])
+    assert folder.is_relative_to(tmp_path / 'data')
+    for file in ('raw/data.csv.gz', 'split_dict.pt',
+                 'processed/geometric_data_processed.pt'):
+        assert (folder / file).is_file(), file
+    split = {part: set(index) for part, index in ns['split'].items()}
+    assert set(split) == {'train', 'valid', 'test'}
+    assert not (split['train'] & split['valid'] or split['train']
+                & split['test'] or split['valid'] & split['test'])
+    assert sum(map(len, split.values())) <= ns['molecules']
+    # the evaluator's MAE of the mean prediction, recomputed
+    test_y = torch.tensor(ns['test_y'], dtype=torch.float64)
+    assert test_y.shape == (len(split['test']), 1)
+    baseline = float((test_y - ns['mean']).abs().mean())
+    assert ns['results']['predict the training mean'] == \
+        pytest.approx(baseline, rel=1e-6)
+    assert set(ns['results']) == {'predict the training mean',
+                                  'HOT (kernel)', 'TokenGT (Laplacian)',
+                                  'GIN (baseline)'}
+    check_beats_mean(ns['results'])
+    assert set(ns['histories']) == {'hot-kernel', 'tokengt-lap', 'gin'}
+    for name, history in ns['histories'].items():
+        assert [row['epoch'] for row in history] == \
+            list(range(1, ns['epochs'] + 1)), name
+        best = min(history, key=lambda row: row['valid'])
+        assert ns['summaries'][name]['best epoch'] == best['epoch'], name
+        assert all(math.isfinite(row['train loss']) for row in history)
+
+
+@pytest.mark.parametrize('path', sorted(NOTEBOOKS.glob('*.ipynb')),
+                         ids=lambda path: path.name)
+def test_stored_outputs_come_from_one_run(path):
+    # every code cell ran once, in order, in one kernel, without an error
+    book = nbformat.read(path, as_version=4)
+    code = [cell for cell in book.cells if cell.cell_type == 'code']
+    assert [cell.execution_count for cell in code] == \
+        list(range(1, len(code) + 1)), path.name
+    for cell in code:
+        assert not any(out.output_type == 'error' for out in cell.outputs)
