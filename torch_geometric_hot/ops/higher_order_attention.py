@@ -186,8 +186,10 @@ def kernel_class_attention(classes: Sequence[Sequence[EquivariantClass]],
     :math:`z = \sum \phi(k)` built once per summary for all parts;
     single-key terms (excluded keys) contribute
     :math:`(\phi(q)^\top \phi(k_x)) v_x`. Rows whose group is empty output
-    0. With :obj:`exact=False` the exclusions are dropped (HOT Eq. 21's
-    decoupled approximation).
+    0 (all rows, when there is no input element). With :obj:`exact=False`
+    the exclusions are dropped (HOT Eq. 21's decoupled approximation). The
+    sums run in the widest dtype of the inputs, outside
+    :func:`torch.autocast` (they add up whole graphs).
 
     The index work (key pools, readings, terms, and the native path's
     visiting orders and checks) depends on the view, the classes and the
