@@ -180,7 +180,8 @@ class TokenGTEmbedding(torch.nn.Module):
         else:
             local, sizes = token_positions(batch, num_graphs)
             if self.node_id == 'laplacian':
-                p = self._laplacian(edge_index, batch, local, sizes).to(dtype)
+                p = self._laplacian(edge_index, batch, local, sizes).to(
+                    batch.device, dtype)
             else:
                 starts = torch.cumsum(sizes, 0) - sizes
                 p = self._draw(sizes, dtype)[starts[batch] + local]
