@@ -354,12 +354,20 @@ def parse_args(argv=None) -> argparse.Namespace:
 def summarize(times: Dict[str, Dict[str, List[float]]],
               memory: Dict[str, Optional[int]]) -> Dict[str, Dict]:
     r"""Per model the median training and inference milliseconds per batch,
-    the training ratios to ``gin`` and ``gps_multihead``, and the peak
+    the training ratios to ``gin`` and ``gps_multihead`` (of the medians,
+    and ``*_rounds``: the median of the rounds' own ratios, which a drift
+    of the machine's speed between rounds does not enter), and the peak
     memory in MiB."""
     rows = {}
     for name, t in times.items():
         rows[name] = dict(train_ms=1e3 * statistics.median(t['train_s']),
                           infer_ms=1e3 * statistics.median(t['infer_s']))
+        for ref in ('gin', 'gps_multihead'):
+            rows[name][f'to_{ref}_rounds'] = statistics.median(
+                a / b for a, b in zip(t['train_s'], times[ref]['train_s']))
+        rows[name]['infer_to_gps_multihead_rounds'] = statistics.median(
+            a / b for a, b in zip(t['infer_s'],
+                                  times['gps_multihead']['infer_s']))
     for name, row in rows.items():
         row['to_gin'] = row['train_ms'] / rows['gin']['train_ms']
         row['to_gps_multihead'] = row['train_ms'] / rows['gps_multihead'][
@@ -372,14 +380,17 @@ def summarize(times: Dict[str, Dict[str, List[float]]],
 
 
 def format_table(rows: Dict[str, Dict]) -> str:
-    lines = [f'{"model":<34} {"train ms":>9} {"x GIN":>7} {"x GPS":>7} '
-             f'{"infer ms":>9} {"x GPS":>7} {"peak MiB":>9}']
+    r"""The summary as a table; a ratio is printed as "of the medians /
+    median of the rounds' ratios"."""
+    lines = [f'{"model":<34} {"train ms":>9} {"x GIN":>11} {"x GPS":>11} '
+             f'{"infer ms":>9} {"x GPS":>11} {"peak MiB":>9}']
     for name, row in rows.items():
         peak = '-' if row['peak_mib'] is None else f'{row["peak_mib"]:.1f}'
+        ratios = [f'{row[key]:.2f}/{row[key + "_rounds"]:.2f}' for key in (
+            'to_gin', 'to_gps_multihead', 'infer_to_gps_multihead')]
         lines.append(f'{LABELS[name]:<34} {row["train_ms"]:>9.1f} '
-                     f'{row["to_gin"]:>7.2f} {row["to_gps_multihead"]:>7.2f} '
-                     f'{row["infer_ms"]:>9.1f} '
-                     f'{row["infer_to_gps_multihead"]:>7.2f} {peak:>9}')
+                     f'{ratios[0]:>11} {ratios[1]:>11} '
+                     f'{row["infer_ms"]:>9.1f} {ratios[2]:>11} {peak:>9}')
     return '\n'.join(lines)
 
 
@@ -417,7 +428,8 @@ def main(argv=None) -> Dict:
     rows = summarize(times, memory)
     print(f'median over {args.rounds} round-robin rounds of the mean over '
           f'{len(batches)} batches; training step = forward + L1 loss + '
-          f'backward + Adam; inference = forward under inference_mode')
+          f'backward + Adam; inference = forward under inference_mode; '
+          f'ratios: of the medians / median of the rounds\' ratios')
     print(format_table(rows))
     result = dict(
         settings=dict(device=str(device), batch_size=args.batch_size,

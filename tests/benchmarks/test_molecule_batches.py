@@ -25,6 +25,8 @@ def test_quick_run_times_every_model_and_writes_json(root, tmp_path):
     assert list(rows) == list(molecule_batches.MODELS)
     assert rows['gin']['to_gin'] == pytest.approx(1.0)
     assert rows['gps_multihead']['to_gps_multihead'] == pytest.approx(1.0)
+    assert rows['gps_multihead']['to_gps_multihead_rounds'] == \
+        pytest.approx(1.0)
     for name, row in rows.items():
         assert row['train_ms'] > 0 and row['infer_ms'] > 0, name
         assert len(result['rounds'][name]['train_s']) == 2
