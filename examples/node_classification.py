@@ -243,37 +243,57 @@ def plot(results: List[Dict], out: str) -> None:
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    parser = argparse.ArgumentParser(
+        description='Transductive node classification with few labels: HOT '
+        'and TokenGT against GCN and GAT.')
     parser.add_argument('--smoke', action='store_true',
                         help='tiny SBM and KarateClub, a few epochs')
     parser.add_argument('--labels', type=int, default=2,
                         help='labelled nodes per class (default: 2)')
-    parser.add_argument('--epochs', type=int, default=200)
-    parser.add_argument('--eval-every', type=int, default=10)
+    parser.add_argument('--epochs', type=int, default=200,
+                        help='training epochs (default: 200)')
+    parser.add_argument('--eval-every', type=int, default=10,
+                        help='epochs between evaluations (default: 10)')
     parser.add_argument('--seeds', type=int, nargs='+',
-                        default=list(range(5)))
+                        default=list(range(5)),
+                        help='random seeds, one run each (default: 0 to 4)')
     parser.add_argument('--block', type=int, default=50,
                         help='nodes per SBM block (default: 50)')
-    parser.add_argument('--hidden', type=int, default=32)
-    parser.add_argument('--transformer-layers', type=int, default=2)
-    parser.add_argument('--node-id-dim', type=int, default=8)
-    parser.add_argument('--dropout', type=float, default=0.5)
-    parser.add_argument('--input-dropout', type=float, default=0.5)
-    parser.add_argument('--lr', type=float, default=0.005)
+    parser.add_argument('--hidden', type=int, default=32,
+                        help='model width (default: 32)')
+    parser.add_argument('--transformer-layers', type=int, default=2,
+                        help='layers of the HOT and TokenGT models '
+                        '(default: 2)')
+    parser.add_argument('--node-id-dim', type=int, default=8,
+                        help="width of TokenGT's Laplacian node "
+                        'identifiers (default: 8)')
+    parser.add_argument('--dropout', type=float, default=0.5,
+                        help='dropout probability (default: 0.5)')
+    parser.add_argument('--input-dropout', type=float, default=0.5,
+                        help='dropout on the input features of HOT and '
+                        'TokenGT (default: 0.5)')
+    parser.add_argument('--lr', type=float, default=0.005,
+                        help='learning rate (default: 0.005)')
     parser.add_argument('--sign-flip', action='store_true',
                         help="TokenGT's random eigenvector sign flips in "
                         'training (off by default, see above)')
-    parser.add_argument('--weight-decay', type=float, default=5e-4)
+    parser.add_argument('--weight-decay', type=float, default=5e-4,
+                        help='weight decay (default: 0.0005)')
     parser.add_argument('--models', nargs='+', default=list(MODELS),
-                        choices=MODELS)
+                        choices=MODELS,
+                        help='models to train (default: all)')
     parser.add_argument('--graphs', nargs='+',
                         default=['KarateClub', 'SBM', 'Cora', 'CS'],
                         help='graphs to run (Cora/CS only when present)')
     parser.add_argument('--data-root', default=None,
                         help='folder that already holds Cora/ and CS/')
-    parser.add_argument('--threads', type=int, default=None)
+    parser.add_argument('--threads', type=int, default=None,
+                        help="torch intra-op threads (default: torch's "
+                        'choice)')
     parser.add_argument('--out', default=os.path.join('results',
-                                                      'node_classification'))
+                                                      'node_classification'),
+                        help='output folder (default: '
+                        'results/node_classification)')
     args = parser.parse_args(argv)
     if args.smoke:
         args.epochs, args.eval_every, args.seeds = 3, 1, [0]
