@@ -7,6 +7,7 @@ the tests check the notebook's claims on those values."""
 import importlib.util
 import json
 import math
+import re
 import sys
 from pathlib import Path
 
@@ -156,3 +157,26 @@ def test_stored_outputs_come_from_one_run(path):
         list(range(1, len(code) + 1)), path.name
     for cell in code:
         assert not any(out.output_type == 'error' for out in cell.outputs)
+
+
+def _stored_text(book) -> str:
+    return ''.join(out.get('text', '') for cell in book.cells
+                   if cell.cell_type == 'code' for out in cell.outputs)
+
+
+@pytest.mark.parametrize('path', sorted(NOTEBOOKS.glob('*.ipynb')),
+                         ids=lambda path: path.name)
+def test_stated_numbers_are_stored_outputs(path):
+    # every two-decimal number the notebook's Markdown or its row of the
+    # folder's README states is one its stored outputs print
+    book = nbformat.read(path, as_version=4)
+    stated = ''.join(cell.source for cell in book.cells
+                     if cell.cell_type == 'markdown')
+    rows = [line for line in
+            (NOTEBOOKS / 'README.md').read_text(encoding='utf-8').splitlines()
+            if line.startswith(f'| [{path.name}]')]
+    assert len(rows) == 1, f'README.md has no row for {path.name}'
+    numbers = set(re.findall(r'\b\d+\.\d\d\b', stated + rows[0]))
+    printed = set(re.findall(r'\b\d+\.\d\d\b', _stored_text(book)))
+    assert numbers <= printed, f'{path.name}: stated but not in the ' \
+        f'stored outputs: {sorted(numbers - printed)}'
