@@ -1,11 +1,15 @@
 r"""Datasets that work offline: molecules that ship with RDKit and synthetic
 tasks."""
 from torch_geometric_hot.datasets.delaunay_sets import DelaunaySets
+from torch_geometric_hot.datasets.hyperedge_benchmark import (
+    planted_hypergraph, read_hyperedge_npz)
 from torch_geometric_hot.datasets.nci_tpsa import NCITPSA
 from torch_geometric_hot.datasets.synthetic_chains import synthetic_chains
 
 __all__ = [
     'DelaunaySets',
+    'planted_hypergraph',
+    'read_hyperedge_npz',
     'NCITPSA',
     'synthetic_chains',
 ]
