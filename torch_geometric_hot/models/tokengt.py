@@ -17,8 +17,10 @@ class TokenGT(torch.nn.Module):
     regression or classification), on the node tokens (``'node'``, e.g.
     transductive node classification on one large graph: use
     ``attention='performer'``, ``node_id='laplacian'`` or ``'random'`` and
-    ``seb=True`` as in TokenGT App. C.3) or on the edge tokens
-    (``'edge'``).
+    ``seb=True`` as in TokenGT App. C.3, and ``sign_flip=False``: on one
+    graph the Laplacian transform fixes each eigenvector's sign for train
+    and test nodes alike, and random flips hide the positions a few-label
+    classifier relies on) or on the edge tokens (``'edge'``).
 
     .. math::
         \hat y = W_{out}\, \mathrm{TokenGT}(X, E)_{[\mathrm{graph}] |
