@@ -91,17 +91,3 @@ def test_molecule_style_model_trains():
         losses.append(loss.item())
     assert losses[-1] < 0.5 * losses[0]
     assert 'HOTGraphModel(16, num_layers=3, order=2->0' in repr(model)
-
-
-@pytest.mark.parametrize('attention', ['softmax', 'kernel'])
-def test_sum_readout_is_invariant_and_batch_independent(attention):
-    torch.manual_seed(0)
-    model = HOTGraphModel(4, 2, num_layers=1, heads=2, attention=attention,
-                          seed=0, readout='sum',
-                          edge_encoder=torch.nn.Identity()).double().eval()
-    data = graphs()
-    assert_permutation_equivariant(on_graph(model), data[-1], 'graph')
-    assert_batch_independent(on_graph(model), data, 'graph')
-    assert 'readout=' in repr(model)
-    with pytest.raises(ValueError, match="'readout'"):
-        HOTGraphModel(4, 2, readout='max')

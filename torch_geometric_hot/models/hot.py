@@ -9,7 +9,6 @@ from torch.utils.checkpoint import checkpoint
 
 from torch_geometric_hot.data import (PairView, resolve_node_view,
                                       resolve_pair_view)
-from torch_geometric_hot.nn.equivariant_linear import EquivariantLinear
 from torch_geometric_hot.nn.hot_layer import HOTLayer
 from torch_geometric_hot.nn.pair_encoder import PairEncoder
 
@@ -101,10 +100,7 @@ class HOTModel(torch.nn.Module):
                                use_reentrant=False)
             else:
                 h = layer(h, view, hyperedge_index)
-        return self._readout(self.norm(h), view)
-
-    def _readout(self, h: Tensor, view) -> Tensor:
-        return self.head(h)
+        return self.head(self.norm(h))
 
     def forward(self, x: Tensor, edge_index: Tensor,
                 edge_attr: Optional[Tensor] = None,
@@ -135,46 +131,9 @@ class HOTModel(torch.nn.Module):
 class HOTGraphModel(HOTModel):
     r"""Graph-level prediction: :math:`[\mathrm{Enc}_{2\to 2}]_{\times L} -
     \mathrm{Enc}_{2\to 0} - \mathrm{LN} - \mathrm{Linear}` (HOT Table 6a/c).
-    Returns :obj:`[num_graphs, out_channels]`.
-
-    The attention readout :math:`\mathrm{Enc}_{2\to 0}` averages (its
-    weights sum to one), so its output does not grow with the graph. For
-    targets that add up over atoms or bonds (sizes, counts, surface areas),
-    ``readout='sum'`` ends the stack with one more
-    :math:`\mathrm{Enc}_{2\to 2}` block and the sum-normalised equivariant
-    linear map :math:`L_{2 \to 0}` (the invariant part of HOT's linear
-    basis: sums over the diagonal and over the edges),
-    :math:`[\mathrm{Enc}_{2\to 2}]_{\times (L+1)} - \mathrm{LN} -
-    L_{2\to 0}^{\Sigma} - \mathrm{ReLU} - \mathrm{Linear}`.
-
-    Args:
-        hidden_channels (int): Width :math:`d`.
-        out_channels (int): Output width.
-        readout (str, optional): ``'attention'`` or ``'sum'``.
-            (default: ``'attention'``)
-        **kwargs: :class:`HOTModel` arguments.
-    """
-    READOUTS = ('attention', 'sum')
-
-    def __init__(self, hidden_channels: int, out_channels: int,
-                 readout: str = 'attention', **kwargs):
-        if readout not in self.READOUTS:
-            raise ValueError(f"'readout' must be one of {self.READOUTS}, "
-                             f"got {readout!r}")
-        super().__init__(hidden_channels, out_channels, 2,
-                         0 if readout == 'attention' else 2, **kwargs)
-        self.readout = readout
-        self.pool = EquivariantLinear(hidden_channels, hidden_channels, 2, 0,
-                                      normalize='sum') \
-            if readout == 'sum' else None
-
-    def _readout(self, h: Tensor, view) -> Tensor:
-        if self.pool is not None:
-            h = self.pool(h, view).relu()
-        return self.head(h)
-
-    def __repr__(self) -> str:
-        return super().__repr__()[:-1] + f', readout={self.readout!r})'
+    Returns :obj:`[num_graphs, out_channels]`."""
+    def __init__(self, hidden_channels: int, out_channels: int, **kwargs):
+        super().__init__(hidden_channels, out_channels, 2, 0, **kwargs)
 
 
 class HOTNodeModel(HOTModel):

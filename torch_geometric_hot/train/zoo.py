@@ -121,10 +121,9 @@ class VirtualNodeKeepingTargets(VirtualNode):
         return data
 
 
-def _hot(attention: str, readout: str = 'attention'):
+def _hot(attention: str):
     def build(s: Settings) -> torch.nn.Module:
-        return HOTGraphModel(s.hidden, s.out, readout=readout,
-                             num_layers=s.layers,
+        return HOTGraphModel(s.hidden, s.out, num_layers=s.layers,
                              heads=HEADS, node_encoder=atom_encoder(s.hidden),
                              edge_encoder=bond_encoder(s.hidden),
                              attention=attention, dropout=s.dropout,
@@ -158,10 +157,6 @@ MODELS: Dict[str, ModelSpec] = {
                             'HOTGraphModel, kernel attention (linear cost)'),
     'hot-softmax': ModelSpec(_hot('softmax'), AddSecondOrderView(),
                              _pair_view, 'HOTGraphModel, softmax attention'),
-    'hot-kernel-sum': ModelSpec(_hot('kernel', 'sum'), AddSecondOrderView(),
-                                _pair_view, 'HOTGraphModel, kernel attention, '
-                                'sum readout (for targets that add up over '
-                                'atoms)'),
     'tokengt-lap': ModelSpec(_tokengt('laplacian', 'softmax'), *_LAPLACIAN,
                              'TokenGT, Laplacian identifiers, softmax'),
     'tokengt-lap-performer': ModelSpec(
