@@ -150,7 +150,7 @@ def train(name: str, seed: int, args: argparse.Namespace, data: Dict,
             progress.update()
             if step % args.eval_every == 0 or step == args.steps:
                 val = evaluate(model, val_loader)
-                curve.append(dict(step=step, loss=float(loss), **val))
+                curve.append(dict(step=step, loss=float(loss.detach()), **val))
                 progress.set_postfix(model=name, seed=seed,
                                      val_f1=f"{val['f1']:.3f}")
                 if val['f1'] > best:

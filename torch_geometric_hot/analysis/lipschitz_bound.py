@@ -82,8 +82,8 @@ def simplicial_lipschitz_bound(layer: SimplicialAttention, radius: float,
         weight = layer.lin_qkv.weight.double().view(1 + 2 * order,
                                                     layer.heads, d, -1)
         bias = layer.lin_qkv.bias
-        bias = (torch.zeros(weight.shape[:3], dtype=torch.double)
-                if bias is None else bias.double().view(weight.shape[:3]))
+        bias = (weight.new_zeros(weight.shape[:3]) if bias is None else
+                bias.double().view(weight.shape[:3]))
         spectral = torch.linalg.matrix_norm(weight, 2)  # [1 + 2N, H]
         offset = bias.norm(dim=-1)
         reach = spectral * radius + offset  # bound on ||x W + b||
