@@ -90,9 +90,10 @@ def test_bfloat16_autocast_close_to_float32(case, data_list):
         with torch.autocast('cpu', dtype=torch.bfloat16):
             actual = layer_run(case, layer, batch)
     for a, b in zip(actual, expected):
-        assert torch.isfinite(a).all()
-        torch.testing.assert_close(a.float(), b, atol=BF16_TOLERANCE,
-                                   rtol=BF16_TOLERANCE)
+        assert torch.isfinite(a).all() and a.shape == b.shape
+        if not case.selects:  # else a close score may select differently
+            torch.testing.assert_close(a.float(), b, atol=BF16_TOLERANCE,
+                                       rtol=BF16_TOLERANCE)
 
 
 def layer_run(case, layer, data):
