@@ -152,11 +152,22 @@ def test_scaffold_split_keeps_scaffolds_apart(table):
     assert all(np.array_equal(split[k], again[k]) for k in split)
 
 
-def test_source_records_skips(tmp_path):
+def test_source_records_skips(tmp_path, table):
     path = tmp_path / 'mols.csv'
-    path.write_text('smiles,y\nCCO,1\nC(,2\nCCN,3\nCCC,4\n')
-    table = read_molecule_csv(str(path), 'smiles', ['y'])
-    folder = write_offline('ogbg-molesol', str(tmp_path / 'r'), table)
+    rows = [f'{smi},{k}' for k, smi in enumerate(table.smiles)]
+    rows.insert(2, 'C(,2')
+    path.write_text('smiles,y\n' + '\n'.join(rows) + '\n')
+    mine = read_molecule_csv(str(path), 'smiles', ['y'])
+    folder = write_offline('ogbg-molesol', str(tmp_path / 'r'), mine,
+                           derive_labels=False)
     with open(osp.join(folder, 'SOURCE.json')) as f:
         source = json.load(f)
-    assert source['skipped'] == [[3, 'C(']] and source['molecules'] == 3
+    assert source['skipped'] == [[4, 'C(']] and source['molecules'] == N
+
+
+def test_too_few_scaffolds_is_a_clear_error(tmp_path):
+    path = tmp_path / 'mols.csv'
+    path.write_text('smiles,y\nCCO,1\nCCN,3\nCCC,4\n')
+    with pytest.raises(ValueError, match='scaffold split.*empty'):
+        write_offline('ogbg-molesol', str(tmp_path / 'r'),
+                      read_molecule_csv(str(path), 'smiles', ['y']))
