@@ -9,7 +9,8 @@ from torch_geometric_hot.ops.equivariant import resolve_targets
 from torch_geometric_hot.ops.global_softmax_attention import \
     global_softmax_class_attention
 from torch_geometric_hot.testing import (attach_order_inputs,
-                                         edge_case_graphs, random_graph)
+                                         edge_case_graphs,
+                                         global_class_cases, random_graph)
 
 ORDERS = [(2, 2), (2, 1), (2, 0), (1, 1), (1, 0), (1, 2)]
 H, D = 2, 3
@@ -26,21 +27,8 @@ def batch(out_order):
 @pytest.mark.parametrize('orders', ORDERS)
 def test_blocks_equal_enumerated_pairs(orders):
     in_order, out_order = orders
-    data = batch(out_order)
-    view = PairView.from_data(data)
-    x = data.pair_x if in_order == 2 else data.x
-    view, targets = resolve_targets(x, view, in_order, out_order)
-    gen = torch.Generator().manual_seed(0)
-    k = torch.randn(x.size(0), H, D, generator=gen, dtype=torch.float64,
-                    requires_grad=True)
-    v = torch.randn(x.size(0), H, D, generator=gen, dtype=torch.float64,
-                    requires_grad=True)
-    classes = [c for c in basis(in_order, out_order) if c.kind == 'global']
-    assert classes
-    for cls in classes:
-        target = targets[cls.part]
-        q = torch.randn(target.num_rows, H, D, generator=gen,
-                        dtype=torch.float64, requires_grad=True)
+    for cls, target, view, q, k, v in global_class_cases(
+            batch(out_order), in_order, out_order, H, D):
         out = global_softmax_class_attention(cls, target, view, in_order,
                                              q, k, v)
         expected = softmax_class_attention(cls, target, view, in_order, q,

@@ -6,6 +6,8 @@ from torch import Tensor
 from torch_geometric.data import Data
 
 from torch_geometric_hot.data import PairView
+from torch_geometric_hot.ops.basis import basis
+from torch_geometric_hot.ops.equivariant import resolve_targets
 from torch_geometric_hot.transforms import AddSecondOrderView
 
 
@@ -49,3 +51,31 @@ def rows_per_graph(out_order: int):
         1: 'node',
         0: 'graph'
     }.get(out_order, 'hyperedge_index')
+
+
+def global_class_cases(data: Data, in_order: int, out_order: int,
+                       heads: int, head_channels: int, seed: int = 0):
+    r"""Yields, for every global class of the :obj:`in_order` →
+    :obj:`out_order` basis, the inputs of one attention call on the inputs
+    attached by :func:`attach_order_inputs`: ``(cls, target, view, q, k,
+    v)`` with random float64 queries (one row per output element of the
+    class's part), keys and values of shape :obj:`[rows, heads,
+    head_channels]`, all requiring gradients; keys and values are shared by
+    the classes."""
+    x = data.pair_x if in_order == 2 else data.x
+    view, targets = resolve_targets(x, PairView.from_data(data), in_order,
+                                    out_order)
+    gen = torch.Generator().manual_seed(seed)
+
+    def draw(rows: int) -> Tensor:
+        return torch.randn(rows, heads, head_channels, generator=gen,
+                           dtype=torch.float64, requires_grad=True)
+
+    k, v = draw(x.size(0)), draw(x.size(0))
+    classes = [c for c in basis(in_order, out_order) if c.kind == 'global']
+    if not classes:
+        raise ValueError(f"the {in_order}->{out_order} basis has no global "
+                         f"class")
+    for cls in classes:
+        target = targets[cls.part]
+        yield cls, target, view, draw(target.num_rows), k, v
