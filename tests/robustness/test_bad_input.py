@@ -5,8 +5,9 @@ import threading
 
 import pytest
 import torch
-from torch_geometric.data import Data
+from torch_geometric.data import Batch, Data
 
+import torch_geometric_hot.ops.global_softmax_attention as global_softmax
 from torch_geometric_hot.data import NodeView, PairView
 from torch_geometric_hot.nn import (HOTConv, HOTLayer, SimplexIndexer,
                                     SimplicialAttention, TokenGTEncoder,
@@ -14,8 +15,11 @@ from torch_geometric_hot.nn import (HOTConv, HOTLayer, SimplexIndexer,
 from torch_geometric_hot.ops import (SizeLimitError, current_size_limit,
                                      native, size_limit, use_backend,
                                      validating, validation)
+from torch_geometric_hot.ops import bucketed_global_softmax, token_buckets
 from torch_geometric_hot.ops.scatter import current_backend
 from torch_geometric_hot.ops.validation import check_features
+from torch_geometric_hot.testing import (attach_order_inputs,
+                                         global_class_cases, random_graph)
 from torch_geometric_hot.transforms import AddHyperedgeView, AddSimplexView
 
 from robust_cases import CASES, make, prepare
@@ -204,6 +208,59 @@ def test_size_limit_guards_dense_blocks():
     two = torch.tensor([0] * 39 + [1])
     with size_limit(500), pytest.raises(SizeLimitError, match='padded'):
         TokenSelfAttention(CHANNELS)(x, two, 2)
+
+
+@pytest.mark.parametrize('layout', ['size buckets', 'one block'])
+def test_size_limit_guards_global_softmax_blocks(layout, monkeypatch):
+    # HOT's global softmax classes on many 3-node graphs and one 30-node
+    # graph: size buckets, or one block padded to the largest graph. The
+    # limit counts exactly the padded query, key and value elements either
+    # layout allocates, and is checked before any slot or block is built.
+    if layout == 'one block':
+        monkeypatch.setattr(token_buckets, 'BUCKET_GAIN', float('inf'))
+    built = []
+
+    def spy(module, name):
+        original = getattr(module, name)
+
+        def record(x, *args):
+            out = original(x, *args)
+            if x.is_floating_point():
+                built.extend(out if isinstance(out, list) else [out])
+            return out
+
+        monkeypatch.setattr(module, name, record)
+
+    spy(bucketed_global_softmax, 'padded_blocks')
+    spy(global_softmax, 'pad_by_graph')
+    slots = bucketed_global_softmax.bucket_slots
+    monkeypatch.setattr(bucketed_global_softmax, 'bucket_slots',
+                        lambda *args: built.append('slots') or slots(*args))
+    graphs = [random_graph(3, 2, seed=s) for s in range(8)]
+    data = Batch.from_data_list([
+        attach_order_inputs(g, 2, seed=i)
+        for i, g in enumerate(graphs + [random_graph(30, 70, seed=9)])
+    ])
+    cls, target, view, q, k, v = next(global_class_cases(data, 2, 2, 2, 3))
+
+    def attend():
+        return global_softmax.global_softmax_class_attention(
+            cls, target, view, 2, q, k, v)
+
+    expected = attend()
+    assert ('slots' in built) == (layout == 'size buckets')
+    padded = sum(b.numel() for b in built if isinstance(b, torch.Tensor))
+    assert padded > q.numel()
+    built.clear()
+    with size_limit(padded):
+        assert torch.equal(attend(), expected)
+    built.clear()
+    with size_limit(padded - 1), pytest.raises(
+            SizeLimitError, match=f"global softmax attention's padded "
+            f"{'size buckets' if layout == 'size buckets' else 'blocks'} .*"
+            f"above the size limit of {padded - 1:,}; raise it with"):
+        attend()
+    assert built == []
 
 
 @pytest.mark.parametrize('case', CASES, ids=[c.name for c in CASES])

@@ -18,6 +18,7 @@ from torch import Tensor
 from torch_geometric_hot.ops.token_buckets import (bucket_plan,
                                                    bucket_slots, buckets_pay,
                                                    padded_blocks)
+from torch_geometric_hot.ops.validation import check_size
 
 
 class GlobalBuckets(NamedTuple):
@@ -31,14 +32,30 @@ class GlobalBuckets(NamedTuple):
     key_lengths: List[Tensor]
 
 
+def padded_elements(shapes: Sequence[Tuple[int, int, int]],
+                    widths: Tuple[int, int]) -> int:
+    r"""Elements of the padded blocks of :obj:`shapes` (per block
+    :obj:`(graphs, query length, key length)`), with :obj:`widths` the
+    elements of one query slot and of one key slot (keys and values)."""
+    return sum(count * (len_q * widths[0] + len_k * widths[1])
+               for count, len_q, len_k in shapes)
+
+
 def global_buckets(query_graph: Tensor, query_position: Tensor,
                    query_lengths: Tensor, key_graph: Tensor,
-                   key_position: Tensor,
-                   key_lengths: Tensor) -> Optional[GlobalBuckets]:
+                   key_position: Tensor, key_lengths: Tensor,
+                   widths: Tuple[int, int] = (1, 1)
+                   ) -> Optional[GlobalBuckets]:
     r"""The bucket layout of a global class's queries and keys, or
     :obj:`None` when one padded block (:math:`B \cdot L_q \cdot (L_k + 1)`
     score entries) holds fewer than ``BUCKET_GAIN`` times the entries of
-    the buckets."""
+    the buckets.
+
+    The padded blocks of the buckets (:func:`padded_elements` of
+    :obj:`widths`, the elements of one query slot and of one key slot;
+    default: the slots alone) are checked against the size limit
+    (:func:`~torch_geometric_hot.ops.validation.size_limit`) before the
+    layout is built."""
     num_graphs = query_lengths.numel()
     if num_graphs < 2:
         return None
@@ -51,6 +68,9 @@ def global_buckets(query_graph: Tensor, query_position: Tensor,
     one_block = num_graphs * max(q_sorted) * (max(k_sorted) + 1)
     if not buckets_pay(one_block, sum(c * lq * lk for c, lq, lk in shapes)):
         return None
+    check_size(padded_elements(shapes, widths), f"global softmax "
+               f"attention's padded size buckets ({num_graphs} graphs in "
+               f"{len(shapes)} buckets, up to {max(k_sorted) + 1} keys)")
     query_slots = bucket_slots(query_graph, query_position, order, bounds,
                                [lq for _, lq, _ in shapes])
     key_slots = bucket_slots(key_graph, key_position, order, bounds,

@@ -11,14 +11,13 @@ scattered into :obj:`[B, H, L, d]` blocks and attended with
 :func:`torch.nn.functional.scaled_dot_product_attention` under a boolean
 mask built from the exclusions, one block of queries at a time, so the
 extra memory is :math:`O(B \cdot L_q^{\text{block}} \cdot L_k)` booleans
-plus what the attention kernel needs (the padded blocks are checked
-against the size limit,
-:func:`~torch_geometric_hot.ops.validation.size_limit`). A batch of graphs
-of very different sizes is packed into size buckets instead of one block
-padded to its largest graph
-(:mod:`~torch_geometric_hot.ops.bucketed_global_softmax`, when the block
-would hold at least twice the score entries). The result is the same: the
-enumerated path is its test oracle.
+plus what the attention kernel needs. A batch of graphs of very different
+sizes is packed into size buckets instead of one block padded to its
+largest graph (:mod:`~torch_geometric_hot.ops.bucketed_global_softmax`,
+when the block would hold at least twice the score entries). Either way the
+padded blocks are checked against the size limit
+(:func:`~torch_geometric_hot.ops.validation.size_limit`) before they are
+allocated. The result is the same: the enumerated path is its test oracle.
 """
 import torch
 import torch.nn.functional as F
@@ -26,7 +25,7 @@ from torch import Tensor
 
 from torch_geometric_hot.ops.basis import EquivariantClass
 from torch_geometric_hot.ops.bucketed_global_softmax import (
-    bucketed_global_attention, global_buckets)
+    bucketed_global_attention, global_buckets, padded_elements)
 from torch_geometric_hot.ops.equivariant import Target
 from torch_geometric_hot.ops.higher_order_attention import KeyPool, \
     exclusion_ids
@@ -76,8 +75,9 @@ def global_softmax_class_attention(cls: EquivariantClass, target: Target,
         return v.new_zeros(0, heads, v.size(-1))
     q_pos, q_len = token_positions(target.graph, num_graphs)
     k_pos, k_len = token_positions(pool.group, num_graphs)
+    widths = (heads * q.size(-1), heads * (k.size(-1) + v.size(-1)))
     buckets = global_buckets(target.graph, q_pos, q_len, pool.group, k_pos,
-                             k_len)
+                             k_len, widths)  # checks the buckets' size
     if buckets is not None:  # graphs of very different sizes
         return bucketed_global_attention(
             q, k.index_select(0, pool.position),
@@ -85,9 +85,9 @@ def global_softmax_class_attention(cls: EquivariantClass, target: Target,
             exclusion_ids(cls, target, view, pool), buckets, BLOCK_ELEMENTS,
             dropout if training else 0.0)
     len_q, len_k = int(q_len.max()), int(k_len.max()) + 1  # + the zero key
-    check_size(num_graphs * heads * (len_q * q.size(-1) + len_k * (
-        k.size(-1) + v.size(-1))), f"global softmax attention's padded "
-               f"blocks ({num_graphs} graphs x {len_k} keys of the largest)")
+    check_size(padded_elements([(num_graphs, len_q, len_k)], widths),
+               f"global softmax attention's padded blocks ({num_graphs} "
+               f"graphs x {len_k} keys of the largest)")
 
     def key_blocks(x: Tensor) -> Tensor:  # [K, H, d] -> [B, H, L_k, d]
         return pad_by_graph(x.index_select(0, pool.position), pool.group,
