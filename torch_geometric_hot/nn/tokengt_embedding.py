@@ -9,11 +9,11 @@ from torch.nn import Embedding, Linear, ModuleList, Parameter
 from torch_geometric_hot.ops.equality_patterns import bell, equality_pattern
 from torch_geometric_hot.ops.validation import (check_batch,
                                                 check_edge_index,
-                                                check_features)
-from torch_geometric_hot.ops.node_identifiers import (check_dim,
-                                                      laplacian_node_ids,
-                                                      orthogonal_node_ids,
-                                                      random_node_ids)
+                                                check_features, validating)
+from torch_geometric_hot.ops.node_identifiers import (
+    batched_laplacian_node_ids, check_dim, orthogonal_node_ids,
+    random_node_ids)
+from torch_geometric_hot.ops.seeded_generators import SeededGenerators
 from torch_geometric_hot.ops.token_attention import token_positions
 
 NODE_IDS = ('orf', 'laplacian', 'random', None)
@@ -40,14 +40,18 @@ class TokenGTEmbedding(torch.nn.Module):
 
     Node identifiers :math:`P` (:obj:`[n, d_p]`) are passed in (e.g. from
     :class:`~torch_geometric_hot.transforms.AddLaplacianNodeId`) or drawn
-    per graph on the fly: ``'orf'`` and ``'random'`` are redrawn at every
-    training forward pass (from the module's generator, seeded by
-    :obj:`seed`) and fixed in eval mode (drawn from :obj:`seed`, or 0 when
-    it is :obj:`None`, at every call); ``'laplacian'`` is computed per graph
-    (slow: prefer the transform). Laplacian identifiers get, in training
-    only, a random sign per (graph, eigenvector) (:obj:`sign_flip`) and
-    eigenvector dropout (:obj:`eigvec_dropout`, whole columns per graph,
-    not rescaled so kept columns stay unit-norm).
+    per graph on the fly, on the device of the inputs: ``'orf'`` and
+    ``'random'`` are redrawn at every training forward pass (from the
+    module's generator of that device, seeded by :obj:`seed`; the device's
+    default generator when :obj:`seed` is :obj:`None`) and fixed in eval
+    mode (drawn from :obj:`seed`, or 0 when it is :obj:`None`, at every
+    call); ``'laplacian'`` is computed per graph with
+    :func:`torch.linalg.eigh` on dense per-graph blocks (fine for batches of
+    small graphs; for large graphs prefer the transform). Laplacian
+    identifiers get, in training only, a random sign per (graph,
+    eigenvector) (:obj:`sign_flip`) and eigenvector dropout
+    (:obj:`eigvec_dropout`, whole columns per graph, not rescaled so kept
+    columns stay unit-norm), drawn from the same generator.
 
     Args:
         in_channels (int): Node feature width (:obj:`0` for none).
@@ -66,8 +70,8 @@ class TokenGTEmbedding(torch.nn.Module):
             tokens. (default: :obj:`None`)
         hyperedge_dim (int, optional): Hyperedge feature width.
             (default: :obj:`None`)
-        seed (int, optional): Seed of on-the-fly identifiers.
-            (default: :obj:`None`)
+        seed (int, optional): Seed of on-the-fly identifiers and of the
+            Laplacian augmentations. (default: :obj:`None`)
     """
     def __init__(self, in_channels: int, channels: int,
                  edge_dim: Optional[int] = None,
@@ -97,9 +101,7 @@ class TokenGTEmbedding(torch.nn.Module):
         self.hyperedge_order = hyperedge_order
         self.hyperedge_dim = hyperedge_dim
         self.seed = seed
-        self.generator = torch.Generator()
-        if seed is not None:
-            self.generator.manual_seed(seed)
+        self.generators = SeededGenerators(seed)
 
         def lin(width: Optional[int]) -> Optional[Linear]:
             return Linear(width, channels, bias=False) if width else None
@@ -140,27 +142,15 @@ class TokenGTEmbedding(torch.nn.Module):
             torch.nn.init.normal_(self.graph_emb, std=0.02)
 
     def _draw(self, sizes: Tensor, dtype: torch.dtype) -> Tensor:
-        generator = self.generator
-        if not self.training:  # the same identifiers at every call
-            generator = torch.Generator().manual_seed(self.seed or 0)
-        elif self.seed is None:
-            generator = None
+        device = sizes.device
+        if self.training:
+            generator = self.generators(device)
+        else:  # the same identifiers at every call
+            generator = torch.Generator(device=device).manual_seed(self.seed
+                                                                   or 0)
         draw = orthogonal_node_ids if self.node_id == 'orf' else (
             random_node_ids)
-        return draw(sizes.cpu(), self.node_id_dim, generator,
-                    dtype).to(sizes.device)
-
-    def _laplacian(self, edge_index: Tensor, batch: Tensor, local: Tensor,
-                   sizes: Tensor) -> Tensor:
-        out = torch.zeros(batch.numel(), self.node_id_dim,
-                          dtype=torch.float64)
-        edge_graph = batch[edge_index[0]]
-        for g, n in enumerate(sizes.tolist()):
-            nodes = (batch == g).nonzero().view(-1)
-            edges = local[edge_index[:, edge_graph == g]]
-            out[nodes] = laplacian_node_ids(edges, n, self.node_id_dim,
-                                            dtype=torch.float64)
-        return out
+        return draw(sizes, self.node_id_dim, generator, dtype, device)
 
     def node_identifiers(self, edge_index: Tensor, batch: Tensor,
                          num_graphs: int, node_id: Optional[Tensor],
@@ -176,23 +166,26 @@ class TokenGTEmbedding(torch.nn.Module):
                 raise ValueError(f"'node_id' must have shape [{n}, "
                                  f"{self.node_id_dim}] (num_nodes, "
                                  f"node_id_dim), got {tuple(node_id.shape)}")
+            if node_id.device != batch.device:
+                raise ValueError(f"'node_id' is on {node_id.device} but the "
+                                 f"nodes are on {batch.device}")
             p = node_id.to(dtype)
+        elif self.node_id == 'laplacian':
+            p = batched_laplacian_node_ids(edge_index, batch, num_graphs,
+                                           self.node_id_dim, dtype)
         else:
             local, sizes = token_positions(batch, num_graphs)
-            if self.node_id == 'laplacian':
-                p = self._laplacian(edge_index, batch, local, sizes).to(
-                    batch.device, dtype)
-            else:
-                starts = torch.cumsum(sizes, 0) - sizes
-                p = self._draw(sizes, dtype)[starts[batch] + local]
+            starts = torch.cumsum(sizes, 0) - sizes
+            p = self._draw(sizes, dtype)[starts[batch] + local]
         if self.node_id == 'laplacian' and self.training:
+            generator = self.generators(p.device)
             if self.sign_flip:
                 signs = torch.randint(0, 2, (num_graphs, self.node_id_dim),
-                                      device=p.device)
+                                      generator=generator, device=p.device)
                 p = p * (2 * signs - 1).to(dtype)[batch]
             if self.eigvec_dropout > 0:
                 keep = torch.rand(num_graphs, self.node_id_dim,
-                                  device=p.device)
+                                  generator=generator, device=p.device)
                 p = p * (keep >= self.eigvec_dropout).to(dtype)[batch]
         return p
 
@@ -207,7 +200,11 @@ class TokenGTEmbedding(torch.nn.Module):
         if self.node_lin is not None:
             check_features(x, dtype=self.node_lin.weight.dtype)
         check_edge_index(edge_index, n)
-        if bool((batch[edge_index[0]] != batch[edge_index[1]]).any()):
+        # Host synchronisations below: value checks of the indices, skipped
+        # with validation off.
+        checking = validating()
+        if checking and bool(
+                (batch[edge_index[0]] != batch[edge_index[1]]).any()):
             raise ValueError("'edge_index' connects nodes of different "
                              "graphs")
         if self.edge_dim and (edge_attr is None or edge_attr.shape !=
@@ -222,11 +219,13 @@ class TokenGTEmbedding(torch.nn.Module):
             raise ValueError(f"'hyperedge_index' must have shape [{k}, "
                              f"num_hyperedges] (hyperedge_order={k}), got "
                              f"{tuple(hyperedge_index.shape)}")
-        if hyperedge_index.numel() and (int(hyperedge_index.min()) < 0 or
-                                        int(hyperedge_index.max()) >= n):
+        if checking and hyperedge_index.numel() and (
+                int(hyperedge_index.min()) < 0
+                or int(hyperedge_index.max()) >= n):
             raise ValueError(f"'hyperedge_index' must hold node indices in "
                              f"[0, {n})")
-        if bool((batch[hyperedge_index] != batch[hyperedge_index[:1]]).any()):
+        if checking and bool(
+                (batch[hyperedge_index] != batch[hyperedge_index[:1]]).any()):
             raise ValueError("'hyperedge_index' mixes nodes of different "
                              "graphs")
         if self.hyperedge_dim and (hyperedge_attr is None

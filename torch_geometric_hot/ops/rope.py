@@ -18,17 +18,20 @@ unchanged when every position of the tuple is shifted by the same amount:
 it depends on relative positions only.
 """
 from functools import lru_cache
+from typing import Optional
 
 import torch
 from torch import Tensor
 
 
 @lru_cache(maxsize=None)
-def rotation_generator(size: int) -> Tensor:
+def rotation_generator(size: int,
+                       device: Optional[torch.device] = None) -> Tensor:
     r"""The skew-symmetric generator :math:`\Omega` of shape
-    :obj:`[size, size]` (float64)."""
-    omega = torch.zeros(size, size, dtype=torch.float64)
-    upper = torch.arange(size - 1)
+    :obj:`[size, size]` (float64) on :obj:`device` (cached per size and
+    device)."""
+    omega = torch.zeros(size, size, dtype=torch.float64, device=device)
+    upper = torch.arange(size - 1, device=device)
     omega[upper, upper + 1] = 1.0
     omega[upper + 1, upper] = -1.0
     return omega
@@ -49,10 +52,10 @@ def rotary_matrices(pos: Tensor, num_chunks: int, size: int,
     if pos.dim() != 1 or pos.dtype.is_floating_point or pos.is_complex():
         raise TypeError(f"'pos' must be a 1-D integer tensor, got dtype "
                         f"{pos.dtype} and shape {tuple(pos.shape)}")
-    theta = base**(-torch.arange(num_chunks, dtype=torch.float64) /
-                   num_chunks)
-    angle = pos.to(torch.float64).view(-1, 1) * theta.to(pos.device)
-    omega = rotation_generator(size).to(pos.device)
+    theta = base**(-torch.arange(
+        num_chunks, dtype=torch.float64, device=pos.device) / num_chunks)
+    angle = pos.to(torch.float64).view(-1, 1) * theta
+    omega = rotation_generator(size, pos.device)
     return torch.linalg.matrix_exp(angle.view(-1, num_chunks, 1, 1) * omega)
 
 

@@ -26,10 +26,10 @@ def partition_label(values: Tuple[int, ...], out_order: int) -> str:
     return '|'.join(blocks.values())
 
 
-def dense_basis(num_nodes: int, in_order: int,
-                out_order: int) -> Dict[str, Tensor]:
+def dense_basis(num_nodes: int, in_order: int, out_order: int,
+                device: Optional[torch.device] = None) -> Dict[str, Tensor]:
     r"""Indicator tensors :obj:`[n^l, n^k]` (float64) of every class, keyed
-    by partition label."""
+    by partition label, on :obj:`device` (default: the CPU)."""
     out: Dict[str, Tensor] = {}
     size_out, size_in = num_nodes**out_order, num_nodes**in_order
     for flat, values in enumerate(
@@ -39,19 +39,22 @@ def dense_basis(num_nodes: int, in_order: int,
         if label not in out:
             out[label] = torch.zeros(size_out, size_in, dtype=torch.float64)
         out[label].view(-1)[flat] = 1.0
-    return out
+    return {label: b.to(device) for label, b in out.items()}
 
 
-def output_patterns(num_nodes: int, out_order: int) -> Dict[str, Tensor]:
+def output_patterns(num_nodes: int, out_order: int,
+                    device: Optional[torch.device] = None
+                    ) -> Dict[str, Tensor]:
     r"""Indicators :obj:`[n^l]` of the output equality patterns (the
-    bias classes, bell(l) of them)."""
+    bias classes, bell(l) of them), on :obj:`device` (default: the
+    CPU)."""
     out: Dict[str, Tensor] = {}
     for flat, values in enumerate(
             itertools.product(range(num_nodes), repeat=out_order)):
         label = partition_label(values, out_order)
         out.setdefault(label, torch.zeros(num_nodes**out_order,
                                           dtype=torch.float64))[flat] = 1.0
-    return out
+    return {label: b.to(device) for label, b in out.items()}
 
 
 def dense_equivariant_linear(x: Tensor, weights: Dict[str, Tensor],
@@ -75,7 +78,7 @@ def dense_equivariant_linear(x: Tensor, weights: Dict[str, Tensor],
     """
     n = x.size(0) if in_order > 0 else 1
     flat = x.reshape(n**in_order, x.size(-1))
-    basis = dense_basis(n, in_order, out_order)
+    basis = dense_basis(n, in_order, out_order, x.device)
     c_out = next(iter(weights.values())).size(-1)
     out = flat.new_zeros(n**out_order, c_out)
     for label, w in weights.items():
@@ -88,7 +91,7 @@ def dense_equivariant_linear(x: Tensor, weights: Dict[str, Tensor],
             agg = torch.where(count > 0, agg / count.clamp(min=1), 0.0)
         out = out + agg @ w
     if biases:
-        patterns = output_patterns(n, out_order)
+        patterns = output_patterns(n, out_order, x.device)
         for label, bias in biases.items():
             out = out + patterns[label].unsqueeze(-1) * bias
     return out.view([n] * out_order + [c_out])

@@ -21,20 +21,21 @@ def permute_nodes(data: Data, perm: Tensor) -> Data:
     their row order.
     """
     n = data.num_nodes
-    if perm.numel() != n or not torch.equal(perm.sort()[0], torch.arange(n)):
+    nodes = torch.arange(n, device=perm.device)
+    if perm.numel() != n or not torch.equal(perm.sort()[0], nodes):
         raise ValueError(f"'perm' must be a permutation of {n} nodes")
     inverse = torch.empty_like(perm)
-    inverse[perm] = torch.arange(n)
+    inverse[perm] = nodes
     out = data.clone()
     for key, value in data.items():
         if not isinstance(value, Tensor):
             continue
         if 'index' in key:
-            out[key] = torch.where(value >= 0, inverse[value.clamp(min=0)],
-                                   value)
+            out[key] = torch.where(value >= 0, inverse.to(
+                value.device)[value.clamp(min=0)], value)
         elif data.is_node_attr(key) and value.dim() > 0 and value.size(
                 0) == n:
-            out[key] = value[perm]
+            out[key] = value[perm.to(value.device)]
     out.num_nodes = n
     return out
 
@@ -70,7 +71,8 @@ def assert_permutation_equivariant(
             permutation) or anything else (``'graph'``, ``'edge'``,
             ``'entry'``: rows are invariant because edge-level rows keep
             their order under :func:`permute_nodes`).
-        perm (torch.Tensor, optional): The permutation; random if omitted.
+        perm (torch.Tensor, optional): The permutation; random if omitted
+            (drawn on the CPU from :obj:`seed`, the same on every device).
         atol (float): Absolute tolerance.
         rtol (float): Relative tolerance.
         seed (int): Seed of the random permutation.
@@ -83,7 +85,7 @@ def assert_permutation_equivariant(
     for k, (level, a, b) in enumerate(
             zip(_levels(levels, len(expected)), actual, expected)):
         if level == 'node':
-            b = b[perm]
+            b = b[perm.to(b.device)]
         torch.testing.assert_close(
             a, b, atol=atol, rtol=rtol,
             msg=lambda m, k=k, level=level:

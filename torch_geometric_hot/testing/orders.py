@@ -1,5 +1,6 @@
 r"""Inputs of every order for testing higher-order layers on a graph."""
 import itertools
+from typing import Optional
 
 import torch
 from torch import Tensor
@@ -9,28 +10,35 @@ from torch_geometric_hot.data import PairView
 from torch_geometric_hot.ops.basis import basis
 from torch_geometric_hot.ops.equivariant import resolve_targets
 from torch_geometric_hot.transforms import AddSecondOrderView
+from torch_geometric_hot.transforms.data_device import data_device
 
 
-def distinct_tuples(num_nodes: int, k: int) -> Tensor:
-    r"""All ordered k-tuples of distinct nodes, :obj:`[k, n!/(n-k)!]`."""
+def distinct_tuples(num_nodes: int, k: int,
+                    device: Optional[torch.device] = None) -> Tensor:
+    r"""All ordered k-tuples of distinct nodes, :obj:`[k, n!/(n-k)!]`, on
+    :obj:`device` (default: the CPU)."""
     tuples = list(itertools.permutations(range(num_nodes), k))
-    return torch.tensor(tuples, dtype=torch.long).t().reshape(k, -1)
+    return torch.tensor(tuples, dtype=torch.long,
+                        device=device).t().reshape(k, -1)
 
 
 def attach_order_inputs(data: Data, out_order: int, channels: int = 3,
                         seed: int = 0, max_hyperedges: int = 30) -> Data:
     r"""Attaches the pair view, random float64 :obj:`pair_x` and :obj:`x`
     of width :obj:`channels`, and for :obj:`out_order >= 3` the first
-    :obj:`max_hyperedges` distinct k-tuples as :obj:`hyperedge_index`."""
+    :obj:`max_hyperedges` distinct k-tuples as :obj:`hyperedge_index`, all
+    on the device of :obj:`data` (drawn on the CPU from :obj:`seed`: the
+    same numbers on every device)."""
     gen = torch.Generator().manual_seed(seed)
+    device = data_device(data)
     data = AddSecondOrderView()(data)
     data.pair_x = torch.randn(data.pair_index.size(1), channels,
-                              generator=gen, dtype=torch.float64)
+                              generator=gen, dtype=torch.float64).to(device)
     data.x = torch.randn(data.num_nodes, channels, generator=gen,
-                         dtype=torch.float64)
+                         dtype=torch.float64).to(device)
     if out_order >= 3:
-        data.hyperedge_index = distinct_tuples(data.num_nodes,
-                                               out_order)[:, :max_hyperedges]
+        data.hyperedge_index = distinct_tuples(
+            data.num_nodes, out_order, device)[:, :max_hyperedges]
     return data
 
 
@@ -60,8 +68,8 @@ def global_class_cases(data: Data, in_order: int, out_order: int,
     attached by :func:`attach_order_inputs`: ``(cls, target, view, q, k,
     v)`` with random float64 queries (one row per output element of the
     class's part), keys and values of shape :obj:`[rows, heads,
-    head_channels]`, all requiring gradients; keys and values are shared by
-    the classes."""
+    head_channels]`, all requiring gradients, on the device of the inputs;
+    keys and values are shared by the classes."""
     x = data.pair_x if in_order == 2 else data.x
     view, targets = resolve_targets(x, PairView.from_data(data), in_order,
                                     out_order)
@@ -69,7 +77,7 @@ def global_class_cases(data: Data, in_order: int, out_order: int,
 
     def draw(rows: int) -> Tensor:
         return torch.randn(rows, heads, head_channels, generator=gen,
-                           dtype=torch.float64, requires_grad=True)
+                           dtype=torch.float64).to(x.device).requires_grad_()
 
     k, v = draw(x.size(0)), draw(x.size(0))
     classes = [c for c in basis(in_order, out_order) if c.kind == 'global']

@@ -27,7 +27,8 @@ def dense_simplicial_logits(query: Tensor, keys: Sequence[Tensor],
         return torch.einsum(f'{inputs}->h{axes}', query, *keys) * dim**-0.5
     size = order + 1
     chunks = [t.reshape(n, heads, dim // size, size) for t in [query, *keys]]
-    grids = torch.meshgrid(*[torch.arange(n)] * size, indexing='ij')
+    grids = torch.meshgrid(*[torch.arange(n, device=query.device)] * size,
+                           indexing='ij')
     rows = [c[g.reshape(-1)] for c, g in zip(chunks, grids)]  # [n^(N+1),H,C,s]
     matrices = torch.stack(rows, dim=-2)  # [n^(N+1), H, C, N+1, N+1]
     dets = torch.linalg.det(matrices).sum(dim=-1) * dim**-0.5

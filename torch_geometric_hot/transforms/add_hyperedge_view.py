@@ -9,6 +9,7 @@ from torch_geometric.transforms import BaseTransform
 from torch_geometric_hot.data.pair_view import check_edge_index
 from torch_geometric_hot.ops.validation import (check_size,
                                                 current_size_limit)
+from torch_geometric_hot.transforms.data_device import data_device
 
 
 def k_cliques(edge_index: torch.Tensor, num_nodes: int,
@@ -117,11 +118,12 @@ class AddHyperedgeView(BaseTransform):
                 if c not in positives:
                     negatives.add(c)
             candidates = sorted(positives) + sorted(negatives)
-        index = torch.tensor(candidates, dtype=torch.long).t().reshape(
-            self.k, -1)
-        data.hyperedge_index = index
+        device = data_device(data)
+        data.hyperedge_index = torch.tensor(
+            candidates, dtype=torch.long, device=device).t().reshape(
+                self.k, -1)
         data.hyperedge_label = torch.tensor(
-            [float(c in positives) for c in candidates])
+            [float(c in positives) for c in candidates], device=device)
         return data
 
     def __repr__(self) -> str:

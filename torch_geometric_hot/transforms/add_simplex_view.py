@@ -1,4 +1,5 @@
 r"""Attaches candidate tuples for N-simplicial attention."""
+import torch
 from torch_geometric.data import Data
 from torch_geometric.data.datapipes import functional_transform
 from torch_geometric.transforms import BaseTransform
@@ -6,6 +7,7 @@ from torch_geometric.transforms import BaseTransform
 from torch_geometric_hot.data.simplex_candidates import (dense_simplices,
                                                          neighbour_simplices,
                                                          walk_simplices)
+from torch_geometric_hot.transforms.data_device import data_device
 
 GENERATORS = ('dense', 'neighbours', 'walks')
 
@@ -42,7 +44,8 @@ class AddSimplexView(BaseTransform):
     def forward(self, data: Data) -> Data:
         n = data.num_nodes
         if self.candidates == 'dense':
-            data.simplex_index = dense_simplices(n, self.order)
+            batch = torch.zeros(n, dtype=torch.long, device=data_device(data))
+            data.simplex_index = dense_simplices(n, self.order, batch)
         else:
             generate = (neighbour_simplices if self.candidates
                         == 'neighbours' else walk_simplices)

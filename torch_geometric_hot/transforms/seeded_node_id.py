@@ -1,19 +1,21 @@
 r"""The shared machinery of transforms that draw random node identifiers."""
 from typing import Callable, Optional
 
-import torch
 from torch import Tensor
 from torch_geometric.data import Data
 from torch_geometric.transforms import BaseTransform
 
 from torch_geometric_hot.ops.node_identifiers import check_dim
+from torch_geometric_hot.ops.seeded_generators import SeededGenerators
+from torch_geometric_hot.transforms.data_device import data_device
 
 
 class SeededNodeId(BaseTransform):
-    r"""Writes :obj:`generate(num_nodes, dim, generator)` to the node
-    attribute :obj:`attr_name`, from the transform's own seeded generator
-    (or the global one when :obj:`seed` is :obj:`None`). Subclasses set
-    :obj:`generate`.
+    r"""Writes :obj:`generate(num_nodes, dim, generator, device=device)`
+    to the node attribute :obj:`attr_name`, drawn on the graph's device
+    from the transform's own generator of that device, seeded with
+    :obj:`seed` (or the device's default generator when :obj:`seed` is
+    :obj:`None`). Subclasses set :obj:`generate`.
 
     Args:
         dim (int): Identifier dimension :math:`d_p`.
@@ -22,7 +24,7 @@ class SeededNodeId(BaseTransform):
             sequence of graphs it sees then gets a reproducible sequence of
             identifiers. (default: :obj:`None`, the global generator)
     """
-    generate: Callable[[int, int, Optional[torch.Generator]], Tensor]
+    generate: Callable[..., Tensor]
 
     def __init__(self, dim: int, attr_name: str,
                  seed: Optional[int] = None) -> None:
@@ -30,13 +32,12 @@ class SeededNodeId(BaseTransform):
         self.dim = dim
         self.attr_name = attr_name
         self.seed = seed
-        self.generator = None
-        if seed is not None:
-            self.generator = torch.Generator().manual_seed(seed)
+        self.generators = SeededGenerators(seed)
 
     def forward(self, data: Data) -> Data:
-        data[self.attr_name] = type(self).generate(data.num_nodes, self.dim,
-                                                   self.generator)
+        device = data_device(data)
+        data[self.attr_name] = type(self).generate(
+            data.num_nodes, self.dim, self.generators(device), device=device)
         return data
 
     def __repr__(self) -> str:

@@ -1,0 +1,46 @@
+r"""Seeded random generators on whichever device the inputs live."""
+from typing import Dict, Optional
+
+import torch
+
+
+class SeededGenerators:
+    r"""One :class:`torch.Generator` per device, created at its first use
+    and seeded with :obj:`seed`, so that random draws happen on the device
+    of the inputs and a seeded module or transform draws a reproducible
+    sequence on each device (the sequences of different devices differ).
+    With :obj:`seed` :obj:`None` it hands out :obj:`None`: the device's
+    default generator, which :func:`torch.manual_seed` seeds.
+
+    Args:
+        seed (int, optional): Seed of every generator.
+
+    Example:
+        >>> import torch
+        >>> from torch_geometric_hot.ops.seeded_generators import \
+        ...     SeededGenerators
+        >>> generators = SeededGenerators(0)
+        >>> first = torch.rand(2, generator=generators(torch.device('cpu')))
+        >>> again = torch.rand(2, generator=torch.Generator().manual_seed(0))
+        >>> torch.equal(first, again)
+        True
+    """
+    def __init__(self, seed: Optional[int]) -> None:
+        self.seed = seed
+        self._by_device: Dict[torch.device, torch.Generator] = {}
+
+    def __call__(self, device: torch.device) -> Optional[torch.Generator]:
+        r"""The generator of :obj:`device` (:obj:`None` without a seed)."""
+        if self.seed is None:
+            return None
+        device = torch.device(device)
+        if device.type == 'cuda' and device.index is None:
+            device = torch.device('cuda', torch.cuda.current_device())
+        generator = self._by_device.get(device)
+        if generator is None:
+            generator = torch.Generator(device=device).manual_seed(self.seed)
+            self._by_device[device] = generator
+        return generator
+
+    def __repr__(self) -> str:
+        return f'{self.__class__.__name__}(seed={self.seed})'
