@@ -49,14 +49,14 @@ def dense_reference(layer, data):
     fm = layer.feature_map
     if fm is None:
         queries = queries * D**-0.5
-    basis = dense_basis(n, k_ord, l_ord)
+    basis = dense_basis(n, k_ord, l_ord, x.device)
     out = 0
     for c, cls in enumerate(layer.classes):
         attn = dense_class_attention(queries, keys, values[:, c],
                                      basis[cls.partition], fm)
         out = out + attn.reshape(attn.size(0), H * D) @ layer.lin_out[c]
     if l_ord <= 2:
-        patterns = output_patterns(n, l_ord)
+        patterns = output_patterns(n, l_ord, x.device)
         for label, bias in zip(BIAS_LABELS[l_ord], layer.bias):
             out = out + patterns[label].unsqueeze(-1) * bias
     else:
@@ -72,50 +72,52 @@ def sparse_dense(layer, data):
     expected = dense_reference(layer, data)
     if layer.out_order >= 3:
         mask = dense_rows(torch.ones(data.hyperedge_index.size(1), 1,
-                                     dtype=torch.bool), data,
+                                     dtype=torch.bool, device=out.device),
+                          data,
                           layer.out_order, n).view(-1)
         out, expected = out[mask], expected[mask]
     return out, expected
 
 
-def make(orders, **kwargs):
+def make(orders, device=None, **kwargs):
     torch.manual_seed(0)
-    return HOTConv(3, 4, *orders, heads=2, head_channels=3, **kwargs).double()
+    return HOTConv(3, 4, *orders, heads=2, head_channels=3,
+                   **kwargs).double().to(device)
 
 
 @pytest.mark.parametrize('orders', ORDERS)
-def test_softmax_equals_dense_reference(orders):
-    data = attach_order_inputs(complete_graph(4), orders[1],
+def test_softmax_equals_dense_reference(orders, device):
+    data = attach_order_inputs(complete_graph(4, device=device), orders[1],
                                max_hyperedges=10**6)
-    out, expected = sparse_dense(make(orders), data)
+    out, expected = sparse_dense(make(orders, device), data)
     torch.testing.assert_close(out, expected, atol=1e-10, rtol=1e-10)
 
 
 @pytest.mark.parametrize('orders', ORDERS)
 @pytest.mark.parametrize('kernel', ['elu', 'favor+', 'relu'])
-def test_exact_kernel_equals_dense_kernel_reference(orders, kernel):
-    data = attach_order_inputs(complete_graph(4), orders[1],
+def test_exact_kernel_equals_dense_kernel_reference(orders, kernel, device):
+    data = attach_order_inputs(complete_graph(4, device=device), orders[1],
                                max_hyperedges=10**6)
-    layer = make(orders, attention='kernel', kernel=kernel, seed=0)
+    layer = make(orders, device, attention='kernel', kernel=kernel, seed=0)
     out, expected = sparse_dense(layer, data)
     torch.testing.assert_close(out, expected, atol=1e-10, rtol=1e-10)
 
 
-def test_decoupled_kernel_differs_from_exact():
-    data = attach_order_inputs(complete_graph(4), 2)
-    exact = make((2, 2), attention='kernel', kernel='elu')
-    approx = make((2, 2), attention='kernel', kernel='elu',
+def test_decoupled_kernel_differs_from_exact(device):
+    data = attach_order_inputs(complete_graph(4, device=device), 2)
+    exact = make((2, 2), device, attention='kernel', kernel='elu')
+    approx = make((2, 2), device, attention='kernel', kernel='elu',
                   exact_exclusion=False)
     approx.load_state_dict(exact.state_dict())
     assert not torch.allclose(run_layer(exact, data), run_layer(approx, data))
 
 
-def test_favor_approaches_softmax():
-    data = attach_order_inputs(random_graph(6, 10), 2)
-    soft = make((2, 2))
+def test_favor_approaches_softmax(device):
+    data = attach_order_inputs(random_graph(6, 10, device=device), 2)
+    soft = make((2, 2), device)
     errors = []
     for features in (16, 4096):
-        kern = make((2, 2), attention='kernel', num_features=features,
+        kern = make((2, 2), device, attention='kernel', num_features=features,
                     seed=1)
         kern.load_state_dict(soft.state_dict(), strict=False)
         diff = run_layer(kern, data) - run_layer(soft, data)
@@ -127,14 +129,16 @@ def test_favor_approaches_softmax():
 
 @pytest.mark.parametrize('orders', ORDERS)
 @pytest.mark.parametrize('attention', ['softmax', 'kernel'])
-def test_permutation_equivariant_and_batch_independent(orders, attention):
-    layer = make(orders, attention=attention, kernel='favor+', seed=0)
-    data = attach_order_inputs(random_graph(7, 9), orders[1], seed=3)
+def test_permutation_equivariant_and_batch_independent(orders, attention,
+                                                        device):
+    layer = make(orders, device, attention=attention, kernel='favor+', seed=0)
+    data = attach_order_inputs(random_graph(7, 9, device=device), orders[1],
+                               seed=3)
     level = 'node' if orders[1] == 1 else 'other'
     assert_permutation_equivariant(lambda d: run_layer(layer, d), data,
                                    level)
     graphs = [attach_order_inputs(g, orders[1], seed=k)
-              for k, g in enumerate(edge_case_graphs(3))
+              for k, g in enumerate(edge_case_graphs(3, device=device))
               if g.num_nodes >= orders[1]]
     assert_batch_independent(lambda d: run_layer(layer, d), graphs,
                              rows_per_graph(orders[1]))
@@ -143,10 +147,10 @@ def test_permutation_equivariant_and_batch_independent(orders, attention):
 
 
 @pytest.mark.parametrize('attention', ['softmax', 'kernel'])
-def test_gradcheck(attention):
-    data = attach_order_inputs(random_graph(4, 4), 2)
+def test_gradcheck(attention, device):
+    data = attach_order_inputs(random_graph(4, 4, device=device), 2)
     view = PairView.from_data(data)
-    layer = make((2, 2), attention=attention, kernel='elu')
+    layer = make((2, 2), device, attention=attention, kernel='elu')
     x = data.pair_x.clone().requires_grad_()
     assert torch.autograd.gradcheck(lambda x: layer(x, view), (x, ))
 
@@ -184,14 +188,14 @@ def test_kernel_layers_sharing_a_view_share_its_plans(monkeypatch):
         assert counts[2] > 0 and counts[3] > 0  # other shapes, other limit
 
 
-def test_attention_weights_sum_to_one_per_query():
-    data = attach_order_inputs(random_graph(6, 8), 2)
-    layer = make((2, 2))
+def test_attention_weights_sum_to_one_per_query(device):
+    data = attach_order_inputs(random_graph(6, 8, device=device), 2)
+    layer = make((2, 2), device)
     _, weights = run_layer(layer, data, return_attention_weights=True)
     assert set(weights) == {f'{c.part}/{c.name}' for c in layer.classes}
     index, alpha = weights['off/8']
-    sums = torch.zeros(int(index[0].max()) + 1, 2,
-                       dtype=alpha.dtype).index_add_(0, index[0], alpha)
+    sums = torch.zeros(int(index[0].max()) + 1, 2, dtype=alpha.dtype,
+                       device=device).index_add_(0, index[0], alpha)
     torch.testing.assert_close(sums[index[0].unique()],
                                torch.ones_like(sums[index[0].unique()]))
 
@@ -223,11 +227,12 @@ def test_wrappers_classes_repr_and_errors():
     assert not torch.equal(before, layer.feature_map.projection)
 
 
-def test_redraw_once_per_forward_and_never_in_backward():
+def test_redraw_once_per_forward_and_never_in_backward(device):
     # Queries of both output parts and the keys of one forward pass share a
     # projection; a checkpoint recomputation does not redraw it.
-    data = attach_order_inputs(random_graph(5, 6, seed=1), 2)
-    layer = make((2, 2), attention='kernel', redraw_interval=1).train()
+    data = attach_order_inputs(random_graph(5, 6, seed=1, device=device), 2)
+    layer = make((2, 2), device, attention='kernel',
+                 redraw_interval=1).train()
     run_layer(layer, data)
     drawn = layer.feature_map.projection.clone()
     out = run_layer(layer, data)  # redraws before mapping anything

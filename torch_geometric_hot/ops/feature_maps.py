@@ -21,6 +21,7 @@ from torch import Tensor
 
 from torch_geometric_hot.ops import native
 from torch_geometric_hot.ops.scatter import scatter_max
+from torch_geometric_hot.ops.seeded_generators import SeededGenerators
 
 #: The feature maps of kernel attention: Performer's positive random
 #: features (``'favor+'``), ReLU random features and :math:`elu + 1`.
@@ -38,21 +39,26 @@ def default_num_features(head_dim: int) -> int:
 
 def orthogonal_gaussian(num_features: int, dim: int,
                         generator: Optional[torch.Generator] = None,
-                        dtype: torch.dtype = torch.float) -> Tensor:
+                        dtype: torch.dtype = torch.float,
+                        device: Optional[torch.device] = None) -> Tensor:
     r"""Random projection :obj:`[num_features, dim]` made of orthogonal
     Gaussian blocks whose rows are rescaled to Gaussian norms, so each row is
-    marginally :math:`\mathcal{N}(0, I)` (Performer's ORF construction)."""
+    marginally :math:`\mathcal{N}(0, I)` (Performer's ORF construction),
+    drawn on :obj:`device` (default: the generator's, else the CPU)."""
+    if device is None and generator is not None:
+        device = generator.device
     blocks = []
     for start in range(0, num_features, dim):
-        gaussian = torch.randn(dim, dim, generator=generator, dtype=dtype)
+        gaussian = torch.randn(dim, dim, generator=generator, dtype=dtype,
+                               device=device)
         q, r = torch.linalg.qr(gaussian)
         # Fix the signs by diag(R): Householder QR alone leaves every
         # column of Q with a biased sign (not Haar), which biases FAVOR+.
         q = q * torch.sign(torch.diagonal(r)).masked_fill(
             torch.diagonal(r) == 0, 1.0)
         blocks.append(q.t()[:min(dim, num_features - start)])
-    norms = torch.randn(num_features, dim, generator=generator,
-                        dtype=dtype).norm(dim=1, keepdim=True)
+    norms = torch.randn(num_features, dim, generator=generator, dtype=dtype,
+                        device=device).norm(dim=1, keepdim=True)
     return torch.cat(blocks, dim=0) * norms
 
 
@@ -86,42 +92,81 @@ def _favor_stabiliser(logits: Tensor, is_query: bool,
     return stab.unsqueeze(-1) if stab.dim() else stab
 
 
-class _FavorPlus(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x, projection, is_query, group, num_groups):
-        log_scale = -0.5 * math.log(projection.size(0))
-        ctx.native = native.applies(x)
-        if ctx.native:  # logits and shift natively, then exp in place
-            x = x.contiguous()
-            out, row_max = native.favor_logits(x, projection, is_query,
-                                               log_scale)
-            if not is_query:
-                stab = _key_stabiliser(row_max, group, num_groups)
-                native.favor_shift(out, (log_scale - stab).expand_as(
-                    row_max).contiguous())
-            out.exp_()
-        else:
-            logits = _favor_logits(x, projection)
-            out = logits.sub_(_favor_stabiliser(logits, is_query, group,
-                                                num_groups) - log_scale)
-            out.exp_()
-        ctx.save_for_backward(x, out, projection)
-        return out
+def _favor_features(x: Tensor, projection: Tensor, is_query: bool,
+                    group: Optional[Tensor],
+                    num_groups: Optional[int]) -> Tensor:
+    # the features with torch operations, in place on one buffer
+    log_scale = -0.5 * math.log(projection.size(0))
+    logits = _favor_logits(x, projection)
+    out = logits.sub_(_favor_stabiliser(logits, is_query, group,
+                                        num_groups) - log_scale)
+    return out.exp_()
 
-    @staticmethod
-    @torch.autograd.function.once_differentiable
-    def backward(ctx, grad):
-        # d phi_r / dx = phi_r (w_r - s x) s, s = d^{-1/4}
-        x, out, projection = ctx.saved_tensors
-        if ctx.native:
-            return native.favor_backward(x, projection, out,
-                                         grad.contiguous()), \
-                None, None, None, None
-        s = x.size(-1)**-0.25
-        weighted = grad * out
-        grad_x = weighted @ projection.to(x.dtype)
-        grad_x.addcmul_(x, weighted.sum(dim=-1, keepdim=True), value=-s)
-        return grad_x.mul_(s), None, None, None, None
+
+@torch.library.custom_op('torch_geometric_hot::favor_plus', mutates_args=())
+def _favor_plus(x: Tensor, projection: Tensor, is_query: bool,
+                group: Optional[Tensor], num_groups: Optional[int]) -> Tensor:
+    return _favor_features(x, projection, is_query, group, num_groups)
+
+
+@_favor_plus.register_fake
+def _(x, projection, is_query, group, num_groups):
+    return x.new_empty(x.shape[:-1] + (projection.size(0), ))
+
+
+@_favor_plus.register_kernel('cpu')
+def _(x, projection, is_query, group, num_groups):
+    if not native.applies(x):
+        return _favor_features(x, projection, is_query, group, num_groups)
+    # logits and shift natively, then exp in place
+    log_scale = -0.5 * math.log(projection.size(0))
+    out, row_max = native.favor_logits(x.contiguous(), projection, is_query,
+                                       log_scale)
+    if not is_query:
+        stab = _key_stabiliser(row_max, group, num_groups)
+        native.favor_shift(out, (log_scale - stab).expand_as(
+            row_max).contiguous())
+    return out.exp_()
+
+
+@torch.library.custom_op('torch_geometric_hot::favor_plus_backward',
+                         mutates_args=())
+def _favor_plus_backward(x: Tensor, projection: Tensor, out: Tensor,
+                         grad: Tensor) -> Tensor:
+    # d phi_r / dx = phi_r (w_r - s x) s, s = d^{-1/4}
+    s = x.size(-1)**-0.25
+    weighted = grad * out
+    grad_x = weighted @ projection.to(x.dtype)
+    grad_x.addcmul_(x, weighted.sum(dim=-1, keepdim=True), value=-s)
+    return grad_x.mul_(s)
+
+
+@_favor_plus_backward.register_fake
+def _(x, projection, out, grad):
+    return torch.empty_like(x)
+
+
+@_favor_plus_backward.register_kernel('cpu')
+def _(x, projection, out, grad):
+    if not native.applies(x, out, grad):
+        return _favor_plus_backward._init_fn(x, projection, out, grad)
+    return native.favor_backward(x.contiguous(), projection, out.contiguous(),
+                                 grad.contiguous())
+
+
+def _favor_plus_setup(ctx, inputs, output) -> None:
+    x, projection = inputs[:2]
+    ctx.save_for_backward(x, output, projection)
+
+
+def _favor_plus_grad(ctx, grad):
+    x, out, projection = ctx.saved_tensors
+    return _favor_plus_backward(x, projection, out, grad), None, None, None, \
+        None
+
+
+_favor_plus.register_autograd(_favor_plus_grad,
+                              setup_context=_favor_plus_setup)
 
 
 def favor_plus(x: Tensor, projection: Tensor, is_query: bool,
@@ -157,7 +202,7 @@ def favor_plus(x: Tensor, projection: Tensor, is_query: bool,
     if projection.requires_grad:
         return favor_plus_reference(x, projection, is_query, group,
                                     num_groups)
-    return _FavorPlus.apply(x, projection, is_query, group, num_groups)
+    return _favor_plus(x, projection, is_query, group, num_groups)
 
 
 def favor_plus_reference(x: Tensor, projection: Tensor, is_query: bool,
@@ -183,8 +228,10 @@ class FeatureMap(torch.nn.Module):
             many training forward passes of the owner (counted by
             :meth:`step`); never in eval mode.
             (default: :obj:`None`)
-        seed (int, optional): Seed of the projection's generator.
-            (default: :obj:`None`)
+        seed (int, optional): Seed of the projection's generator, one per
+            device: projections are drawn on the device of the
+            :obj:`projection` buffer. (default: :obj:`None`, a fixed
+            default seed)
 
     Shapes:
         - **input:** :obj:`[*, H, d]`
@@ -210,9 +257,9 @@ class FeatureMap(torch.nn.Module):
                              f"{num_features}")
         self.redraw_interval = redraw_interval
         self.seed = seed
-        self._generator = torch.Generator()
-        if seed is not None:
-            self._generator.manual_seed(seed)
+        self.generators = SeededGenerators(
+            torch.Generator().initial_seed() if seed is None else seed)
+        self._calls_since_redraw = 0  # mirrors the buffer, without syncs
         self.register_buffer('projection',
                              torch.empty(self.num_features, head_dim))
         self.register_buffer('calls_since_redraw',
@@ -223,10 +270,16 @@ class FeatureMap(torch.nn.Module):
     def redraw_projection(self) -> None:
         r"""Draws a new random projection (a no-op for ``'elu'``)."""
         if self.kernel != 'elu':
+            device = self.projection.device
             w = orthogonal_gaussian(self.num_features, self.head_dim,
-                                    self._generator)
+                                    self.generators(device), device=device)
             self.projection.copy_(w.to(self.projection.dtype))
         self.calls_since_redraw.zero_()
+        self._calls_since_redraw = 0
+
+    def _load_from_state_dict(self, *args, **kwargs) -> None:
+        super()._load_from_state_dict(*args, **kwargs)
+        self._calls_since_redraw = int(self.calls_since_redraw)
 
     def step(self) -> None:
         r"""Counts one training forward pass of the owning layer and
@@ -240,9 +293,10 @@ class FeatureMap(torch.nn.Module):
         if not self.training or self.redraw_interval is None or \
                 torch._C._current_graph_task_id() != -1:
             return
-        if int(self.calls_since_redraw) >= self.redraw_interval:
+        if self._calls_since_redraw >= self.redraw_interval:
             self.redraw_projection()
-        self.calls_since_redraw += 1
+        self._calls_since_redraw += 1
+        self.calls_since_redraw.fill_(self._calls_since_redraw)
 
     def forward(self, x: Tensor, is_query: bool,
                 group: Optional[Tensor] = None,
