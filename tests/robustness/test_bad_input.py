@@ -122,6 +122,19 @@ def test_indexer_batch_errors(layer):
         call(torch.tensor([0, 0, 0]))
 
 
+@pytest.mark.parametrize('capacity', [None, 0.5], ids=['all', 'routed'])
+@pytest.mark.parametrize('candidates', ['dense', 'neighbours', 'walks',
+                                        'indexer'])
+def test_simplicial_edge_index_out_of_range(candidates, capacity):
+    # the router restricts the edges to its nodes before any candidate
+    # generator reads them: checked on entry, whatever reads them
+    layer = SimplicialAttention(CHANNELS, candidates=candidates, k=2,
+                                capacity=capacity)
+    with pytest.raises(ValueError, match="'edge_index' has node indices in "
+                       "\\[0, 7\\] but the graph has 5 nodes"):
+        layer(torch.randn(5, CHANNELS), torch.tensor([[0, 1, 7], [1, 0, 2]]))
+
+
 @pytest.mark.parametrize('layer', [TokenSelfAttention(CHANNELS, 2),
                                    TokenSelfAttention(CHANNELS, 2,
                                                       'performer'),

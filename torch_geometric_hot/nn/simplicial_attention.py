@@ -15,7 +15,9 @@ from torch_geometric_hot.ops.rope import apply_rotary
 from torch_geometric_hot.ops.simplicial_attention import (
     FORMS, check_simplex_index, indexer_distillation_loss,
     simplicial_attention)
-from torch_geometric_hot.ops.validation import check_batch, check_features
+from torch_geometric_hot.ops.validation import (check_batch,
+                                                check_edge_index,
+                                                check_features)
 
 CANDIDATES = ('dense', 'neighbours', 'walks', 'indexer')
 INDEXER_LOSSES = (None, 'kl', 'mse')
@@ -163,6 +165,8 @@ class SimplicialAttention(torch.nn.Module):
         check_features(x, self.in_channels, self.lin_qkv.weight.dtype)
         n = x.size(0)
         batch, _ = check_batch(batch, n, sorted=True, device=x.device)
+        if edge_index is not None:  # the router restricts it first
+            check_edge_index(edge_index, n)
         if pos is not None and self.form != 'determinant':
             raise ValueError("'pos' (RoPE) needs form='determinant': the "
                              "multilinear form is not rotation invariant")
