@@ -28,14 +28,14 @@ def dense_input(data, in_order):
 
 @pytest.mark.parametrize('orders', ORDERS)
 @pytest.mark.parametrize('normalize', ['sum', 'mean'])
-def test_equals_dense_basis_on_complete_graph(orders, normalize):
+def test_equals_dense_basis_on_complete_graph(orders, normalize, device):
     in_order, out_order = orders
     n = 4 if in_order + out_order <= 4 else 5
-    data = attach_order_inputs(complete_graph(n), out_order,
+    data = attach_order_inputs(complete_graph(n, device=device), out_order,
                                max_hyperedges=10**6)
     torch.manual_seed(1)
     layer = EquivariantLinear(3, 2, in_order, out_order,
-                              normalize=normalize).double()
+                              normalize=normalize).double().to(device)
     out = run_layer(layer, data)
     weights = {c.partition: w for c, w in zip(layer.classes, layer.weight)}
     biases = dict(zip(BIAS_LABELS[out_order], layer.bias)) \
@@ -62,11 +62,12 @@ def test_dense_oracle_covers_the_whole_basis(orders):
 
 @pytest.mark.parametrize('orders', ORDERS)
 @pytest.mark.parametrize('normalize', ['sum', 'mean'])
-def test_permutation_equivariant_on_sparse_graphs(orders, normalize):
+def test_permutation_equivariant_on_sparse_graphs(orders, normalize, device):
     in_order, out_order = orders
-    data = attach_order_inputs(random_graph(7, 9), out_order, seed=3)
+    data = attach_order_inputs(random_graph(7, 9, device=device), out_order,
+                               seed=3)
     layer = EquivariantLinear(3, 2, in_order, out_order,
-                              normalize=normalize).double()
+                              normalize=normalize).double().to(device)
     level = 'node' if out_order == 1 else 'other'
     assert_permutation_equivariant(lambda d: run_layer(layer, d), data,
                                    level)
@@ -74,13 +75,15 @@ def test_permutation_equivariant_on_sparse_graphs(orders, normalize):
 
 @pytest.mark.parametrize('orders', ORDERS)
 @pytest.mark.parametrize('normalize', ['sum', 'mean'])
-def test_batch_independent(orders, normalize):
+def test_batch_independent(orders, normalize, device):
     in_order, out_order = orders
-    graphs = [attach_order_inputs(g, out_order, seed=k)
-              for k, g in enumerate(edge_case_graphs(3))
-              if g.num_nodes >= out_order]
+    graphs = [
+        attach_order_inputs(g, out_order, seed=k)
+        for k, g in enumerate(edge_case_graphs(3, device=device))
+        if g.num_nodes >= out_order
+    ]
     layer = EquivariantLinear(3, 2, in_order, out_order,
-                              normalize=normalize).double()
+                              normalize=normalize).double().to(device)
     assert_batch_independent(lambda d: run_layer(layer, d), graphs,
                              rows_per_graph(out_order))
 
@@ -118,30 +121,32 @@ def test_bad_input_is_named():
 
 
 @pytest.mark.parametrize('normalize', ['sum', 'mean'])
-def test_gradcheck(normalize):
-    data = attach_order_inputs(random_graph(4, 4), 2)
+def test_gradcheck(normalize, device):
+    data = attach_order_inputs(random_graph(4, 4, device=device), 2)
     view = PairView.from_data(data)
-    layer = EquivariantLinear(3, 2, 2, 2, normalize=normalize).double()
+    layer = EquivariantLinear(3, 2, 2, 2,
+                              normalize=normalize).double().to(device)
     x = data.pair_x.clone().requires_grad_()
     assert torch.autograd.gradcheck(lambda x: layer(x, view), (x, ))
 
 
-def test_float32_matches_float64():
-    data = attach_order_inputs(random_graph(8, 12), 2)
+def test_float32_matches_float64(device):
+    data = attach_order_inputs(random_graph(8, 12, device=device), 2)
     view = PairView.from_data(data)
-    layer = EquivariantLinear(3, 2, 2, 2, normalize='mean').double()
+    layer = EquivariantLinear(3, 2, 2, 2, normalize='mean').double().to(device)
     expected = layer(data.pair_x, view)
     got = layer.float()(data.pair_x.float(), view)
     torch.testing.assert_close(got.double(), expected, atol=1e-5, rtol=1e-4)
 
 
-def test_light_pair_layer_equals_dense_basis():
+def test_light_pair_layer_equals_dense_basis(device):
     # the light 2->2 layer runs as one operation (ops.pair_light_linear),
     # whatever the order its classes are given in
-    data = attach_order_inputs(complete_graph(4), 2)
+    data = attach_order_inputs(complete_graph(4, device=device), 2)
     torch.manual_seed(1)
     for classes in ('light', ['3', '5', '1', '4', '2']):
-        layer = EquivariantLinear(3, 2, 2, 2, classes=classes).double()
+        layer = EquivariantLinear(3, 2, 2, 2,
+                                  classes=classes).double().to(device)
         weights = dict(zip([c.partition for c in layer.classes],
                            layer.weight))
         biases = dict(zip(BIAS_LABELS[2], layer.bias))
@@ -151,12 +156,15 @@ def test_light_pair_layer_equals_dense_basis():
         torch.testing.assert_close(out, expected, atol=1e-10, rtol=1e-10)
 
 
-def test_light_pair_layer_equivariant_and_batch_independent():
-    layer = EquivariantLinear(3, 2, 2, 2, classes='light').double()
-    data = attach_order_inputs(random_graph(7, 9, undirected=False), 2)
+def test_light_pair_layer_equivariant_and_batch_independent(device):
+    layer = EquivariantLinear(3, 2, 2, 2, classes='light').double().to(device)
+    data = attach_order_inputs(
+        random_graph(7, 9, undirected=False, device=device), 2)
     assert_permutation_equivariant(lambda d: run_layer(layer, d), data,
                                    'other')
-    graphs = [attach_order_inputs(g, 2, seed=k)
-              for k, g in enumerate(edge_case_graphs(3))]
+    graphs = [
+        attach_order_inputs(g, 2, seed=k)
+        for k, g in enumerate(edge_case_graphs(3, device=device))
+    ]
     assert_batch_independent(lambda d: run_layer(layer, d), graphs,
                              rows_per_graph(2))

@@ -13,10 +13,10 @@ from torch_geometric_hot.testing import (assert_batch_independent,
 ATTENTIONS = ['kernel', 'softmax']
 
 
-def layer(attention, edge_dim=3):
+def layer(attention, device, edge_dim=3):
     torch.manual_seed(0)
     return HOTNodeConv(4, 8, heads=2, edge_dim=edge_dim, attention=attention,
-                       seed=0).double().eval()
+                       seed=0).double().to(device).eval()
 
 
 def on_graph(conv):
@@ -24,11 +24,12 @@ def on_graph(conv):
 
 
 @pytest.mark.parametrize('attention', ATTENTIONS)
-def test_equals_lift_then_second_to_first_order_attention(attention):
-    conv = layer(attention)
-    data = random_graph(7, 12, edge_dim=3, dtype=torch.float64)
+def test_equals_lift_then_second_to_first_order_attention(attention, device):
+    conv = layer(attention, device)
+    data = random_graph(7, 12, edge_dim=3, dtype=torch.float64, device=device)
     view = PairView.build(data.edge_index, data.num_nodes)
-    ref = HOTConv(8, 8, 2, 1, 2, attention=attention, seed=0).double()
+    ref = HOTConv(8, 8, 2, 1, 2, attention=attention,
+                  seed=0).double().to(device)
     ref.load_state_dict(conv.conv.state_dict())
     pair = view.lift(conv.lin_node(data.x), conv.lin_edge(data.edge_attr))
     expected = ref.eval()(pair, view)
@@ -39,18 +40,18 @@ def test_equals_lift_then_second_to_first_order_attention(attention):
 
 
 @pytest.mark.parametrize('attention', ATTENTIONS)
-def test_equivariant_and_batch_independent(attention):
-    conv = layer(attention)
-    graphs = edge_case_graphs(edge_dim=3)
+def test_equivariant_and_batch_independent(attention, device):
+    conv = layer(attention, device)
+    graphs = edge_case_graphs(edge_dim=3, device=device)
     assert_permutation_equivariant(on_graph(conv), graphs[-1], 'node')
     assert_batch_independent(on_graph(conv), graphs, 'node')
     out = on_graph(conv)(Batch.from_data_list(graphs))
     assert torch.isfinite(out).all()
 
 
-def test_gradcheck():
-    conv = layer('softmax')
-    data = random_graph(5, 6, edge_dim=3, dtype=torch.float64)
+def test_gradcheck(device):
+    conv = layer('softmax', device)
+    data = random_graph(5, 6, edge_dim=3, dtype=torch.float64, device=device)
     x = data.x.clone().requires_grad_()
     e = data.edge_attr.clone().requires_grad_()
     assert torch.autograd.gradcheck(
@@ -75,13 +76,13 @@ class GINWithHOT(torch.nn.Module):
         return self.head(global_add_pool(x, batch))
 
 
-def test_drops_between_two_gin_layers_and_trains_on_a_loader_batch():
+def test_drops_between_two_gin_layers_and_trains_on_a_loader_batch(device):
     torch.manual_seed(0)
     graphs = edge_case_graphs(edge_dim=3, dtype=torch.float32)
     for g in graphs:
         g.y = torch.randn(1, 1)
-    batch = next(iter(DataLoader(graphs, batch_size=len(graphs))))
-    model = GINWithHOT(16)
+    batch = next(iter(DataLoader(graphs, batch_size=len(graphs)))).to(device)
+    model = GINWithHOT(16).to(device)
     opt = torch.optim.Adam(model.parameters(), lr=1e-2)
     before = [p.detach().clone() for p in model.hot.parameters()]
     losses = []

@@ -20,13 +20,14 @@ def brute_force_pairs(indexer, x, batch, k):
 
 
 @pytest.mark.parametrize('k', [1, 2, 3, 50])
-def test_pairs_are_the_top_k_and_tuples_their_paths(k):
+def test_pairs_are_the_top_k_and_tuples_their_paths(k, device):
     torch.manual_seed(0)
-    indexer = SimplexIndexer(4, k=k, heads=3, head_channels=5).double()
+    indexer = SimplexIndexer(4, k=k, heads=3,
+                             head_channels=5).double().to(device)
     with torch.no_grad():  # positive projections: tie-free scores
         indexer.lin.weight.abs_()
         indexer.lin.bias.abs_()
-    batch = Batch.from_data_list(edge_case_graphs(4))
+    batch = Batch.from_data_list(edge_case_graphs(4, device=device))
     x = batch.x.abs() + 0.1
     simplex_index, pair_index, pair_score = indexer(x, 2, batch.batch)
     assert sorted(map(tuple, pair_index.t().tolist())) == brute_force_pairs(

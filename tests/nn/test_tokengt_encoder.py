@@ -7,7 +7,8 @@ from torch_geometric_hot.testing import (assert_batch_independent,
                                          assert_permutation_equivariant,
                                          dense_tokengt_reference,
                                          edge_case_graphs, random_graph)
-from torch_geometric_hot.transforms import AddOrthogonalNodeId
+from torch_geometric_hot.transforms import (AddLaplacianNodeId,
+                                            AddOrthogonalNodeId)
 
 DP = 6  # node_id_dim; larger than the small graphs, smaller than others
 
@@ -27,13 +28,17 @@ def with_ids(data_list, hyper=False, seed=0):
     return out
 
 
-def encoder(attention='softmax', seed=0, **kwargs):
+def encoder(attention='softmax', seed=0, device=None, **kwargs):
     torch.manual_seed(seed)
     kwargs.setdefault('edge_dim', 3)
     return TokenGTEncoder(4, 8, num_layers=2, heads=2, node_id='orf',
-                          node_id_dim=DP, attention=attention,
-                          num_features=32, seed=seed,
-                          **kwargs).double().eval()
+                          node_id_dim=DP, attention=attention, num_features=32,
+                          seed=seed, **kwargs).double().to(device).eval()
+
+
+def on(device, *graphs):
+    r"""Copies of the graphs on :obj:`device`."""
+    return [data.clone().to(device) for data in graphs]
 
 
 def run(model):
@@ -51,30 +56,31 @@ BIG = with_ids([random_graph(9, 14, edge_dim=3, seed=4)])[0]
 
 @pytest.mark.parametrize('attention', ['softmax', 'performer'])
 @pytest.mark.parametrize('seb', [False, True])
-def test_permutation_equivariant(attention, seb):
-    model = encoder(attention, seb=seb)
-    assert_permutation_equivariant(run(model), BIG,
+def test_permutation_equivariant(attention, seb, device):
+    model = encoder(attention, seb=seb, device=device)
+    assert_permutation_equivariant(run(model), *on(device, BIG),
                                    levels=['graph', 'node', 'edge'])
 
 
-def test_permutation_equivariant_hyperedges():
-    model = encoder(hyperedge_order=3, hyperedge_dim=2)
-    data = with_ids([BIG], hyper=True)[0]
+def test_permutation_equivariant_hyperedges(device):
+    model = encoder(hyperedge_order=3, hyperedge_dim=2, device=device)
+    data = on(device, *with_ids([BIG], hyper=True))[0]
     assert_permutation_equivariant(
         run(model), data, levels=['graph', 'node', 'edge', 'hyperedge_index'])
 
 
 @pytest.mark.parametrize('attention', ['softmax', 'performer'])
-def test_batch_independent(attention):
-    model = encoder(attention, seb=True)
-    assert_batch_independent(run(model), GRAPHS + [BIG],
+def test_batch_independent(attention, device):
+    model = encoder(attention, seb=True, device=device)
+    assert_batch_independent(run(model), on(device, *GRAPHS, BIG),
                              levels=['graph', 'node', 'edge'])
 
 
 @pytest.mark.parametrize('seb', [False, True])
-def test_matches_dense_reference(seb):
-    model = encoder(seb=seb, hyperedge_order=3, hyperedge_dim=2)
-    batch = Batch.from_data_list(with_ids(GRAPHS + [BIG], hyper=True))
+def test_matches_dense_reference(seb, device):
+    model = encoder(seb=seb, hyperedge_order=3, hyperedge_dim=2, device=device)
+    batch = Batch.from_data_list(with_ids(GRAPHS + [BIG],
+                                          hyper=True)).to(device)
     out = run(model)(batch)
     ref = dense_tokengt_reference(model, batch.x, batch.edge_index,
                                   batch.edge_attr, batch.batch,
@@ -84,11 +90,12 @@ def test_matches_dense_reference(seb):
         torch.testing.assert_close(a, b)
 
 
-def test_matches_dense_reference_without_options():
+def test_matches_dense_reference_without_options(device):
     torch.manual_seed(1)
     model = TokenGTEncoder(4, 8, num_layers=1, heads=4, node_id=None,
-                           type_id=False, graph_token=False).double().eval()
-    batch = Batch.from_data_list(GRAPHS)
+                           type_id=False,
+                           graph_token=False).double().to(device).eval()
+    batch = Batch.from_data_list(GRAPHS).to(device)
     out = model(batch.x, batch.edge_index, batch=batch.batch)
     assert out.graph is None and out.hyperedge is None
     ref = dense_tokengt_reference(model, batch.x, batch.edge_index, None,
@@ -97,18 +104,20 @@ def test_matches_dense_reference_without_options():
     torch.testing.assert_close(out.edge, ref[2])
 
 
-def test_performer_approaches_softmax():
+def test_performer_approaches_softmax(device):
     # Same weights; FAVOR+ with r features vs exact softmax. The mean error
     # over all outputs shrinks with r (seeded: measured 0.079 at r = 8 and
-    # 0.0090 at r = 1024 on LayerNormed outputs of unit scale).
-    batch = Batch.from_data_list(GRAPHS[:2] + [BIG])
+    # 0.0090 at r = 1024 on LayerNormed outputs of unit scale on the CPU).
+    batch = Batch.from_data_list(GRAPHS[:2] + [BIG]).to(device)
     errors = []
     for r in (8, 1024):
-        soft, perf = encoder('softmax', seed=2), encoder('performer', seed=2)
+        soft = encoder('softmax', seed=2, device=device)
+        perf = encoder('performer', seed=2, device=device)
         for layer in perf.layers:
             fm = layer.attn.feature_map
             fm.num_features = r
-            fm.projection = torch.empty(r, fm.head_dim, dtype=torch.float64)
+            fm.projection = torch.empty(r, fm.head_dim, dtype=torch.float64,
+                                        device=device)
             fm.redraw_projection()
         exact, approx = run(soft)(batch), run(perf)(batch)
         errors.append(
@@ -119,12 +128,13 @@ def test_performer_approaches_softmax():
 
 
 @pytest.mark.parametrize('attention', ['softmax', 'performer'])
-def test_gradcheck(attention):
+def test_gradcheck(attention, device):
     torch.manual_seed(0)
     model = TokenGTEncoder(2, 4, num_layers=1, heads=2, edge_dim=1,
                            node_id='orf', node_id_dim=3, attention=attention,
-                           num_features=4, seed=0).double().eval()
-    data = with_ids([random_graph(3, 2, num_features=2, edge_dim=1)])[0]
+                           num_features=4, seed=0).double().to(device).eval()
+    data = with_ids(
+        [random_graph(3, 2, num_features=2, edge_dim=1, device=device)])[0]
     node_id = data.node_id[:, :3].contiguous()
     x = data.x.requires_grad_()
     edge_attr = data.edge_attr.requires_grad_()
@@ -138,14 +148,14 @@ def test_gradcheck(attention):
 
 @pytest.mark.parametrize('node_id', ['orf', 'laplacian', 'random', None])
 @pytest.mark.parametrize('attention', ['softmax', 'performer'])
-def test_small_graphs_no_nan(node_id, attention):
+def test_small_graphs_no_nan(node_id, attention, device):
     torch.manual_seed(0)
     model = TokenGTEncoder(4, 8, num_layers=2, heads=2, edge_dim=3,
                            node_id=node_id, node_id_dim=16,
                            attention=attention, eigvec_dropout=0.5,
-                           drop_path=0.5, dropout=0.1, seed=0)
-    batch = Batch.from_data_list(edge_case_graphs(edge_dim=3,
-                                                  dtype=torch.float))
+                           drop_path=0.5, dropout=0.1, seed=0).to(device)
+    batch = Batch.from_data_list(
+        edge_case_graphs(edge_dim=3, dtype=torch.float, device=device))
     x = batch.x.requires_grad_()
     for training in (True, False):
         model.train(training)
@@ -158,19 +168,20 @@ def test_small_graphs_no_nan(node_id, attention):
                    if p.grad is not None)
 
 
-def test_single_node_graph_alone():
-    model = encoder()
-    data = GRAPHS[1]
+def test_single_node_graph_alone(device):
+    model = encoder(device=device)
+    data = on(device, GRAPHS[1])[0]
     out = run(model)(data)
     assert out[1].shape == (1, 8) and out[2].shape == (0, 8)
     assert torch.isfinite(out[0]).all()
 
 
-def test_orf_resampled_in_training_fixed_in_eval():
+@pytest.mark.parametrize('node_id', ['orf', 'random'])
+def test_identifiers_resampled_in_training_fixed_in_eval(node_id, device):
     torch.manual_seed(0)
-    model = TokenGTEncoder(4, 8, num_layers=1, node_id='orf', node_id_dim=4,
-                           seed=3)
-    data = random_graph(5, 6, dtype=torch.float)
+    model = TokenGTEncoder(4, 8, num_layers=1, node_id=node_id, node_id_dim=4,
+                           seed=3).to(device)
+    data = random_graph(5, 6, dtype=torch.float, device=device)
     a = model(data.x, data.edge_index).node
     b = model(data.x, data.edge_index).node
     assert not torch.allclose(a, b)
@@ -180,13 +191,41 @@ def test_orf_resampled_in_training_fixed_in_eval():
     assert torch.equal(c, d)
 
 
-def test_laplacian_augmentations_training_only():
+def test_seeded_training_draws_are_reproducible(device):
+    # Two encoders of one seed draw the same training identifiers and
+    # Laplacian augmentations, on the device of the input.
+    data = random_graph(6, 8, dtype=torch.float, device=device)
+    for node_id in ('orf', 'random', 'laplacian'):
+        outs = []
+        for _ in range(2):
+            torch.manual_seed(0)
+            model = TokenGTEncoder(4, 8, num_layers=1, node_id=node_id,
+                                   node_id_dim=4, eigvec_dropout=0.3,
+                                   seed=5).to(device).train()
+            outs.append(model(data.x, data.edge_index).node)
+            assert model.embedding.generators(device).device.type == \
+                device.type
+        torch.testing.assert_close(outs[0], outs[1], rtol=0, atol=0)
+
+
+def test_on_the_fly_laplacian_equals_the_transform(device):
     torch.manual_seed(0)
     model = TokenGTEncoder(4, 8, num_layers=1, node_id='laplacian',
-                           node_id_dim=4, eigvec_dropout=0.3)
-    data = random_graph(7, 10, dtype=torch.float)
+                           node_id_dim=5).to(device).eval()
+    data = AddLaplacianNodeId(5)(random_graph(8, 12, dtype=torch.float,
+                                              device=device))
+    assert data.lap_node_id.device == data.x.device
+    given = model(data.x, data.edge_index, node_id=data.lap_node_id).node
+    torch.testing.assert_close(model(data.x, data.edge_index).node, given)
+
+
+def test_laplacian_augmentations_training_only(device):
+    torch.manual_seed(0)
+    model = TokenGTEncoder(4, 8, num_layers=1, node_id='laplacian',
+                           node_id_dim=4, eigvec_dropout=0.3).to(device)
+    data = random_graph(7, 10, dtype=torch.float, device=device)
     emb = model.embedding
-    batch = torch.zeros(7, dtype=torch.long)
+    batch = torch.zeros(7, dtype=torch.long, device=device)
     ids = emb.node_identifiers(data.edge_index, batch, 1, None, torch.float)
     model.eval()
     fixed = emb.node_identifiers(data.edge_index, batch, 1, None,
@@ -195,8 +234,8 @@ def test_laplacian_augmentations_training_only():
     ratio = (ids * fixed).sum(0)
     assert all(any(abs(r - v) < 1e-5 for v in (-1.0, 0.0, 1.0))
                for r in ratio.tolist())
-    torch.testing.assert_close(fixed.t() @ fixed, torch.eye(4), atol=1e-5,
-                               rtol=0)
+    torch.testing.assert_close(fixed.t() @ fixed, torch.eye(4, device=device),
+                               atol=1e-5, rtol=0)
     again = model(data.x, data.edge_index).node
     assert torch.equal(again, model(data.x, data.edge_index).node)
 
@@ -209,12 +248,13 @@ def test_redraw_projection():
     assert not torch.allclose(before, after)
 
 
-def test_redraw_interval():
-    model = encoder('performer', redraw_interval=1).train()
-    a, b = run(model)(BIG)[1], run(model)(BIG)[1]
+def test_redraw_interval(device):
+    model = encoder('performer', redraw_interval=1, device=device).train()
+    big = on(device, BIG)[0]
+    a, b = run(model)(big)[1], run(model)(big)[1]
     assert not torch.allclose(a, b)
     model.eval()
-    assert torch.equal(run(model)(BIG)[1], run(model)(BIG)[1])
+    assert torch.equal(run(model)(big)[1], run(model)(big)[1])
 
 
 def test_repr():
@@ -249,12 +289,22 @@ def test_bad_input():
         TokenGTEncoder(4, 8, 1, heads=3)
 
 
-def test_empty_graph_in_batch():
+def test_node_id_on_another_device_is_refused(device):
+    if device.type == 'cpu':
+        pytest.skip('needs a second device')
+    model = encoder(device=device)
+    data = on(device, BIG)[0]
+    with pytest.raises(ValueError, match="'node_id'"):
+        model(data.x, data.edge_index, data.edge_attr,
+              node_id=data.node_id.cpu())
+
+
+def test_empty_graph_in_batch(device):
     # A graph id with no node still gets its graph token (num_graphs given).
-    model = encoder()
+    model = encoder(device=device)
     data = Data(x=BIG.x, edge_index=BIG.edge_index, edge_attr=BIG.edge_attr,
-                node_id=BIG.node_id)
+                node_id=BIG.node_id).to(device)
     out = model(data.x, data.edge_index, data.edge_attr,
-                torch.zeros(9, dtype=torch.long), data.node_id,
+                torch.zeros(9, dtype=torch.long, device=device), data.node_id,
                 num_graphs=2)
     assert out.graph.shape == (2, 8) and torch.isfinite(out.graph).all()

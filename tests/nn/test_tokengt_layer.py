@@ -6,20 +6,20 @@ from torch_geometric_hot.ops.token_attention import \
     dense_softmax_attention_reference
 
 
-def tokens(sizes, channels=8, seed=0):
+def tokens(sizes, device, channels=8, seed=0):
     gen = torch.Generator().manual_seed(seed)
     token_batch = torch.cat([
         torch.full((s, ), g, dtype=torch.long) for g, s in enumerate(sizes)
     ])
     x = torch.randn(token_batch.numel(), channels, generator=gen,
                     dtype=torch.float64)
-    return x, token_batch, len(sizes)
+    return x.to(device), token_batch.to(device), len(sizes)
 
 
-def test_self_attention_matches_reference():
+def test_self_attention_matches_reference(device):
     torch.manual_seed(0)
-    module = TokenSelfAttention(8, heads=2).double()
-    x, token_batch, num_graphs = tokens([3, 1, 5])
+    module = TokenSelfAttention(8, heads=2).double().to(device)
+    x, token_batch, num_graphs = tokens([3, 1, 5], device)
     q, k, v = module.qkv(x).view(-1, 3, 2, 4).unbind(1)
     ref = module.out(
         dense_softmax_attention_reference(q, k, v, token_batch,
@@ -28,23 +28,25 @@ def test_self_attention_matches_reference():
 
 
 @pytest.mark.parametrize('attention', ['softmax', 'performer'])
-def test_layer_token_permutation_and_graph_independence(attention):
+def test_layer_token_permutation_and_graph_independence(attention, device):
     torch.manual_seed(0)
-    layer = TokenGTLayer(8, heads=2, attention=attention, seed=0).double()
+    layer = TokenGTLayer(8, heads=2, attention=attention,
+                         seed=0).double().to(device)
     layer.eval()
-    x, token_batch, num_graphs = tokens([4, 1, 3])
+    x, token_batch, num_graphs = tokens([4, 1, 3], device)
     out = layer(x, token_batch, num_graphs)
-    perm = torch.randperm(x.size(0))
+    perm = torch.randperm(x.size(0)).to(device)
     torch.testing.assert_close(layer(x[perm], token_batch[perm], num_graphs),
                                out[perm])
-    alone = layer(x[token_batch == 2], torch.zeros(3, dtype=torch.long), 1)
+    alone = layer(x[token_batch == 2],
+                  torch.zeros(3, dtype=torch.long, device=device), 1)
     torch.testing.assert_close(alone, out[token_batch == 2])
 
 
-def test_drop_path_training_only():
+def test_drop_path_training_only(device):
     torch.manual_seed(0)
-    layer = TokenGTLayer(8, drop_path=0.5).double()
-    x, token_batch, num_graphs = tokens([2] * 20)
+    layer = TokenGTLayer(8, drop_path=0.5).double().to(device)
+    x, token_batch, num_graphs = tokens([2] * 20, device)
     layer.eval()
     assert torch.equal(layer(x, token_batch, 20), layer(x, token_batch, 20))
     layer.train()
