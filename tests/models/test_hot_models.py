@@ -31,9 +31,9 @@ def on_graph(model):
                            view=PairView.from_data(d))
 
 
-def graphs():
+def graphs(device):
     out = []
-    for g in edge_case_graphs(num_features=4, edge_dim=4):
+    for g in edge_case_graphs(num_features=4, edge_dim=4, device=device):
         g = AddSecondOrderView()(g)
         out.append(AddHyperedgeView(3)(g))
     return out
@@ -41,23 +41,24 @@ def graphs():
 
 @pytest.mark.parametrize('cls,kwargs,level,order', MODELS)
 @pytest.mark.parametrize('attention', ['softmax', 'kernel'])
-def test_models_equivariant_batch_independent_finite(cls, kwargs, level,
-                                                     order, attention):
+def test_models_equivariant_batch_independent_finite(cls, kwargs, level, order,
+                                                     attention, device):
     torch.manual_seed(0)
     model = cls(4, 2, num_layers=1, heads=2, attention=attention, seed=0,
-                edge_encoder=torch.nn.Identity(), **kwargs).double().eval()
-    data = graphs()
+                edge_encoder=torch.nn.Identity(),
+                **kwargs).double().to(device).eval()
+    data = graphs(device)
     assert_permutation_equivariant(on_graph(model), data[0], level)
     assert_batch_independent(on_graph(model), data, rows_per_graph(order))
     out = on_graph(model)(Batch.from_data_list(data))
     assert torch.isfinite(out).all()
 
 
-def test_checkpointing_gives_identical_gradients():
+def test_checkpointing_gives_identical_gradients(device):
     torch.manual_seed(0)
-    batch = Batch.from_data_list(graphs())
+    batch = Batch.from_data_list(graphs(device))
     model = HOTGraphModel(4, 1, num_layers=2, attention='kernel', seed=0,
-                          edge_encoder=torch.nn.Identity()).double()
+                          edge_encoder=torch.nn.Identity()).double().to(device)
     grads = []
     for flag in (False, True):
         model.checkpoint = flag
@@ -69,17 +70,17 @@ def test_checkpointing_gives_identical_gradients():
         torch.testing.assert_close(a, b)
 
 
-def test_molecule_style_model_trains():
+def test_molecule_style_model_trains(device):
     torch.manual_seed(0)
-    data = graphs()
+    data = graphs('cpu')
     for g in data:
         g.x = torch.randint(0, 4, (g.num_nodes, 2))
         g.edge_attr = torch.randint(0, 3, (g.num_edges, 1))
         g.y = torch.randn(1, 1)
-    batch = Batch.from_data_list(data)
+    batch = Batch.from_data_list(data).to(device)
     model = HOTGraphModel(16, 1, num_layers=2, heads=2, attention='kernel',
                           node_encoder=CategoricalEncoder([4, 4], 16),
-                          edge_encoder=CategoricalEncoder([3], 16))
+                          edge_encoder=CategoricalEncoder([3], 16)).to(device)
     opt = torch.optim.Adam(model.parameters(), lr=3e-3)
     losses = []
     for _ in range(40):

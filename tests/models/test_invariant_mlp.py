@@ -10,11 +10,10 @@ from torch_geometric_hot.testing import (assert_batch_independent,
 from torch_geometric_hot.transforms import AddSecondOrderView
 
 
-def model(dtype=torch.float64):
+def model(device, dtype=torch.float64):
     torch.manual_seed(0)
-    return InvariantMLP(8, 3, num_layers=2,
-                        node_encoder=torch.nn.Linear(4, 8),
-                        edge_encoder=torch.nn.Linear(2, 8)).to(dtype)
+    return InvariantMLP(8, 3, num_layers=2, node_encoder=torch.nn.Linear(4, 8),
+                        edge_encoder=torch.nn.Linear(2, 8)).to(device, dtype)
 
 
 def on_graph(net, view=True):
@@ -22,9 +21,12 @@ def on_graph(net, view=True):
                          view=PairView.from_data(d) if view else None)
 
 
-def test_invariant_and_batch_independent():
-    graphs = [AddSecondOrderView()(g) for g in edge_case_graphs(edge_dim=2)]
-    net = model().eval()
+def test_invariant_and_batch_independent(device):
+    graphs = [
+        AddSecondOrderView()(g)
+        for g in edge_case_graphs(edge_dim=2, device=device)
+    ]
+    net = model(device).eval()
     for view in (True, False):
         assert_permutation_equivariant(on_graph(net, view), graphs[0],
                                        'graph')
@@ -35,18 +37,18 @@ def test_invariant_and_batch_independent():
     assert out.shape == (1, 3) and torch.isfinite(out).all()
 
 
-def test_categorical_features_and_training_step():
+def test_categorical_features_and_training_step(device):
     torch.manual_seed(0)
     graphs = edge_case_graphs(edge_dim=2, dtype=torch.float32)
     for g in graphs:
         g.x = torch.randint(0, 5, (g.num_nodes, 2))
         g.edge_attr = torch.randint(0, 3, (g.num_edges, 1))
     from torch_geometric.data import Batch
-    batch = Batch.from_data_list(graphs)
+    batch = Batch.from_data_list(graphs).to(device)
     net = InvariantMLP(16, 1, num_layers=2,
                        node_encoder=CategoricalEncoder([5, 5], 16),
-                       edge_encoder=CategoricalEncoder([3], 16))
-    target = torch.randn(len(graphs), 1)
+                       edge_encoder=CategoricalEncoder([3], 16)).to(device)
+    target = torch.randn(len(graphs), 1).to(device)
     opt = torch.optim.Adam(net.parameters(), lr=1e-2)
     losses = []
     for _ in range(30):

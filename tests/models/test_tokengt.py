@@ -14,10 +14,11 @@ GRAPHS = [
 ]
 
 
-def model(task, **kwargs):
+def model(task, device=None, **kwargs):
     torch.manual_seed(0)
     return TokenGT(4, 8, 3, num_layers=2, task=task, heads=2, edge_dim=2,
-                   node_id='laplacian', node_id_dim=4, **kwargs).double()
+                   node_id='laplacian', node_id_dim=4,
+                   **kwargs).double().to(device)
 
 
 def run(m):
@@ -27,25 +28,26 @@ def run(m):
 
 @pytest.mark.parametrize('task,level', [('graph', 'graph'), ('node', 'node'),
                                         ('edge', 'edge')])
-def test_tasks_equivariant_and_batch_independent(task, level):
-    m = model(task, seb=task == 'node').eval()
-    out = run(m)(Batch.from_data_list(GRAPHS))
+def test_tasks_equivariant_and_batch_independent(task, level, device):
+    m = model(task, device, seb=task == 'node').eval()
+    graphs = [g.clone().to(device) for g in GRAPHS]
+    out = run(m)(Batch.from_data_list(graphs))
     count = {'graph': len(GRAPHS), 'node': sum(g.num_nodes for g in GRAPHS),
              'edge': sum(g.num_edges for g in GRAPHS)}[level]
     assert out.shape == (count, 3)
-    assert_permutation_equivariant(run(m), GRAPHS[-1], levels=level)
-    assert_batch_independent(run(m), GRAPHS, levels=level)
+    assert_permutation_equivariant(run(m), graphs[-1], levels=level)
+    assert_batch_independent(run(m), graphs, levels=level)
 
 
-def test_categorical_encoders_and_training_step():
+def test_categorical_encoders_and_training_step(device):
     torch.manual_seed(0)
     m = TokenGT(0, 8, 1, num_layers=1, node_encoder=torch.nn.Embedding(5, 8),
                 edge_encoder=torch.nn.Embedding(3, 8), attention='performer',
                 node_id='orf', node_id_dim=4, seed=0, dropout=0.1,
-                drop_path=0.1)
-    data = random_graph(6, 8)
-    x = torch.randint(5, (6, ))
-    edge_attr = torch.randint(3, (data.num_edges, ))
+                drop_path=0.1).to(device)
+    data = random_graph(6, 8, device=device)
+    x = torch.randint(5, (6, )).to(device)
+    edge_attr = torch.randint(3, (data.num_edges, )).to(device)
     opt = torch.optim.Adam(m.parameters(), lr=1e-2)
     losses = []
     for _ in range(5):
