@@ -18,24 +18,27 @@ def test_bad_dim(dim):
 
 
 @pytest.mark.parametrize('graph', range(5))
-def test_edge_cases_orthonormal_rows(graph):
-    data = edge_case_graphs()[graph]
+def test_edge_cases_orthonormal_rows(graph, device):
+    data = edge_case_graphs(device=device)[graph]
     ids = AddOrthogonalNodeId(8, seed=0)(data.clone()).orf_node_id
     n = data.num_nodes
     assert ids.shape == (n, 8) and torch.isfinite(ids).all()
-    torch.testing.assert_close(ids @ ids.t(), torch.eye(n), atol=1e-5,
-                               rtol=0)
+    assert ids.device == data.x.device
+    torch.testing.assert_close(ids @ ids.t(), torch.eye(n, device=device),
+                               atol=1e-5, rtol=0)
 
 
-def test_more_nodes_than_dim():
-    ids = AddOrthogonalNodeId(4, seed=0)(random_graph(10, 12)).orf_node_id
+def test_more_nodes_than_dim(device):
+    ids = AddOrthogonalNodeId(4,
+                              seed=0)(random_graph(10, 12,
+                                                   device=device)).orf_node_id
     assert ids.shape == (10, 4)
-    torch.testing.assert_close(ids.t() @ ids, torch.eye(4), atol=1e-5,
-                               rtol=0)
+    torch.testing.assert_close(ids.t() @ ids, torch.eye(4, device=device),
+                               atol=1e-5, rtol=0)
 
 
-def test_seeded_sequence_and_batching():
-    graphs = [random_graph(n, 2 * n, seed=n) for n in (3, 5)]
+def test_seeded_sequence_and_batching(device):
+    graphs = [random_graph(n, 2 * n, seed=n, device=device) for n in (3, 5)]
     a = [AddOrthogonalNodeId(6, seed=1)(g.clone()) for g in graphs]
     transform = AddOrthogonalNodeId(6, seed=1)
     b = [transform(g.clone()) for g in graphs]

@@ -16,16 +16,17 @@ def test_bad_dim():
 
 
 @pytest.mark.parametrize('graph', range(5))
-def test_edge_cases_unit_rows(graph):
-    data = edge_case_graphs()[graph]
+def test_edge_cases_unit_rows(graph, device):
+    data = edge_case_graphs(device=device)[graph]
     ids = AddRandomNodeId(16, seed=0)(data.clone()).random_node_id
-    assert ids.shape == (data.num_nodes, 16)
+    assert ids.shape == (data.num_nodes, 16) and ids.device == data.x.device
     assert torch.all(ids.abs() == 0.25)
-    torch.testing.assert_close(ids.norm(dim=1), torch.ones(data.num_nodes))
+    torch.testing.assert_close(ids.norm(dim=1),
+                               torch.ones(data.num_nodes, device=device))
 
 
-def test_seeded():
-    data = edge_case_graphs()[0]
+def test_seeded(device):
+    data = edge_case_graphs(device=device)[0]
     a = AddRandomNodeId(16, seed=5)(data.clone()).random_node_id
     b = AddRandomNodeId(16, seed=5)(data.clone()).random_node_id
     assert torch.equal(a, b)

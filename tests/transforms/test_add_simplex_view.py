@@ -9,13 +9,14 @@ from torch_geometric_hot.transforms.add_simplex_view import AddSimplexView
 
 
 @pytest.mark.parametrize('candidates', ['dense', 'neighbours', 'walks'])
-def test_batched_view_equals_the_layer_generator(candidates):
+def test_batched_view_equals_the_layer_generator(candidates, device):
     transform = AddSimplexView(order=2, candidates=candidates)
-    graphs = [transform(g) for g in edge_case_graphs(8)]
+    graphs = [transform(g) for g in edge_case_graphs(8, device=device)]
+    assert all(g.simplex_index.device == g.x.device for g in graphs)
     batch = Batch.from_data_list(graphs)
     torch.manual_seed(0)
     conv = SimplicialAttention(8, heads=2, order=2,
-                               candidates=candidates).double()
+                               candidates=candidates).double().to(device)
     expected = conv(batch.x, batch.edge_index, batch.batch)
     given = conv(batch.x, batch=batch.batch,
                  simplex_index=batch.simplex_index)
