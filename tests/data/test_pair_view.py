@@ -8,9 +8,11 @@ from torch_geometric_hot.testing import edge_case_graphs, random_graph
 from torch_geometric_hot.transforms import AddSecondOrderView
 
 
-def test_layout_transpose_and_edge_map():
-    edge_index = torch.tensor([[0, 1, 1, 2, 2, 1, 0], [1, 0, 2, 2, 0, 2, 0]])
+def test_layout_transpose_and_edge_map(device):
+    edge_index = torch.tensor([[0, 1, 1, 2, 2, 1, 0], [1, 0, 2, 2, 0, 2, 0]],
+                              device=device)
     pair_index, transpose, edge_entry = build_pair_index(edge_index, 3)
+    assert pair_index.device == transpose.device == edge_index.device
     # diagonal first, then distinct off-diagonal edges sorted by (row, col)
     assert pair_index.tolist() == [[0, 1, 2, 0, 1, 1, 2],
                                    [0, 1, 2, 1, 0, 2, 0]]
@@ -19,8 +21,8 @@ def test_layout_transpose_and_edge_map():
     assert edge_entry.tolist() == [3, 4, 5, 2, 6, 5, 0]
 
 
-def test_transpose_round_trips_in_batches():
-    graphs = [AddSecondOrderView()(g) for g in edge_case_graphs()]
+def test_transpose_round_trips_in_batches(device):
+    graphs = [AddSecondOrderView()(g) for g in edge_case_graphs(device=device)]
     batch = Batch.from_data_list(graphs)
     view = PairView.from_data(batch)
     t = view.transpose
@@ -33,9 +35,11 @@ def test_transpose_round_trips_in_batches():
         int((g.pair_index[0] != g.pair_index[1]).sum()) for g in graphs)
 
 
-def test_stock_dataloader_batches_the_view():
-    graphs = [AddSecondOrderView(pair_x=True)(g)
-              for g in edge_case_graphs(edge_dim=2)]
+def test_stock_dataloader_batches_the_view(device):
+    graphs = [
+        AddSecondOrderView(pair_x=True)(g)
+        for g in edge_case_graphs(edge_dim=2, device=device)
+    ]
     batch = next(iter(DataLoader(graphs, batch_size=len(graphs))))
     view = PairView.from_data(batch)
     expected = view.lift(
@@ -45,13 +49,13 @@ def test_stock_dataloader_batches_the_view():
     torch.testing.assert_close(batch.pair_x, expected)
 
 
-def test_lift_averages_duplicates_and_self_loops():
-    edge_index = torch.tensor([[0, 0, 1, 1], [1, 1, 1, 0]])
+def test_lift_averages_duplicates_and_self_loops(device):
+    edge_index = torch.tensor([[0, 0, 1, 1], [1, 1, 1, 0]], device=device)
     view = PairView.build(edge_index, 2)
-    node = torch.tensor([[1.0], [2.0]])
-    edge = torch.tensor([[10.0], [20.0], [5.0], [7.0]])
+    node = torch.tensor([[1.0], [2.0]], device=device)
+    edge = torch.tensor([[10.0], [20.0], [5.0], [7.0]], device=device)
     out = view.lift(node, edge)
-    dense = torch.zeros(2, 2)
+    dense = torch.zeros(2, 2, device=device)
     dense[view.row, view.col] = out.view(-1)
     assert dense.tolist() == [[1.0, 15.0], [7.0, 7.0]]
 
@@ -81,10 +85,11 @@ def test_errors_name_the_argument():
         NodeView(3, torch.zeros(2, dtype=torch.long))
 
 
-def test_empty_and_single_node_graphs():
-    view = PairView.build(torch.zeros(2, 0, dtype=torch.long), 1)
+def test_empty_and_single_node_graphs(device):
+    empty = torch.zeros(2, 0, dtype=torch.long, device=device)
+    view = PairView.build(empty, 1)
     assert view.num_entries == 1 and view.off_pos.numel() == 0
-    view = PairView.build(torch.zeros(2, 0, dtype=torch.long), 0)
+    view = PairView.build(empty, 0)
     assert view.num_entries == 0
     assert repr(AddSecondOrderView(pair_x=True)) == \
         'AddSecondOrderView(pair_x=True)'

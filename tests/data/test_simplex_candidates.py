@@ -25,10 +25,11 @@ def adjacency(edge_index, n, include_self=False):
 
 
 @pytest.mark.parametrize('order', [1, 2, 3])
-def test_dense_is_the_product_of_each_graph(order):
+def test_dense_is_the_product_of_each_graph(order, device):
     sizes = [3, 1, 0, 2]  # graph 2 is empty
     batch = torch.repeat_interleave(torch.arange(4), torch.tensor(sizes))
-    index = dense_simplices(sum(sizes), order, batch)
+    index = dense_simplices(sum(sizes), order, batch.to(device))
+    assert index.device.type == device.type
     expected, start = [], 0
     for size in sizes:
         nodes = range(start, start + size)
@@ -40,10 +41,12 @@ def test_dense_is_the_product_of_each_graph(order):
 
 @pytest.mark.parametrize('order', [1, 2, 3])
 @pytest.mark.parametrize('include_self', [False, True])
-def test_neighbours_and_walks_match_brute_force(order, include_self):
-    data = random_graph(7, 9, seed=1)
-    edge_index = torch.cat([data.edge_index, data.edge_index[:, :3],
-                            torch.tensor([[4], [4]])], dim=1)  # dup + loop
+def test_neighbours_and_walks_match_brute_force(order, include_self, device):
+    data = random_graph(7, 9, seed=1, device=device)
+    edge_index = torch.cat([
+        data.edge_index, data.edge_index[:, :3],
+        torch.tensor([[4], [4]], device=device)
+    ], dim=1)  # dup + loop
     nbrs = adjacency(edge_index, 7, include_self)
     neighbours = neighbour_simplices(edge_index, 7, order, include_self)
     assert columns(neighbours) == sorted(
@@ -56,6 +59,7 @@ def test_neighbours_and_walks_match_brute_force(order, include_self):
     assert columns(walks) == sorted(expected)
     for index in (neighbours, walks):
         assert bool((index[0, 1:] >= index[0, :-1]).all())  # query-sorted
+        assert index.device == edge_index.device
 
 
 def test_empty_and_bad_edge_index():
@@ -74,13 +78,13 @@ def test_empty_and_bad_edge_index():
         dense_simplices(3, 1, torch.tensor([1, 0, 1]))
 
 
-def test_topk_pairs_keep_the_node_and_clamp_k():
-    scores = torch.tensor([[[0., 5., 1., 9.], [3., 0., 2., 7.],
-                            [4., 6., 0., 1.], [0., 0., 0., 0.]],
-                           [[0., 2., 0., 0.], [8., 0., 0., 0.],
-                            [0., 0., 0., 0.], [0., 0., 0., 0.]]])
-    mask = torch.tensor([[True, True, True, False],
-                         [True, True, False, False]])
+def test_topk_pairs_keep_the_node_and_clamp_k(device):
+    scores = torch.tensor([[
+        [0., 5., 1., 9.], [3., 0., 2., 7.], [4., 6., 0., 1.], [0., 0., 0., 0.]
+    ], [[0., 2., 0., 0.], [8., 0., 0., 0.], [0., 0., 0., 0.], [0., 0., 0., 0.]]
+                           ], device=device)
+    mask = torch.tensor(
+        [[True, True, True, False], [True, True, False, False]], device=device)
     row, col = topk_pairs(scores, mask, 2)
     assert list(zip(row.tolist(), col.tolist())) == [
         (0, 0), (0, 1), (1, 1), (1, 0), (2, 2), (2, 1), (4, 4), (4, 5),
