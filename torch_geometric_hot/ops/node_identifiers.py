@@ -37,7 +37,10 @@ def check_dim(dim: int, name: str = 'dim') -> None:
 
 
 def _as_sizes(num_nodes: Sizes) -> Tensor:
-    sizes = torch.as_tensor(num_nodes, dtype=torch.long).reshape(-1)
+    # Sizes given as Python numbers are host values: a CPU tensor.
+    device = num_nodes.device if isinstance(num_nodes, Tensor) else 'cpu'
+    sizes = torch.as_tensor(num_nodes, dtype=torch.long,
+                            device=device).reshape(-1)
     if (sizes < 0).any():
         raise ValueError(f"'num_nodes' must be non-negative, got "
                          f"{sizes.tolist()}")
@@ -329,6 +332,6 @@ def laplacian_node_ids(edge_index: Tensor, num_nodes: int, k: int,
         ncv=min(num_nodes, max(2 * cols + 1, 20)), tol=1e-10,
         maxiter=num_nodes * 50)
     vectors = torch.from_numpy(vectors[:, np.argsort(-values, kind='stable')])
-    out = torch.zeros(num_nodes, k, dtype=torch.float64)
-    out[:, :cols] = make_signs_canonical(vectors)
-    return out.to(edge_index.device, dtype)
+    out = torch.zeros(num_nodes, k, dtype=dtype, device=edge_index.device)
+    out[:, :cols] = make_signs_canonical(vectors).to(out.device, dtype)
+    return out

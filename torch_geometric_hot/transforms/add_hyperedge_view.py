@@ -99,13 +99,17 @@ class AddHyperedgeView(BaseTransform):
         if any(len(set(p)) != self.k for p in positives):
             raise ValueError(f"'{self.source}' columns must hold "
                              f"{self.k} distinct nodes")
+        # Candidates are enumerated on the host (sets of Python tuples);
+        # only the result moves to the graph's device.
         if n < self.k:
             candidates = []
         elif math.comb(n, self.k) <= self.max_candidates:
             check_size(math.comb(n, self.k) * self.k,
                        f"all {self.k}-subsets of {n} nodes as candidates")
-            candidates = [tuple(c) for c in torch.combinations(
-                torch.arange(n), self.k).tolist()]
+            candidates = [
+                tuple(c) for c in torch.combinations(
+                    torch.arange(n, device='cpu'), self.k).tolist()
+            ]
         else:
             gen = torch.Generator().manual_seed(self.seed or 0)
             wanted = self.num_negatives * max(len(positives), 1)
@@ -113,8 +117,10 @@ class AddHyperedgeView(BaseTransform):
             for _ in range(100 * wanted):
                 if len(negatives) >= wanted:
                     break
-                c = tuple(sorted(torch.randperm(n, generator=gen)
-                                 [:self.k].tolist()))
+                c = tuple(
+                    sorted(
+                        torch.randperm(n, generator=gen,
+                                       device='cpu')[:self.k].tolist()))
                 if c not in positives:
                     negatives.add(c)
             candidates = sorted(positives) + sorted(negatives)
