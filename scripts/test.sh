@@ -23,7 +23,7 @@ py="$root/.venv/bin/python"
 "$py" -m pytest tests "$@"
 
 core=()
-for d in tests/ops tests/nn tests/data; do
+for d in tests/ops tests/nn tests/data tests/devices; do
     [[ -d "$d" ]] && core+=("$d")
 done
 echo "test: re-running ${core[*]} with the pure-torch backends" \
