@@ -85,7 +85,9 @@ def _numpy_core():
 def ogb_safe_globals():
     r"""A context in which :func:`torch.load` with its default
     ``weights_only=True`` accepts what OGB's files hold: PyG's ``Data``
-    storage classes and NumPy arrays, nothing more."""
+    storage classes and NumPy arrays, nothing more. On exit it withdraws
+    only what it added: the types allowed before (PyG allows ``Data`` for
+    the whole process) stay allowed."""
     from torch_geometric.data import Data
     from torch_geometric.data.data import DataEdgeAttr, DataTensorAttr
     from torch_geometric.data.storage import GlobalStorage
@@ -93,7 +95,9 @@ def ogb_safe_globals():
                np.ndarray, np.dtype, _numpy_core().multiarray._reconstruct]
     allowed += [type(np.dtype(t)) for t in (np.int64, np.int32, np.float64,
                                             np.float32, np.bool_)]
-    return torch.serialization.safe_globals(allowed)
+    before = torch.serialization.get_safe_globals()
+    return torch.serialization.safe_globals(
+        [item for item in allowed if item not in before])
 
 
 @contextlib.contextmanager
