@@ -24,6 +24,7 @@ def top_fraction_per_graph(score: Tensor, batch: Tensor,
         capacity (float): Fraction of each graph's nodes, in :math:`(0, 1]`.
     """
     n = score.numel()
+    # Host synchronisation: the number of graphs sizes the per-graph quotas.
     num_graphs = int(batch.max()) + 1 if n else 0
     sizes = segment_counts(batch, num_graphs)
     quota = torch.ceil(sizes.double() * capacity).long().clamp(min=1)
