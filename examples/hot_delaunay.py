@@ -2,8 +2,11 @@ r"""Set-to-graph: Delaunay triangulation of random point sets (`HOT
 <https://arxiv.org/abs/2110.14416>`_ §5, Table 3, after `Set2Graph
 <https://arxiv.org/abs/2002.08772>`_).
 
-Each set holds :math:`n` points uniform in the unit square (:math:`n = 50`,
-or :math:`n \in [20, 80]` with ``--points 20 80``); every ordered pair is
+Each set holds :math:`n` points uniform in the unit square: :math:`n = 50`
+(the default), or a size drawn uniformly per set from
+:math:`\{20, \dots, 80\}` with ``--points 20 80`` (the paper's second
+setting; ``--smoke`` draws from 8 to 12, so it covers sets of different
+sizes in one batch); every ordered pair is
 classified as a Delaunay edge or not
 (:class:`~torch_geometric_hot.datasets.DelaunaySets`). Two models with the
 same width, the same optimiser, the same number of steps and the same sets:
@@ -214,10 +217,13 @@ def parse_args(argv=None) -> argparse.Namespace:
         description='Set-to-graph: predict the Delaunay triangulation of '
         'random point sets (HOT §5, Table 3, after Set2Graph).')
     parser.add_argument('--smoke', action='store_true',
-                        help='a few tiny sets and steps (seconds)')
+                        help='a few tiny sets of 8 to 12 points (the '
+                        'variable-size setting) and a few steps (seconds)')
     parser.add_argument('--points', type=int, nargs='+', default=[50],
-                        help='points per set, or a range LOW HIGH '
-                        '(default: 50)')
+                        help='points per set, or a range LOW HIGH: every '
+                        'set draws its size uniformly from it (the '
+                        "paper's two settings are 50 and 20 80; "
+                        'default: 50)')
     parser.add_argument('--train-sets', type=int, default=2000,
                         help='training point sets (default: 2000)')
     parser.add_argument('--test-sets', type=int, default=200,

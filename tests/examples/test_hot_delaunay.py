@@ -26,6 +26,22 @@ def test_smoke_trains_both_models_and_writes_the_plot(tmp_path):
     assert saved['runs'][0]['example']['target']  # Delaunay edges exist
 
 
+def test_smoke_covers_the_variable_size_setting(tmp_path):
+    from torch_geometric_hot.datasets import DelaunaySets
+    from torch_geometric_hot.transforms import AddSecondOrderView
+    spec = importlib.util.spec_from_file_location('hot_delaunay', SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    args = module.parse_args(['--smoke'])
+    assert args.points == [8, 12]
+    assert module.parse_args(['--points', '20', '80']).points == [20, 80]
+    train = DelaunaySets(str(tmp_path), 'train', args.train_sets,
+                         tuple(args.points),
+                         pre_transform=AddSecondOrderView())
+    sizes = {data.num_nodes for data in train}
+    assert len(sizes) > 1 and min(sizes) >= 8 and max(sizes) <= 12
+
+
 def test_metrics():
     import torch
     spec = importlib.util.spec_from_file_location('hot_delaunay', SCRIPT)
