@@ -135,6 +135,16 @@ def test_simplicial_edge_index_out_of_range(candidates, capacity):
         layer(torch.randn(5, CHANNELS), torch.tensor([[0, 1, 7], [1, 0, 2]]))
 
 
+
+@pytest.mark.parametrize('capacity', [None, 0.5], ids=['all', 'routed'])
+def test_simplicial_positions_of_the_wrong_length(capacity):
+    layer = SimplicialAttention(CHANNELS, head_channels=3,
+                                form='determinant', capacity=capacity)
+    with pytest.raises(ValueError, match="'pos' must have one row per node "
+                       "\\(5\\), got \\[3\\]"):
+        layer(torch.randn(5, CHANNELS), pos=torch.arange(3))
+
+
 @pytest.mark.parametrize('layer', [TokenSelfAttention(CHANNELS, 2),
                                    TokenSelfAttention(CHANNELS, 2,
                                                       'performer'),

@@ -17,7 +17,7 @@ from torch_geometric_hot.ops.simplicial_attention import (
     simplicial_attention)
 from torch_geometric_hot.ops.validation import (check_batch,
                                                 check_edge_index,
-                                                check_features)
+                                                check_features, check_rows)
 
 CANDIDATES = ('dense', 'neighbours', 'walks', 'indexer')
 INDEXER_LOSSES = (None, 'kl', 'mse')
@@ -170,6 +170,8 @@ class SimplicialAttention(torch.nn.Module):
         if pos is not None and self.form != 'determinant':
             raise ValueError("'pos' (RoPE) needs form='determinant': the "
                              "multilinear form is not rotation invariant")
+        if pos is not None:
+            check_rows(pos, n, 'pos', 'node')
         if simplex_index is not None:
             check_simplex_index(simplex_index, self.order, n)
         self.aux_loss = None
