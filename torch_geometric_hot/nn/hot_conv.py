@@ -15,6 +15,8 @@ from torch_geometric_hot.ops.global_softmax_attention import \
     global_softmax_class_attention
 from torch_geometric_hot.ops.higher_order_attention import \
     kernel_class_attention, softmax_class_attention
+from torch_geometric_hot.ops.packed_class_attention import \
+    packed_class_attention, packed_pays
 from torch_geometric_hot.ops.pooled_combination import ValueProjection
 from torch_geometric_hot.ops.validation import check_features
 
@@ -244,9 +246,19 @@ class HOTConv(torch.nn.Module):
         names = [name for name in targets if name in self._by_part]
         if not names:
             return {}
-        if self.attention == 'kernel':
+        packed = weights is None and packed_pays(view, self.in_order,
+                                                 self.out_order)
+        if self.attention == 'kernel' or packed:
             if len(names) < len(targets):  # the parts with classes only
                 queries = torch.cat([queries[rows[n]] for n in names])
+        if packed:  # a batch of small graphs: per-graph dense blocks
+            return dict(zip(names, packed_class_attention(
+                self.attention, [self._by_part[n] for n in names],
+                [targets[n] for n in names], view, self.in_order, queries,
+                keys, values, [self._part_index[n] for n in names],
+                self.exact_exclusion, dropout=self.dropout,
+                training=self.training)))
+        if self.attention == 'kernel':
             return self._kernel_attend(names, targets, view, queries, keys,
                                        values)
         v = values.values().unbind(1)  # one backward for all classes

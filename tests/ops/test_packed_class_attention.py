@@ -1,0 +1,157 @@
+import pytest
+import torch
+from torch_geometric.data import Batch, Data
+
+import torch_geometric_hot.ops.packed_class_attention as packed
+from torch_geometric_hot.data import PairView
+from torch_geometric_hot.nn import HOTConv
+from torch_geometric_hot.ops.packed_layout import packed_layout, pack, \
+    unpack
+from torch_geometric_hot.testing import attach_order_inputs, \
+    edge_case_graphs, random_graph
+
+ORDERS = [(2, 2), (2, 1), (2, 0), (1, 1), (1, 0), (1, 2)]
+SERVED = [('softmax', 'favor+', True), ('kernel', 'favor+', True),
+          ('kernel', 'relu', True), ('kernel', 'favor+', False)]
+
+
+def skewed_batch(out_order: int) -> Batch:
+    # 1-node and 0-edge graphs, an empty graph, many small ones and one
+    # much larger graph
+    empty = Data(edge_index=torch.zeros(2, 0, dtype=torch.long),
+                 num_nodes=0)
+    graphs = edge_case_graphs() + [empty] + [
+        random_graph(3 + s % 3, 3, seed=s) for s in range(6)
+    ] + [random_graph(30, 70, seed=9)]
+    return Batch.from_data_list([
+        attach_order_inputs(g, out_order, channels=6, seed=i)
+        for i, g in enumerate(graphs)
+    ])
+
+
+def run(conv: HOTConv, data: Batch, path: str, monkeypatch):
+    monkeypatch.setattr(packed, 'PACKED_BLOCK',
+                        float('inf') if path == 'packed' else -1)
+    calls = []
+    original = packed.packed_class_attention
+
+    def spy(*args, **kwargs):
+        calls.append(1)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr('torch_geometric_hot.nn.hot_conv.'
+                        'packed_class_attention', spy)
+    x = (data.pair_x if conv.in_order == 2 else data.x).clone()
+    x.requires_grad_(True)
+    out = conv(x, PairView.from_data(data))
+    assert bool(calls) == (path == 'packed')
+    weight = torch.randn(out.shape, dtype=out.dtype,
+                         generator=torch.Generator().manual_seed(1))
+    params = [p for p in conv.parameters()]
+    grads = torch.autograd.grad((out * weight).sum(), [x] + params,
+                                allow_unused=True)
+    return [out] + [g for g in grads if g is not None]
+
+
+@pytest.mark.parametrize('orders', ORDERS)
+@pytest.mark.parametrize('attention,kernel,exact', SERVED)
+def test_packed_equals_sparse(orders, attention, kernel, exact, monkeypatch):
+    in_order, out_order = orders
+    data = skewed_batch(out_order)
+    torch.manual_seed(0)
+    conv = HOTConv(6, 5, in_order, out_order, heads=2, head_channels=3,
+                   attention=attention, kernel=kernel, exact_exclusion=exact,
+                   seed=0).double()
+    with torch.no_grad():  # no zero bias: every output row is compared
+        conv.bias.normal_()
+    sparse = run(conv, data, 'sparse', monkeypatch)
+    dense = run(conv, data, 'packed', monkeypatch)
+    assert len(sparse) == len(dense)
+    for a, b in zip(sparse, dense):
+        torch.testing.assert_close(b, a, rtol=1e-10, atol=1e-10)
+    assert sparse[0].abs().sum() > 0
+
+
+def test_layers_sharing_a_view_equal_fresh_views(monkeypatch):
+    # a 1->1 layer (graphs bucketed by nodes) and a 1->2 layer (by nodes
+    # plus entries) on one view, as in a model, each keep their own slots
+    monkeypatch.setattr(packed, 'PACKED_BLOCK', float('inf'))
+    data = skewed_batch(2)
+    torch.manual_seed(0)
+    convs = [HOTConv(6, 6, 1, 1, heads=2, attention='kernel').double(),
+             HOTConv(6, 5, 1, 2, heads=2, attention='kernel').double()]
+    shared = PairView.from_data(data)
+    for conv in convs:
+        torch.testing.assert_close(
+            conv(data.x, shared), conv(data.x, PairView.from_data(data)),
+            rtol=1e-12, atol=1e-12)
+
+
+def test_layout_packs_and_unpacks_every_row():
+    data = skewed_batch(2)
+    view = PairView.from_data(data)
+    layout = packed_layout(view, pairs=True)
+    # every graph but the empty one takes a bucket; the large one its own
+    assert sum(layout.counts) == data.num_graphs - 1
+    assert layout.counts[0] == 1 and layout.slots['node'].widths[0] == 30
+    for kind, rows in (('node', view.num_nodes),
+                       ('off', view.off_pos.numel()),
+                       ('graph', view.num_graphs)):
+        slots = layout.slots[kind]
+        x = torch.arange(1, rows + 1, dtype=torch.float64).view(-1, 1)
+        packed_x = pack(x, slots.slot_row)
+        blocks = layout.blocks(packed_x, kind)
+        assert [b.shape[:2] for b in blocks] == [
+            (c, w) for c, w in zip(layout.counts, slots.widths)]
+        back = unpack(packed_x, slots.row_slot)
+        if kind == 'graph':  # the empty graph has no slot: zero
+            empty = view.nodes_per_graph == 0
+            assert back[empty].eq(0).all()
+            assert torch.equal(back[~empty], x[~empty])
+        else:
+            assert torch.equal(back, x)
+
+
+def molecule_like_batch(num_graphs: int, num_nodes: int) -> PairView:
+    graphs = [random_graph(num_nodes, num_nodes, seed=s)
+              for s in range(num_graphs)]
+    return PairView.from_data(Batch.from_data_list(graphs))
+
+
+def test_rule_picks_packed_on_small_graphs_and_sparse_on_one_large():
+    small = molecule_like_batch(16, 16)
+    assert packed.packed_pays(small, 2, 2)
+    assert packed.packed_pays(small, 2, 0)
+    assert packed.packed_pays(small, 1, 1)
+    large = molecule_like_batch(1, 200)
+    assert not packed.packed_pays(large, 2, 2)
+    assert not packed.packed_pays(large, 1, 0)
+    # hyperedge outputs and empty batches are never packed
+    assert not packed.packed_pays(small, 1, 3)
+    empty = PairView.build(torch.zeros(2, 0, dtype=torch.long), 0)
+    assert not packed.packed_pays(empty, 2, 2)
+
+
+def test_rule_keeps_compiled_graphs_whole(monkeypatch):
+    monkeypatch.setattr(torch.compiler, 'is_compiling', lambda: True)
+    assert not packed.packed_pays(molecule_like_batch(16, 16), 2, 2)
+
+
+def test_rule_threshold_is_the_rows_of_a_graph():
+    # graphs of one size: packed exactly when n + m <= PACKED_BLOCK, and
+    # n <= PACKED_BLOCK for order 1
+    for nodes in (8, 24, 40, 64, 120):
+        view = molecule_like_batch(4, nodes)
+        rows = view.num_entries // 4
+        assert packed.packed_pays(view, 2, 2) == (rows <= packed.PACKED_BLOCK)
+        assert packed.packed_pays(view, 1, 1) == (nodes <=
+                                                  packed.PACKED_BLOCK)
+
+
+def test_attention_weights_use_the_sparse_path(monkeypatch):
+    data = skewed_batch(2)
+    conv = HOTConv(6, 5, 2, 2, heads=2, attention='softmax').double()
+    monkeypatch.setattr(packed, 'PACKED_BLOCK', float('inf'))
+    out, weights = conv(data.pair_x, PairView.from_data(data),
+                        return_attention_weights=True)
+    assert len(weights) == len(conv.classes)

@@ -1,0 +1,310 @@
+r"""Higher-order attention of every aggregating class on per-graph dense
+blocks, for batches of small graphs (``docs/design.md``, "Packed
+attention").
+
+The sparse operations
+(:func:`~torch_geometric_hot.ops.higher_order_attention.kernel_class_attention`,
+:func:`~torch_geometric_hot.ops.higher_order_attention.softmax_class_attention`)
+visit each class's key groups through indices. A *global* class attends
+over all entries of a graph but a few (class 15 of 2→2 drops the entries
+touching :math:`i` or :math:`j`): the kernel form adds up seven signed
+summaries per query, the softmax form pads every class on its own. On a
+batch of small graphs they are cheaper as dense blocks: the rows of the
+batch are packed graph by graph into size buckets
+(:mod:`~torch_geometric_hot.ops.packed_layout`) once per batch, the queries
+of each output part and the keys of each kind (nodes or diagonal entries;
+off-diagonal entries) once per layer, and per bucket one batched product
+gives a class's score block :math:`S = Q K^\top`. The keys a query must
+not see (the distinct-index exclusions and the padding) are masked by the
+very definitions the sparse path uses
+(:class:`~torch_geometric_hot.ops.higher_order_attention.KeyPool`,
+:func:`~torch_geometric_hot.ops.higher_order_attention.exclusion_ids`), so
+the classes are exactly the sparse path's:
+
+* kernel: :math:`o^\mu = \frac{(S \odot M_\mu) V_\mu}{\max((S \odot M_\mu)
+  \mathbf{1}, \epsilon)}` with :math:`S = \phi(Q) \phi(K)^\top`;
+* softmax: :math:`o^\mu = \mathrm{softmax}(S + \log M_\mu) V_\mu`;
+
+and a row whose group is empty outputs 0. A class's values are one product
+of its packed keys' inputs with its value weights. The layout and masks
+depend on the batch's indices only and are kept with the view
+(:class:`~torch_geometric_hot.data.PlanCache`). The *local* classes (a
+node's row or column, a handful of keys) stay on the sparse operations,
+whose small groups no padding can beat.
+
+:func:`packed_pays` is the rule that picks this path: graphs of at most
+:data:`PACKED_BLOCK` rows (nodes plus entries) on average, weighted by
+their rows.
+"""
+from typing import Dict, List, NamedTuple, Sequence
+
+import torch
+from torch import Tensor
+
+from torch_geometric_hot.ops.basis import EquivariantClass
+from torch_geometric_hot.ops.equivariant import Target
+from torch_geometric_hot.ops.higher_order_attention import KeyPool, \
+    exclusion_ids, kernel_class_attention, softmax_class_attention
+from torch_geometric_hot.ops.packed_layout import PackedLayout, \
+    cached_layout, pack, unpack
+from torch_geometric_hot.ops.pooled_combination import ValueProjection
+
+#: The packed path serves a batch whose graphs have at most this many rows
+#: (nodes, plus pair entries when an order is 2) on average, each graph
+#: weighted by its rows: :math:`\sum_g L_g^2 \le` ``PACKED_BLOCK``
+#: :math:`\cdot \sum_g L_g`.
+PACKED_BLOCK = 96
+#: The kind of the rows of each output part, and of the keys of each pool.
+QUERY_KIND = {'diag': 'node', 'off': 'off', 'node': 'node',
+              'graph': 'graph'}
+KEY_KIND = {'ES': 'off', 'DS': 'node', 'XS': 'node'}
+
+
+def packed_pays(view, in_order: int, out_order: int) -> bool:
+    r"""Whether :func:`packed_class_attention` serves the
+    :obj:`in_order` → :obj:`out_order` attention of this batch: the orders
+    are 0, 1 or 2, the batch has rows, and its graphs hold at most
+    :data:`PACKED_BLOCK` rows on average, weighted by their rows. Never
+    under :func:`torch.compile`: the block sizes are read on the host,
+    which would break the graph; the sparse path compiles whole."""
+    if in_order not in (1, 2) or out_order not in (0, 1, 2) or \
+            torch.compiler.is_compiling():
+        return False
+    rows = view.nodes_per_graph
+    if 2 in (in_order, out_order):
+        rows = rows + view.edges_per_graph
+    # host synchronisation: the decision
+    total, square = torch.stack([rows.sum(), (rows * rows).sum()]).tolist()
+    return 0 < total and square <= PACKED_BLOCK * total
+
+
+class _ClassPlan(NamedTuple):
+    # one global class on the packed layout: per bucket the keys each query
+    # sees [G, 1, Lq, Lk] and whether it sees any [G, 1, Lq, 1]
+    masks: List[Tensor]
+    nonempty: List[Tensor]
+
+
+def packed_class_attention(attention: str,
+                           classes: Sequence[Sequence[EquivariantClass]],
+                           targets: Sequence[Target], view, in_order: int,
+                           queries: Tensor, keys: Tensor,
+                           values: ValueProjection,
+                           slots: Sequence[Sequence[int]],
+                           exact: bool = True, eps: float = 1e-6,
+                           dropout: float = 0.0,
+                           training: bool = False) -> List[Tensor]:
+    r"""Attention of the aggregating classes of one or more output parts,
+    the global classes on per-graph dense blocks, the local ones on the
+    sparse operations; the same result as the sparse operations alone.
+
+    Args:
+        attention (str): ``'kernel'`` or ``'softmax'``.
+        classes (list): Per output part, its aggregating classes.
+        targets (list): The output parts (``'diag'``, ``'off'``,
+            ``'node'`` or ``'graph'``).
+        view: Index bundle.
+        in_order (int): Input order (1 or 2).
+        queries (torch.Tensor): Queries :obj:`[rows, H, r]`, the parts' rows
+            one after the other (mapped by the feature map for kernel
+            attention, scaled for softmax).
+        keys (torch.Tensor): Keys :obj:`[inputs, H, r]` (mapped for kernel
+            attention).
+        values (ValueProjection): The value projection of all classes.
+        slots (list): Per part, per class, its value slot.
+        exact (bool): Keep the distinct-index exclusions (kernel
+            attention; softmax attention is always exact).
+        eps (float): Floor of the kernel denominator.
+        dropout (float): Dropout on the attention weights (softmax) or on
+            each class's output (kernel).
+        training (bool): Whether dropout is active.
+
+    Returns:
+        Per part, its classes' outputs :obj:`[rows, classes, H, d_v]`.
+    """
+    device = queries.device.type
+    if attention == 'kernel' and (torch.is_autocast_enabled(device)
+                                  or queries.dtype != keys.dtype):
+        # sums over whole graphs: in the widest dtype, not autocast's
+        dtype = torch.promote_types(
+            torch.promote_types(queries.dtype, keys.dtype),
+            torch.promote_types(values.x.dtype, values.weight.dtype))
+        with torch.autocast(device, enabled=False):
+            return packed_class_attention(
+                attention, classes, targets, view, in_order,
+                queries.to(dtype), keys.to(dtype),
+                values._replace(x=values.x.to(dtype),
+                                weight=values.weight.to(dtype)), slots,
+                exact, eps, dropout, training)
+    exact = exact or attention == 'softmax'
+    starts = [0]
+    for target in targets:
+        starts.append(starts[-1] + target.num_rows)
+    part_queries = [queries[s:e] for s, e in zip(starts[:-1], starts[1:])]
+    outs: List[Dict[int, Tensor]] = [{} for _ in targets]
+    _local(attention, classes, targets, view, in_order, part_queries, keys,
+           values, slots, exact, eps, dropout, training, outs)
+    _global(attention, classes, targets, view, in_order, part_queries, keys,
+            values, slots, exact, eps, dropout, training, outs)
+    return [torch.stack([part[c] for c in range(len(part))], 1)
+            for part in outs]
+
+
+def _global(attention: str, classes, targets, view, in_order: int,
+            part_queries: List[Tensor], keys: Tensor,
+            values: ValueProjection, slots, exact: bool, eps: float,
+            dropout: float, training: bool,
+            outs: List[Dict[int, Tensor]]) -> None:
+    r"""The global classes on the packed layout, into :obj:`outs`."""
+    if not any(c.kind == 'global' for part in classes for c in part):
+        return
+    H, D = values.heads, values.head_channels
+    weight = values.weight.view(-1, H * D, values.x.size(-1))
+    pairs = in_order == 2 or any(t.part in ('diag', 'off') for t in targets)
+    layout = cached_layout(view, pairs)
+    key_blocks: Dict[str, List[Tensor]] = {}
+    x_packed: Dict[str, Tensor] = {}
+    for part_classes, target, part_slots, q, out in zip(
+            classes, targets, slots, part_queries, outs):
+        kind = QUERY_KIND[target.part]
+        q_blocks = None
+        for c, (cls, slot) in enumerate(zip(part_classes, part_slots)):
+            if cls.kind != 'global':
+                continue
+            if q_blocks is None:  # the part's queries, once
+                q_blocks = [b.transpose(1, 2) for b in layout.blocks(
+                    pack(q, layout.slots[kind].slot_row), kind)]
+            key_kind = KEY_KIND[cls.pool[0]]
+            if key_kind not in key_blocks:  # the keys of a kind, once
+                position = _key_rows(cls.pool[0], view, in_order, pairs,
+                                     layout, key_kind)
+                key_blocks[key_kind] = [b.permute(0, 2, 3, 1) for b in
+                                        layout.blocks(pack(keys, position),
+                                                      key_kind)]
+                x_packed[key_kind] = pack(values.x, position)
+            v_blocks = layout.blocks(x_packed[key_kind] @ weight[slot].t(),
+                                     key_kind)
+            plan = _cached_plan(cls, target, view, in_order, exact, layout)
+            blocks = [
+                _attend(attention, q_b @ k_b, v_b.view(
+                    v_b.size(0), v_b.size(1), H, D).transpose(1, 2), mask,
+                        nonempty, eps, dropout, training)
+                for q_b, k_b, v_b, mask, nonempty in zip(
+                    q_blocks, key_blocks[key_kind], v_blocks, plan.masks,
+                    plan.nonempty)
+            ]
+            out[c] = unpack(torch.cat(blocks), layout.slots[kind].row_slot) \
+                if blocks else q.new_zeros(target.num_rows, H, D)
+
+
+def _attend(attention: str, score: Tensor, v: Tensor, mask: Tensor,
+            nonempty: Tensor, eps: float, dropout: float,
+            training: bool) -> Tensor:
+    r"""One block: scores :obj:`[G, H, Lq, Lk]`, values
+    :obj:`[G, H, Lk, D]` -> :obj:`[G * Lq, H, D]`."""
+    if attention == 'kernel':
+        weights = score * mask.to(score.dtype)
+        den = weights.sum(-1, keepdim=True).clamp(min=eps)
+        out = torch.nn.functional.dropout((weights @ v) / den, dropout,
+                                          training)
+    else:
+        # a row without keys attends uniformly and is then zeroed
+        logits = score.masked_fill(~mask, torch.finfo(score.dtype).min)
+        out = torch.nn.functional.dropout(torch.softmax(logits, -1),
+                                          dropout, training) @ v
+    out = out * nonempty.to(out.dtype)
+    return out.transpose(1, 2).reshape(-1, out.size(1), out.size(-1))
+
+
+def _local(attention: str, classes, targets, view, in_order: int,
+           part_queries: List[Tensor], keys: Tensor,
+           values: ValueProjection, slots, exact: bool, eps: float,
+           dropout: float, training: bool,
+           outs: List[Dict[int, Tensor]]) -> None:
+    r"""The local classes on the sparse operations, into :obj:`outs`."""
+    local = [[c for c, cls in enumerate(part) if cls.kind != 'global']
+             for part in classes]
+    parts = [p for p, members in enumerate(local) if members]
+    if not parts:
+        return
+    H, D = values.heads, values.head_channels
+    weight = values.weight.view(-1, H * D, values.x.size(-1))
+    local_slots = [slots[p][c] for p in parts for c in local[p]]
+    local_values = ValueProjection(
+        values.x, weight[local_slots].reshape(-1, values.x.size(-1)), H, D)
+    if attention == 'kernel':
+        renumbered, start = [], 0
+        for p in parts:
+            renumbered.append(list(range(start, start + len(local[p]))))
+            start += len(local[p])
+        results = kernel_class_attention(
+            [[classes[p][c] for c in local[p]] for p in parts],
+            [targets[p] for p in parts], view, in_order,
+            torch.cat([part_queries[p] for p in parts]) if len(parts) > 1
+            else part_queries[parts[0]], keys, local_values, renumbered,
+            exact, eps)
+        for p, result in zip(parts, results):
+            result = torch.nn.functional.dropout(result, dropout, training)
+            for k, c in enumerate(local[p]):
+                outs[p][c] = result[:, k]
+        return
+    v = local_values.values().unbind(1)  # one backward for all classes
+    slot = 0
+    for p in parts:
+        for c in local[p]:
+            outs[p][c] = softmax_class_attention(
+                classes[p][c], targets[p], view, in_order, part_queries[p],
+                keys, v[slot], dropout, training)[0]
+            slot += 1
+
+
+def _key_rows(summary: str, view, in_order: int, pairs: bool,
+              layout: PackedLayout, kind: str) -> Tensor:
+    r"""The input row of every key slot of :obj:`kind` (the number of
+    inputs for padding)."""
+    def build() -> Tensor:
+        num_inputs = view.num_entries if in_order == 2 else view.num_nodes
+        return pack(KeyPool(summary, view, in_order).position,
+                    layout.slots[kind].slot_row, num_inputs)
+
+    if not hasattr(view, 'plan'):
+        return build()
+    return view.plan(('packed_key_rows', in_order, pairs, kind), build)
+
+
+def _cached_plan(cls: EquivariantClass, target: Target, view, in_order: int,
+                 exact: bool, layout: PackedLayout) -> _ClassPlan:
+    def build() -> _ClassPlan:
+        return _build_plan(cls, target, view, in_order, exact, layout)
+
+    if not hasattr(view, 'plan'):
+        return build()
+    return view.plan(('packed_class_attention', in_order, target.part, cls,
+                      exact), build)
+
+
+def _build_plan(cls: EquivariantClass, target: Target, view, in_order: int,
+                exact: bool, layout: PackedLayout) -> _ClassPlan:
+    r"""Per bucket the keys each query sees: a real key (of its graph, by
+    the layout) that no exclusion removes."""
+    summary = cls.pool[0]
+    pool = KeyPool(summary, view, in_order)
+    query_kind, key_kind = QUERY_KIND[target.part], KEY_KIND[summary]
+    query_slots = layout.slots[query_kind].slot_row
+    key_slots = layout.slots[key_kind].slot_row
+    real = layout.blocks(pack(torch.ones_like(pool.group, dtype=torch.bool),
+                              key_slots, False), key_kind)
+    # padding: queries -2, keys -3 (no exclusion matches)
+    ids = [(layout.blocks(pack(q, query_slots, -2), query_kind),
+            layout.blocks(pack(k, key_slots, -3), key_kind))
+           for q, k in (exclusion_ids(cls, target, view, pool)
+                        if exact else [])]
+    masks = []
+    for b, count in enumerate(layout.counts):
+        mask = real[b].unsqueeze(1).expand(
+            count, layout.slots[query_kind].widths[b],
+            layout.slots[key_kind].widths[b])
+        for q_ids, k_ids in ids:
+            mask = mask & (q_ids[b].unsqueeze(-1) != k_ids[b].unsqueeze(1))
+        masks.append(mask.unsqueeze(1))
+    return _ClassPlan(masks, [m.any(-1, keepdim=True) for m in masks])
