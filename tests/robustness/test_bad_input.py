@@ -15,7 +15,11 @@ from torch_geometric_hot.nn import (HOTConv, HOTLayer, SimplexIndexer,
 from torch_geometric_hot.ops import (SizeLimitError, current_size_limit,
                                      native, size_limit, use_backend,
                                      validating, validation)
-from torch_geometric_hot.ops import bucketed_global_softmax, token_buckets
+from torch_geometric_hot.ops import (bucketed_global_softmax,
+                                     higher_order_attention,
+                                     softmax_class_attention, token_buckets)
+from torch_geometric_hot.ops.basis import basis
+from torch_geometric_hot.ops.equivariant import resolve_targets
 from torch_geometric_hot.ops.scatter import current_backend
 from torch_geometric_hot.ops.validation import check_features
 from torch_geometric_hot.testing import (attach_order_inputs,
@@ -231,6 +235,35 @@ def test_size_limit_guards_dense_blocks():
     two = torch.tensor([0] * 39 + [1])
     with size_limit(500), pytest.raises(SizeLimitError, match='padded'):
         TokenSelfAttention(CHANNELS)(x, two, 2)
+
+
+def test_size_limit_guards_enumerated_softmax_pairs(monkeypatch):
+    # the local classes of 2->2 softmax attention enumerate the (query,
+    # key) pairs of a row or column: a hub of degree L gives about L^2
+    leaves = 40
+    hub = torch.stack([torch.zeros(leaves, dtype=torch.long),
+                       torch.arange(1, leaves + 1)])
+    view = PairView.build(torch.cat([hub, hub.flip(0)], 1), leaves + 1)
+    x = torch.randn(view.num_entries, CHANNELS)
+    view, targets = resolve_targets(x, view, 2, 2)
+    q, k, v = (torch.randn(view.num_entries, 2, 3) for _ in range(3))
+    built = []
+    pairs = higher_order_attention.group_pairs
+    monkeypatch.setattr(higher_order_attention, 'group_pairs',
+                        lambda *args: built.append(1) or pairs(*args))
+    for cls in (c for c in basis(2, 2) if c.kind == 'local'):
+        target = targets[cls.part]
+        args = (cls, target, view, 2, q[:target.num_rows], k, v)
+        out, (index, _) = softmax_class_attention(*args)
+        elements = index.size(1) * 2 * 9  # the pairs it kept, H x 3 d
+        built.clear()
+        with size_limit(elements - 1), pytest.raises(
+                SizeLimitError, match=f"softmax attention of class "
+                f"{cls.name} over its .* \\(query, key\\) pairs"):
+            softmax_class_attention(*args)
+        assert built == []
+        with size_limit(100 * elements):
+            assert torch.equal(softmax_class_attention(*args)[0], out)
 
 
 @pytest.mark.parametrize('layout', ['size buckets', 'one block'])

@@ -31,6 +31,7 @@ from torch_geometric_hot.ops.pooled_combination import CombinationPart, \
     ValueProjection, pooled_combination
 from torch_geometric_hot.ops.scatter import scatter_sum
 from torch_geometric_hot.ops.softmax import grouped_softmax
+from torch_geometric_hot.ops.validation import check_size
 
 _SINGLE_KEY = ('E', 'ET', 'D', 'X')
 
@@ -155,6 +156,12 @@ def softmax_class_attention(
     summary, selector = cls.pool
     pool = KeyPool(summary, view, in_order)
     query_group = target.index(summary, selector)[0]
+    if not torch.compiler.is_compiling():  # a row of a hub: deg^2 pairs
+        pairs = int(torch.bincount(pool.group, minlength=pool.num_groups)
+                    .index_select(0, query_group).sum())
+        check_size(pairs * q.size(1) * (q.size(-1) + k.size(-1) + v.size(-1)),
+                   f"softmax attention of class {cls.name} over its "
+                   f"{pairs:,} (query, key) pairs")
     query, key = group_pairs(query_group, pool.group, pool.num_groups)
     keep = ~_excluded(cls, target, view, pool, query, key)
     query, key = query[keep], pool.position.index_select(0, key[keep])
