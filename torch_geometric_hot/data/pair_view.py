@@ -16,7 +16,7 @@ from torch import Tensor
 
 from torch_geometric_hot.data.plan_cache import PlanCache
 from torch_geometric_hot.ops.scatter import scatter_sum, segment_counts
-from torch_geometric_hot.ops.validation import (check_batch,
+from torch_geometric_hot.ops.validation import (check_batch, check_device,
                                                 check_edge_index, check_rows)
 
 
@@ -238,12 +238,16 @@ class PairView(PlanCache):
 
     # ------------------------------------------------------------------
     def check_entries(self, x: Tensor, name: str = 'x') -> None:
-        r"""Raises unless :obj:`x` has one row per entry."""
+        r"""Raises unless :obj:`x` has one row per entry, on the view's
+        device."""
         check_rows(x, self.num_entries, name, 'pair entry')
+        check_device(x, self.row.device, name, 'the view')
 
     def check_nodes(self, x: Tensor, name: str = 'x') -> None:
-        r"""Raises unless :obj:`x` has one row per node."""
+        r"""Raises unless :obj:`x` has one row per node, on the view's
+        device."""
         check_rows(x, self.num_nodes, name, 'node')
+        check_device(x, self.row.device, name, 'the view')
 
     @property
     def edge_entry(self) -> Tensor:

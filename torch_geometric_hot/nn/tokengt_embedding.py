@@ -7,7 +7,7 @@ from torch import Tensor
 from torch.nn import Embedding, Linear, ModuleList, Parameter
 
 from torch_geometric_hot.ops.equality_patterns import bell, equality_pattern
-from torch_geometric_hot.ops.validation import (check_batch,
+from torch_geometric_hot.ops.validation import (check_batch, check_device,
                                                 check_edge_index,
                                                 check_features, validating)
 from torch_geometric_hot.ops.node_identifiers import (
@@ -249,6 +249,13 @@ class TokenGTEmbedding(torch.nn.Module):
         if not isinstance(x, Tensor) or x.dim() != 2:
             raise ValueError(f"'x' must be a 2-dimensional tensor "
                              f"[num_nodes, {self.in_channels}]")
+        check_device(x, self.bias.device, 'x', 'the layer')
+        for name, value in (('edge_index', edge_index),
+                            ('edge_attr', edge_attr), ('batch', batch),
+                            ('node_id', node_id), ('hyperedge_index',
+                                                   hyperedge_index),
+                            ('hyperedge_attr', hyperedge_attr)):
+            check_device(value, x.device, name)
         batch, num_graphs = check_batch(batch, x.size(0), num_graphs,
                                         device=x.device)
         self._check(x, edge_index, edge_attr, batch, hyperedge_index,

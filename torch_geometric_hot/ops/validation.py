@@ -234,3 +234,13 @@ def check_batch(batch: Optional[Tensor], num_nodes: int,
             raise ValueError(f"'{name}' must be sorted (each graph's rows "
                              f"contiguous), as PyG batches are")
     return batch, num_graphs
+
+
+def check_device(x: Optional[Tensor], device: torch.device, name: str,
+                 owner: str = "'x'") -> None:
+    r"""Raises a :class:`ValueError` naming :obj:`name` unless :obj:`x`
+    (when given) lives on :obj:`device`, the device of :obj:`owner` (the
+    input or view the layer computes on)."""
+    if isinstance(x, Tensor) and x.device != device:
+        raise ValueError(f"'{name}' is on {x.device} but {owner} is on "
+                         f"{device}: move both to one device")
