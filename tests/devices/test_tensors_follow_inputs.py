@@ -24,10 +24,21 @@ from torch_geometric_hot.transforms import (AddHyperedgeView,
                                             AddSimplexView)
 
 
-def batch_on(device) -> Batch:
+BATCHES = {
+    # a batch of the small edge-case graphs and one larger graph: the
+    # layers take different paths on each (size buckets or one padded
+    # block of tokens, packed or sparse HOT attention)
+    'small':
+    lambda: edge_case_graphs(edge_dim=4, dtype=torch.float),
+    'large':
+    lambda: [random_graph(60, 200, 4, edge_dim=4, dtype=torch.float, seed=1)],
+}
+
+
+def batch_on(kind: str, device) -> Batch:
     graphs = [
-        AddHyperedgeView(3)(AddSecondOrderView()(g))
-        for g in edge_case_graphs(edge_dim=4, dtype=torch.float)
+        AddHyperedgeView(3, max_candidates=200)(AddSecondOrderView()(g))
+        for g in BATCHES[kind]()
     ]
     return Batch.from_data_list(graphs).to(device)
 
@@ -101,12 +112,13 @@ def tensors(out) -> list:
 
 @pytest.mark.parametrize('name', sorted(MODELS))
 @pytest.mark.parametrize('training', [True, False])
-def test_model_creates_nothing_on_the_default_device(name, training,
+@pytest.mark.parametrize('kind', sorted(BATCHES))
+def test_model_creates_nothing_on_the_default_device(name, training, kind,
                                                      device):
     build, call = MODELS[name]
     torch.manual_seed(0)
     model = build().to(device).train(training)
-    batch = batch_on(device)
+    batch = batch_on(kind, device)
     with torch.device('meta'):
         out = tensors(call(model, batch))
         assert out and all(t.device == batch.x.device for t in out)
