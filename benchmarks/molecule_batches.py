@@ -307,7 +307,8 @@ def cpu_peak_bytes(args: argparse.Namespace, name: str) -> int:
                name, '--root', args.root, '--batch-size',
                str(args.batch_size), '--width', str(args.width), '--layers',
                str(args.layers), '--heads', str(args.heads), '--threads',
-               str(args.threads)]
+               str(args.threads), '--packed', args.packed, '--native',
+               args.native]
     out = subprocess.run(command, check=True, capture_output=True,
                          text=True).stdout
     return int(json.loads(out.strip().splitlines()[-1])['peak_bytes'])
@@ -332,6 +333,15 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument('--root', default=os.path.join(ROOT, 'data_cache',
                                                        'nci_tpsa'))
     parser.add_argument('--out', default=None, help='JSON output path')
+    parser.add_argument('--packed', default='auto',
+                        choices=('auto', 'on', 'off'),
+                        help="HOT's packed per-graph attention: chosen per "
+                        "batch by its rule (auto), always where it serves "
+                        "(on) or never (off)")
+    parser.add_argument('--native', default='auto',
+                        choices=('auto', 'on', 'off'),
+                        help='the native CPU kernels (off: the pure-torch '
+                        'operations, the path a GPU takes)')
     parser.add_argument('--quick', action='store_true',
                         help='batches of 8, width 16, 2 layers, 2 rounds of '
                         '1 batch (seconds; the same code path)')
@@ -394,8 +404,28 @@ def format_table(rows: Dict[str, Dict]) -> str:
     return '\n'.join(lines)
 
 
+def force_packed(mode: str) -> None:
+    r"""Sets HOT's choice of the packed per-graph attention
+    (:func:`~torch_geometric_hot.ops.packed_class_attention.packed_pays`):
+    ``'auto'`` leaves its rule, ``'on'`` takes it wherever it serves,
+    ``'off'`` never."""
+    import torch_geometric_hot.ops.packed_class_attention as packed
+    if mode == 'on':
+        packed.PACKED_BLOCK = float('inf')
+        packed.native_applies = lambda *tensors: False
+    elif mode == 'off':
+        packed.PACKED_BLOCK = -1
+
+
 def main(argv=None) -> Dict:
     args = parse_args(argv)
+    from torch_geometric_hot.ops.native import use_native
+    force_packed(args.packed)
+    with use_native(args.native):
+        return run(args)
+
+
+def run(args: argparse.Namespace) -> Dict:
     torch.set_num_threads(args.threads)
     if args.memory_of is not None:
         print(json.dumps({'peak_bytes': cpu_peak_bytes_here(
@@ -436,6 +466,7 @@ def main(argv=None) -> Dict:
                       width=args.width, layers=args.layers, heads=args.heads,
                       batches=args.batches, rounds=args.rounds,
                       threads=args.threads, quick=args.quick,
+                      packed=args.packed, native=args.native,
                       pre_transform=PRE_TRANSFORMS,
                       atoms_per_molecule=nodes, bonds_per_molecule=edges,
                       torch=torch.__version__),

@@ -32,6 +32,7 @@ def skewed_batch(out_order: int) -> Batch:
 def run(conv: HOTConv, data: Batch, path: str, monkeypatch):
     monkeypatch.setattr(packed, 'PACKED_BLOCK',
                         float('inf') if path == 'packed' else -1)
+    monkeypatch.setattr(packed, 'native_applies', lambda *tensors: False)
     calls = []
     original = packed.packed_class_attention
 
@@ -76,6 +77,7 @@ def test_layers_sharing_a_view_equal_fresh_views(monkeypatch):
     # a 1->1 layer (graphs bucketed by nodes) and a 1->2 layer (by nodes
     # plus entries) on one view, as in a model, each keep their own slots
     monkeypatch.setattr(packed, 'PACKED_BLOCK', float('inf'))
+    monkeypatch.setattr(packed, 'native_applies', lambda *tensors: False)
     data = skewed_batch(2)
     torch.manual_seed(0)
     convs = [HOTConv(6, 6, 1, 1, heads=2, attention='kernel').double(),
@@ -118,40 +120,52 @@ def molecule_like_batch(num_graphs: int, num_nodes: int) -> PairView:
     return PairView.from_data(Batch.from_data_list(graphs))
 
 
-def test_rule_picks_packed_on_small_graphs_and_sparse_on_one_large():
+def pays(view, in_order, out_order, x=torch.zeros(1, 1)):
+    return packed.packed_pays(view, in_order, out_order, x)
+
+
+@pytest.fixture
+def no_native(monkeypatch):
+    # the inputs the native kernels do not take (e.g. on a GPU)
+    monkeypatch.setattr(packed, 'native_applies', lambda *tensors: False)
+
+
+def test_rule_picks_packed_on_small_graphs_and_sparse_on_one_large(
+        no_native):
     small = molecule_like_batch(16, 16)
-    assert packed.packed_pays(small, 2, 2)
-    assert packed.packed_pays(small, 2, 0)
-    assert packed.packed_pays(small, 1, 1)
+    assert pays(small, 2, 2) and pays(small, 2, 0) and pays(small, 1, 1)
     large = molecule_like_batch(1, 200)
-    assert not packed.packed_pays(large, 2, 2)
-    assert not packed.packed_pays(large, 1, 0)
+    assert not pays(large, 2, 2) and not pays(large, 1, 2)
     # hyperedge outputs and empty batches are never packed
-    assert not packed.packed_pays(small, 1, 3)
+    assert not pays(small, 1, 3)
     empty = PairView.build(torch.zeros(2, 0, dtype=torch.long), 0)
-    assert not packed.packed_pays(empty, 2, 2)
+    assert not pays(empty, 2, 2)
 
 
-def test_rule_keeps_compiled_graphs_whole(monkeypatch):
+def test_rule_leaves_native_inputs_and_compiled_graphs_sparse(monkeypatch):
+    small = molecule_like_batch(16, 16)
+    monkeypatch.setattr(packed, 'native_applies', lambda *tensors: True)
+    assert not pays(small, 2, 2)
+    monkeypatch.setattr(packed, 'native_applies', lambda *tensors: False)
     monkeypatch.setattr(torch.compiler, 'is_compiling', lambda: True)
-    assert not packed.packed_pays(molecule_like_batch(16, 16), 2, 2)
+    assert not pays(small, 2, 2)
 
 
-def test_rule_threshold_is_the_rows_of_a_graph():
+def test_rule_threshold_is_the_rows_of_a_graph(no_native):
     # graphs of one size: packed exactly when n + m <= PACKED_BLOCK, and
     # n <= PACKED_BLOCK for order 1
-    for nodes in (8, 24, 40, 64, 120):
-        view = molecule_like_batch(4, nodes)
-        rows = view.num_entries // 4
-        assert packed.packed_pays(view, 2, 2) == (rows <= packed.PACKED_BLOCK)
-        assert packed.packed_pays(view, 1, 1) == (nodes <=
-                                                  packed.PACKED_BLOCK)
+    for nodes in (8, 40, 120, 200, 400):
+        view = molecule_like_batch(2, nodes)
+        rows = view.num_entries // 2
+        assert pays(view, 2, 2) == (rows <= packed.PACKED_BLOCK)
+        assert pays(view, 1, 1) == (nodes <= packed.PACKED_BLOCK)
 
 
 def test_attention_weights_use_the_sparse_path(monkeypatch):
     data = skewed_batch(2)
     conv = HOTConv(6, 5, 2, 2, heads=2, attention='softmax').double()
     monkeypatch.setattr(packed, 'PACKED_BLOCK', float('inf'))
+    monkeypatch.setattr(packed, 'native_applies', lambda *tensors: False)
     out, weights = conv(data.pair_x, PairView.from_data(data),
                         return_attention_weights=True)
     assert len(weights) == len(conv.classes)

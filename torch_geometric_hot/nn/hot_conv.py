@@ -247,7 +247,7 @@ class HOTConv(torch.nn.Module):
         if not names:
             return {}
         packed = weights is None and packed_pays(view, self.in_order,
-                                                 self.out_order)
+                                                 self.out_order, keys)
         if self.attention == 'kernel' or packed:
             if len(names) < len(targets):  # the parts with classes only
                 queries = torch.cat([queries[rows[n]] for n in names])
