@@ -48,10 +48,15 @@ def test_hot_layer_names_the_input_on_another_device_than_its_view(device):
             layer(data.pair_x.to(other_device(device)), view)
 
 
-def test_node_conv_names_the_edges_on_another_device(device):
+def test_node_conv_names_the_argument_on_another_device(device):
     torch.manual_seed(0)
     conv = HOTNodeConv(4, 8, heads=2, edge_dim=2).to(device)
     data = random_graph(5, 6, edge_dim=2, dtype=torch.float, device=device)
-    with pytest.raises(ValueError, match="'edge_index'"):
-        conv(data.x, data.edge_index.to(other_device(device)),
-             data.edge_attr)
+    batch = torch.zeros(5, dtype=torch.long, device=device)
+    args = dict(edge_index=data.edge_index, edge_attr=data.edge_attr,
+                batch=batch)
+    conv(data.x, **args)
+    for name in args:
+        moved = dict(args, **{name: args[name].to(other_device(device))})
+        with pytest.raises(ValueError, match=f"'{name}'"):
+            conv(data.x, **moved)

@@ -48,6 +48,9 @@ def resolve_pair_view(x: Tensor, edge_index: Tensor,
     if edge_index.device != x.device:
         raise ValueError(f"'edge_index' lives on {edge_index.device} but 'x' "
                          f"on {x.device}")
+    if batch is not None and batch.device != x.device:
+        raise ValueError(f"'batch' lives on {batch.device} but 'x' on "
+                         f"{x.device}")
     return PairView.build(edge_index, x.size(0), batch, num_graphs)
 
 

@@ -6,6 +6,7 @@ from torch import Tensor
 
 from torch_geometric_hot.data import PairView, resolve_pair_view
 from torch_geometric_hot.nn.hot_conv import HOTConv
+from torch_geometric_hot.ops.validation import check_device
 
 
 class HOTNodeConv(torch.nn.Module):
@@ -95,6 +96,7 @@ class HOTNodeConv(torch.nn.Module):
                                  f"shape [{edge_index.size(1)}, "
                                  f"{self.edge_dim}], got {edge_attr.dtype} "
                                  f"{list(edge_attr.shape)}")
+            check_device(edge_attr, x.device, 'edge_attr')
         view = resolve_pair_view(x, edge_index, batch, num_graphs, view)
         e = None if edge_attr is None else self.lin_edge(
             edge_attr.reshape(edge_attr.size(0), self.edge_dim))
