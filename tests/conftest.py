@@ -55,7 +55,11 @@ def selected_devices() -> List[torch.device]:
     return [device]
 
 
-DEVICES = selected_devices()
+DEVICES: List[torch.device] = []
+
+
+def pytest_configure(config) -> None:
+    DEVICES[:] = selected_devices()  # a usage error here stops the run
 
 
 def pytest_report_header(config) -> str:
