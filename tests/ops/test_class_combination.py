@@ -3,7 +3,7 @@ import torch
 
 from torch_geometric_hot.ops import native
 from torch_geometric_hot.ops.class_combination import READING, SINGLE_KEY, \
-    Term, combine_classes, combine_classes_reference
+    Term, combination_table, combine_classes, combine_classes_reference
 
 
 def _problem(dtype, seed=0, D=5):
@@ -32,21 +32,41 @@ def _problem(dtype, seed=0, D=5):
 SLOTS = (2, 0, 3)
 
 
+def _run(mode, terms, readings, q, k, positions, values, nonempty, grad,
+         frozen=(), eps=0.05):
+    # the classes and the gradients of the inputs not frozen (readings, q,
+    # k, values by position): the native kernels that the pooled_combination
+    # operator runs, or autograd through the torch implementation
+    leaves = [*readings, q, k, values]
+    if mode == 'off':
+        inputs = [t.clone().requires_grad_(i not in frozen)
+                  for i, t in enumerate(leaves)]
+        out = combine_classes_reference(terms, inputs[:2], *inputs[2:4],
+                                        positions, inputs[4], SLOTS,
+                                        nonempty, eps)
+        return [out, *torch.autograd.grad(
+            out, [t for t in inputs if t.requires_grad], grad)]
+    table = combination_table(terms, q.device)
+    mask = nonempty.to(torch.uint8)
+    with native.use_native('on'):
+        out, den = native.combine(table, readings, q, k, positions, values,
+                                  SLOTS, mask, eps)
+        grads = native.combine_backward(
+            table, [r.shape for r in readings], q, k, positions, values,
+            SLOTS, mask, eps, out, den, grad,
+            [i not in frozen for i in range(len(leaves))])
+    return [out, *[g for g in grads if g is not None]]
+
+
 @pytest.mark.skipif(native._compiler() is None, reason='no C compiler')
 @pytest.mark.parametrize('dtype', [torch.float64, torch.float32])
 @pytest.mark.parametrize('D', [5, 8, 16])  # 8, 16: fixed-size loops
 def test_native_combination_equals_reference(dtype, D):
     terms, readings, keys, positions, values, nonempty = _problem(dtype, D=D)
-    leaves = [*readings, *keys, values]
     grad = torch.randn(23, 3, 3, D, dtype=dtype,
                        generator=torch.Generator().manual_seed(1))
-    results = []
-    for mode in ('on', 'off'):
-        inputs = [t.clone().requires_grad_() for t in leaves]
-        with native.use_native(mode):
-            out = combine_classes(terms, inputs[:2], *inputs[2:4], positions,
-                                  inputs[4], SLOTS, nonempty, eps=0.05)
-        results.append([out, *torch.autograd.grad(out, inputs, grad)])
+    results = [_run(mode, terms, readings, *keys, positions, values,
+                    nonempty, grad) for mode in ('on', 'off')]
     # float32: the two paths round in different orders, and a denominator
     # near eps amplifies that
     tol = dict(rtol=1e-12, atol=1e-12) if dtype == torch.float64 else \
@@ -58,41 +78,27 @@ def test_native_combination_equals_reference(dtype, D):
     assert (grad_values[:, 1] == 0).all()  # the unused slot
 
 
-@pytest.mark.skipif(native._compiler() is None, reason='no C compiler')
-def test_native_combination_gradcheck_and_bad_positions():
+def test_combination_gradcheck_and_bad_positions():
     terms, readings, keys, positions, values, nonempty = _problem(
         torch.float64, seed=1)
     leaves = [t.requires_grad_() for t in [*readings, *keys, values]]
-    with native.use_native('on'):
-        assert torch.autograd.gradcheck(
-            lambda *t: combine_classes(terms, t[:2], *t[2:4], positions,
-                                       t[4], SLOTS, nonempty, eps=1e-3),
-            leaves)
-        with pytest.raises(IndexError, match='position'):
-            combine_classes(terms, readings, *keys,
-                            [positions[0], positions[1] + 100], values,
-                            SLOTS, nonempty)
-        with pytest.raises(ValueError, match='positions'):
-            combine_classes(terms, readings, *keys,
-                            [positions[0][:5], positions[1]], values,
-                            SLOTS, nonempty)
-        with pytest.raises(IndexError, match='slot'):
-            combine_classes(terms, readings, *keys, positions, values,
-                            (2, 0, 4), nonempty)
-        with pytest.raises(ValueError, match='slot per class'):
-            combine_classes(terms, readings, *keys, positions, values,
-                            (2, 0), nonempty)
-
-
-def test_reference_is_the_fallback():
-    terms, readings, keys, positions, values, nonempty = _problem(
-        torch.float64)
-    with native.use_native('off'):
-        out = combine_classes(terms, readings, *keys, positions, values,
-                              SLOTS, nonempty)
-    torch.testing.assert_close(
-        out, combine_classes_reference(terms, readings, *keys, positions,
-                                       values, SLOTS, nonempty, 1e-6))
+    assert torch.autograd.gradcheck(
+        lambda *t: combine_classes(terms, t[:2], *t[2:4], positions, t[4],
+                                   SLOTS, nonempty, eps=1e-3), leaves)
+    with pytest.raises(IndexError, match='position'):
+        combine_classes(terms, readings, *keys,
+                        [positions[0], positions[1] + 100], values, SLOTS,
+                        nonempty)
+    with pytest.raises(ValueError, match='positions'):
+        combine_classes(terms, readings, *keys,
+                        [positions[0][:5], positions[1]], values, SLOTS,
+                        nonempty)
+    with pytest.raises(IndexError, match='slot'):
+        combine_classes(terms, readings, *keys, positions, values,
+                        (2, 0, 4), nonempty)
+    with pytest.raises(ValueError, match='slot per class'):
+        combine_classes(terms, readings, *keys, positions, values, (2, 0),
+                        nonempty)
 
 
 @pytest.mark.skipif(native._compiler() is None, reason='no C compiler')
@@ -111,13 +117,8 @@ def test_split_across_threads(frozen, monkeypatch):
     try:
         for count in (1, 3):
             torch.set_num_threads(count)
-            inputs = [t.clone().requires_grad_(i not in frozen) for i, t in
-                      enumerate([*readings, *keys, values])]
-            with native.use_native('on'):
-                out = combine_classes(terms, inputs[:2], *inputs[2:4],
-                                      positions, inputs[4], SLOTS, nonempty)
-            results.append([out, *torch.autograd.grad(
-                out, [t for t in inputs if t.requires_grad], grad)])
+            results.append(_run('on', terms, readings, *keys, positions,
+                                values, nonempty, grad, frozen, eps=1e-6))
     finally:
         torch.set_num_threads(threads)
     for a, b in zip(*results):

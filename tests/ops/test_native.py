@@ -293,12 +293,28 @@ def grouping(request, monkeypatch):
     assert (len(calls) > 0) == (request.param != 'summaries')
 
 
-def _pool_run(k, values, q, pools, reads, grads):
-    leaves = [t.clone().requires_grad_() for t in (k, values, q)]
-    outs = ka.pool_readings(*leaves, pools, reads)
-    graded = [(o, g) for o, g in zip(outs, grads) if g is not None]
-    return outs + list(torch.autograd.grad([o for o, _ in graded], leaves,
-                                           [g for _, g in graded]))
+def _pool_run(k, values, q, pools, reads, grads, needs=(True, True, True)):
+    # the readings and the needed gradients of k, values, q: natively (the
+    # kernels of the pooled_combination operator, forward then backward)
+    # when the native mode is on, else by autograd through pool_readings
+    if native.current_mode() == 'off':
+        leaves = [t.clone().requires_grad_(need)
+                  for t, need in zip((k, values, q), needs)]
+        outs = ka.pool_readings(*leaves, pools, reads)
+        graded = [(o, g) for o, g in zip(outs, grads) if g is not None]
+        return outs + list(torch.autograd.grad(
+            [o for o, _ in graded], [t for t in leaves if t.requires_grad],
+            [g for _, g in graded]))
+    ka.check_pool_readings(k, values, q, pools, reads, True)
+    k, values, q = k.contiguous(), values.contiguous(), q.contiguous()
+    outs, plan = ka.native_pool_readings(k, values, q, pools, reads)
+    outs = [o.clone() for o in outs]
+    inputs = [torch.zeros_like(t) if need else None
+              for t, need in zip((k, values, q), needs)]
+    with native.workspace() as scratch:
+        ka.native_pool_readings_backward(plan, k, values, q, reads, grads,
+                                         *inputs, scratch)
+    return outs + [g for g in inputs if g is not None]
 
 
 def _pool_readings_agree(k, values, q, pools, reads, grads):
@@ -362,9 +378,10 @@ def test_pool_readings_with_frozen_keys_and_values(grouping):
                                                   torch.float64)
 
     def run():
-        leaf = q.clone().requires_grad_()
-        outs = ka.pool_readings(k, values, leaf, pools, reads)
-        return torch.autograd.grad(sum(o.sum() for o in outs), leaf)[0]
+        grads = [torch.ones(r.index.numel(), 3, _width(pools, r, 5),
+                            dtype=torch.float64) for r in reads]
+        return _pool_run(k, values, q, pools, reads, grads,
+                         (False, False, True))[-1]
 
     on, off = _both_modes(run)
     torch.testing.assert_close(on, off, rtol=1e-12, atol=1e-12)
@@ -373,10 +390,10 @@ def test_pool_readings_with_frozen_keys_and_values(grouping):
 def test_pool_readings_gradcheck_and_bad_input(grouping):
     k, values, q, pools, reads, _ = _pool_problem(30, 11, 2, 3, 3,
                                                   torch.float64)
+    grads = [torch.randn(r.index.numel(), 2, _width(pools, r, 3),
+                         dtype=torch.float64) for r in reads]
+    _pool_readings_agree(k, values, q, pools, reads, grads)
     with native.use_native('on'):
-        assert torch.autograd.gradcheck(
-            lambda k, v, q: ka.pool_readings(k, v, q, pools, reads),
-            (k.requires_grad_(), values.requires_grad_(), q.requires_grad_()))
         bad = pools[0]
         with pytest.raises(IndexError, match='position'):
             ka.pool_readings(k, values, q, [bad._replace(

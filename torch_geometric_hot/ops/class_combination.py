@@ -13,12 +13,13 @@ column :math:`d_t` of a summary reading :math:`\phi(q)^\top [S, z]`, and a
 exist). Rows whose group is empty output 0. The dots are computed inside,
 once per row and single-key source.
 
-:func:`combine_classes` evaluates all classes of a part at once, as one
-native kernel with its own backward when
-:mod:`torch_geometric_hot.ops.native` applies, else with torch operations
-(:func:`combine_classes_reference`, the oracle of the native path).
+:func:`combine_classes` evaluates all classes of a part at once with
+torch operations; the operator ``torch_geometric_hot::pooled_combination``
+(:mod:`~torch_geometric_hot.ops.pooled_combination`) runs them inside
+kernel attention, natively on CPU (:func:`combination_table`,
+:func:`check_combination`).
 """
-from typing import List, NamedTuple, Sequence
+from typing import List, NamedTuple, Sequence, Tuple, Union
 
 import torch
 from torch import Tensor
@@ -54,9 +55,13 @@ def combine_classes_reference(terms: Sequence[Sequence[Term]],
                               readings: Sequence[Tensor], phi_q: Tensor,
                               phi_k: Tensor, positions: Sequence[Tensor],
                               values: Tensor, slots: Sequence[int],
-                              nonempty: Tensor, eps: float) -> Tensor:
-    r""":func:`combine_classes` with torch operations."""
-    outputs = []
+                              nonempty: Tensor, eps: float,
+                              with_denominators: bool = False
+                              ) -> Union[Tensor, Tuple[Tensor, Tensor]]:
+    r""":func:`combine_classes` with torch operations (with
+    :obj:`with_denominators`, also the denominators :obj:`[rows, classes,
+    H]` before their floor)."""
+    outputs, denominators = [], []
     D = values.size(-1)
     dots = [single_key_dots(phi_q, phi_k, p) for p in positions]
     for c, class_terms in enumerate(terms):
@@ -81,35 +86,9 @@ def combine_classes_reference(terms: Sequence[Sequence[Term]],
                 num, den = num - t_num, den - t_den
         mask = nonempty[:, c].view(-1, 1, 1).to(num.dtype)
         outputs.append(num / den.clamp(min=eps).unsqueeze(-1) * mask)
-    return torch.stack(outputs, 1)
-
-
-class _CombineClasses(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, table, num_readings, slots, nonempty, eps, *tensors):
-        readings = tensors[:num_readings]
-        phi_q, phi_k, *positions, values = tensors[num_readings:]
-        out, den = native.combine(table, readings, phi_q, phi_k, positions,
-                                  values, slots, nonempty, eps)
-        ctx.table, ctx.slots, ctx.eps = table, slots, eps
-        ctx.reading_shapes = [r.shape for r in readings]
-        ctx.save_for_backward(nonempty, out, den, phi_q, phi_k, values,
-                              *positions)
-        return out
-
-    @staticmethod
-    @torch.autograd.function.once_differentiable
-    def backward(ctx, grad):
-        nonempty, out, den, phi_q, phi_k, values, *positions = \
-            ctx.saved_tensors
-        n_r = len(ctx.reading_shapes)
-        needs = ctx.needs_input_grad[5:]
-        grads = native.combine_backward(
-            ctx.table, ctx.reading_shapes, phi_q, phi_k, positions, values,
-            ctx.slots, nonempty, ctx.eps, out, den, grad,
-            [*needs[:n_r + 2], needs[-1]])
-        return (None, ) * 5 + (*grads[:n_r + 2], *([None] * len(positions)),
-                               grads[-1])
+        denominators.append(den)
+    out = torch.stack(outputs, 1)
+    return (out, torch.stack(denominators, 1)) if with_denominators else out
 
 
 def combination_table(terms: Sequence[Sequence[Term]],
@@ -188,18 +167,10 @@ def combine_classes(terms: Sequence[Sequence[Term]],
 
     :rtype: :class:`torch.Tensor` :obj:`[rows, classes, H, D]`
     """
-    if not native.applies(*readings, phi_q, phi_k, values):
-        return combine_classes_reference(terms, readings, phi_q, phi_k,
-                                         positions, values, slots, nonempty,
-                                         eps)
     if any(r.shape[:2] != phi_q.shape[:2] for r in readings):
         raise ValueError('readings, queries, keys and values must agree in '
                          'rows, heads and channels')
     check_combination(terms, [r.size(-1) for r in readings], phi_q, phi_k,
                       positions, values, slots, nonempty)
-    tensors = [t.contiguous() for t in [*readings, phi_q, phi_k, *positions,
-                                        values]]
-    return _CombineClasses.apply(combination_table(terms, nonempty.device),
-                                 len(readings), tuple(slots),
-                                 nonempty.to(torch.uint8).contiguous(), eps,
-                                 *tensors)
+    return combine_classes_reference(terms, readings, phi_q, phi_k,
+                                     positions, values, slots, nonempty, eps)

@@ -129,16 +129,21 @@ def _(x, projection, is_query, group, num_groups):
     return out.exp_()
 
 
-@torch.library.custom_op('torch_geometric_hot::favor_plus_backward',
-                         mutates_args=())
-def _favor_plus_backward(x: Tensor, projection: Tensor, out: Tensor,
-                         grad: Tensor) -> Tensor:
+def _favor_gradient(x: Tensor, projection: Tensor, out: Tensor,
+                    grad: Tensor) -> Tensor:
     # d phi_r / dx = phi_r (w_r - s x) s, s = d^{-1/4}
     s = x.size(-1)**-0.25
     weighted = grad * out
     grad_x = weighted @ projection.to(x.dtype)
     grad_x.addcmul_(x, weighted.sum(dim=-1, keepdim=True), value=-s)
     return grad_x.mul_(s)
+
+
+@torch.library.custom_op('torch_geometric_hot::favor_plus_backward',
+                         mutates_args=())
+def _favor_plus_backward(x: Tensor, projection: Tensor, out: Tensor,
+                         grad: Tensor) -> Tensor:
+    return _favor_gradient(x, projection, out, grad)
 
 
 @_favor_plus_backward.register_fake
@@ -149,7 +154,7 @@ def _(x, projection, out, grad):
 @_favor_plus_backward.register_kernel('cpu')
 def _(x, projection, out, grad):
     if not native.applies(x, out, grad):
-        return _favor_plus_backward._init_fn(x, projection, out, grad)
+        return _favor_gradient(x, projection, out, grad)
     return native.favor_backward(x.contiguous(), projection, out.contiguous(),
                                  grad.contiguous())
 

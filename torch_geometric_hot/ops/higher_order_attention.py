@@ -244,7 +244,7 @@ def kernel_class_attention(classes: Sequence[Sequence[EquivariantClass]],
     plan = _kernel_plan(classes, targets, view, in_order, slots, exact,
                         values.shape[-1])
     return pooled_combination(plan.parts, plan.pools, plan.reads, phi_q,
-                              phi_k, values, eps, plan.native)
+                              phi_k, values, eps)
 
 
 def _widest(*tensors: Union[Tensor, ValueProjection]) -> torch.dtype:
@@ -258,12 +258,10 @@ def _widest(*tensors: Union[Tensor, ValueProjection]) -> torch.dtype:
 
 
 class _KernelPlan(NamedTuple):
-    # the operation of kernel_class_attention without its tensors, and
-    # the dict where pooled_combination keeps its index work
+    # the operation of kernel_class_attention without its tensors
     pools: List[Pool]
     reads: List[Reading]
     parts: List[CombinationPart]
-    native: Dict
 
 
 def _kernel_plan(classes: Sequence[Sequence[EquivariantClass]],
@@ -318,7 +316,7 @@ def _build_kernel_plan(classes: Sequence[Sequence[EquivariantClass]],
                                        part_slots, pool_of, reads, start,
                                        d_v))
         start += target.num_rows
-    return _KernelPlan(pools, reads, parts, {})
+    return _KernelPlan(pools, reads, parts)
 
 
 def _combination_part(classes: Sequence[EquivariantClass], target: Target,

@@ -1,30 +1,29 @@
-r"""The two sparse primitives of kernel (linear) attention, each a custom
-autograd function that works in chunks so that no
-:obj:`[rows, heads, features, channels]` tensor is ever held for the whole
-input:
+r"""The two sparse primitives of kernel (linear) attention, each the
+other's adjoint, as :func:`torch.library.custom_op` operators
+(``torch_geometric_hot::segment_outer_sum`` and
+``torch_geometric_hot::gather_contract``, with their backward operators):
 
 * :func:`segment_outer_sum`: per-group key--value summaries
   :math:`S_g = \sum_{e : g(e) = g} \phi(k_e) v_e^\top`;
 * :func:`gather_contract`: every query read against its group's summary,
-  :math:`o_e = \phi(q_e)^\top S_{g(e)}`;
+  :math:`o_e = \phi(q_e)^\top S_{g(e)}`.
 
-and :func:`pool_readings`, kernel attention's summaries read straight from the
-full key and value tensors (no gathered or concatenated copies) and their
-readings, as one operation.
+Their torch implementation serves every device and works in chunks, so
+that no :obj:`[rows, heads, features, channels]` tensor is ever held for
+the whole input. On CPU (float32/float64) the native kernels of
+:mod:`torch_geometric_hot.ops.native` implement them when those build and
+are switched on: each pass visits the rows group by group, and each
+backward is one fused pass.
 
-Each is the other's adjoint, so their backward passes call each other. On
-CPU float32/float64 both run as native kernels
-(:mod:`torch_geometric_hot.ops.native`) when those build: each pass visits
-the rows group by group, and each backward is one fused pass. Natively,
-:func:`pool_readings` reads a group of few keys (a node's row or column
-in a sparse graph) straight from its keys,
-:math:`o = \sum_j (q^\top k_j) [v_j, 1]`, where that costs fewer
-products than its summary (:data:`DIRECT_MAX_KEYS`,
-:data:`DIRECT_COST_RATIO`): the same readings without the
-:obj:`[R, C]` summary block.
-Naive references (:func:`segment_outer_sum_reference`,
-:func:`gather_contract_reference`) hold everything at once and exist for
-tests.
+The pools and readings of kernel attention (:class:`Pool`,
+:class:`Reading`, :func:`pool_readings`) and the native kernels' index
+work for them (:func:`plan_pool_readings`) live here too: natively a group
+of few keys (a node's row or column in a sparse graph) is read straight
+from its keys, :math:`o = \sum_j (q^\top k_j) [v_j, 1]`, where that costs
+fewer products than its summary (:data:`DIRECT_MAX_KEYS`,
+:data:`DIRECT_COST_RATIO`). Naive references
+(:func:`segment_outer_sum_reference`, :func:`gather_contract_reference`)
+hold everything at once and exist for tests.
 """
 from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 
@@ -83,86 +82,184 @@ def _contract(q: Tensor, summary: Tensor, index: Tensor) -> Tensor:
     return out
 
 
+def _all_columns(v: Tensor) -> Tensor:
+    return torch.arange(v.size(-1), device=v.device)
+
+
 def _native_runs(index: Tensor, num_groups: int,
                  *tensors: Tensor) -> Optional[native.Runs]:
-    # The native kernels' visiting order, or None for the torch path (the
-    # kernels read the index as int64)
+    # the native kernels' visiting order, or None for the torch
+    # implementation (the kernels read the index as int64)
     if index.dtype == torch.long and native.applies(*tensors):
         return native.runs(index, num_groups)
     return None
 
 
-def _all_columns(v: Tensor) -> Tensor:
-    return torch.arange(v.size(-1), device=v.device)
+def _unneeded(t: Tensor) -> Tensor:
+    # the [0]-shaped stand-in a backward operator returns for a gradient
+    # that is not needed
+    return t.new_empty(0)
 
 
-class _SegmentOuterSum(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, k, v, index, num_groups):
-        runs = _native_runs(index, num_groups, k, v)
-        ctx.runs = runs
-        if runs is None:
-            ctx.save_for_backward(k, v, index)
-            return _outer_sum(k, v, index, num_groups)
-        k, v = k.contiguous(), v.contiguous()
-        ctx.save_for_backward(k, v)
-        return native.outer_sum(k, v.flatten(1), runs, num_groups,
-                                v.size(-1), _all_columns(v), False)
-
-    @staticmethod
-    @torch.autograd.function.once_differentiable
-    def backward(ctx, grad):
-        need_k, need_v = ctx.needs_input_grad[:2]
-        if ctx.runs is not None:
-            k, v = ctx.saved_tensors
-            grad_k = torch.zeros_like(k) if need_k else None
-            grad_v = torch.zeros_like(v) if need_v else None
-            native.outer_sum_backward(
-                k, v.flatten(1), grad, ctx.runs, v.size(-1), _all_columns(v),
-                False, grad_k, None if grad_v is None else grad_v.flatten(1))
-            return grad_k, grad_v, None, None
-        k, v, index = ctx.saved_tensors
-        grad_k = grad_v = None
-        if need_k:
-            grad_k = _contract(v, grad.transpose(-1, -2).contiguous(), index)
-        if need_v:
-            grad_v = _contract(k, grad, index)
-        return grad_k, grad_v, None, None
+@torch.library.custom_op('torch_geometric_hot::segment_outer_sum',
+                         mutates_args=())
+def _segment_outer_sum(k: Tensor, v: Tensor, index: Tensor,
+                       num_groups: int) -> Tensor:
+    return _outer_sum(k, v, index, num_groups)
 
 
-class _GatherContract(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, q, summary, index):
-        runs = _native_runs(index, summary.size(0), q, summary)
-        ctx.runs = runs
-        ctx.save_for_backward(q, summary, index)
-        return _contract(q, summary, index) if runs is None else \
-            native.contract(q, summary, runs, _all_columns(summary))
+@_segment_outer_sum.register_fake
+def _(k, v, index, num_groups):
+    return k.new_empty(num_groups, k.size(1), k.size(2), v.size(-1))
 
-    @staticmethod
-    @torch.autograd.function.once_differentiable
-    def backward(ctx, grad):
-        q, summary, index = ctx.saved_tensors
-        need_q, need_s = ctx.needs_input_grad[:2]
-        if ctx.runs is not None:
-            grad_q = q.new_empty(q.shape) if need_q else None
-            grad_s = summary.new_empty(summary.shape) if need_s else None
-            native.contract_backward(q, summary, grad, ctx.runs,
-                                     _all_columns(summary), grad_q, grad_s)
-            return grad_q, grad_s, None
-        grad_q = grad_s = None
-        if need_q:
-            grad_q = _contract(grad, summary.transpose(-1, -2).contiguous(),
-                               index)
-        if need_s:
-            grad_s = _outer_sum(q, grad, index, summary.size(0))
-        return grad_q, grad_s, None
+
+@_segment_outer_sum.register_kernel('cpu')
+def _(k, v, index, num_groups):
+    runs = _native_runs(index, num_groups, k, v)
+    if runs is None:
+        return _outer_sum(k, v, index, num_groups)
+    v = v.contiguous()
+    return native.outer_sum(k.contiguous(), v.flatten(1), runs, num_groups,
+                            v.size(-1), _all_columns(v), False)
+
+
+def _outer_sum_adjoint(grad: Tensor, k: Tensor, v: Tensor, index: Tensor,
+                       need_k: bool, need_v: bool) -> Tuple[Tensor, Tensor]:
+    # the gradients of _outer_sum with torch operations
+    grad_k = _contract(v, grad.transpose(-1, -2).contiguous(), index) \
+        if need_k else _unneeded(k)
+    grad_v = _contract(k, grad, index) if need_v else _unneeded(v)
+    return grad_k, grad_v
+
+
+@torch.library.custom_op('torch_geometric_hot::segment_outer_sum_backward',
+                         mutates_args=())
+def _segment_outer_sum_backward(grad: Tensor, k: Tensor, v: Tensor,
+                                index: Tensor, need_k: bool,
+                                need_v: bool) -> Tuple[Tensor, Tensor]:
+    return _outer_sum_adjoint(grad, k, v, index, need_k, need_v)
+
+
+@_segment_outer_sum_backward.register_fake
+def _(grad, k, v, index, need_k, need_v):
+    return (torch.empty_like(k) if need_k else _unneeded(k),
+            torch.empty_like(v) if need_v else _unneeded(v))
+
+
+@_segment_outer_sum_backward.register_kernel('cpu')
+def _(grad, k, v, index, need_k, need_v):
+    runs = _native_runs(index, grad.size(0), k, v, grad)
+    if runs is None:
+        return _outer_sum_adjoint(grad, k, v, index, need_k, need_v)
+    k, v = k.contiguous(), v.contiguous()
+    grad_k = torch.zeros_like(k) if need_k else None
+    grad_v = torch.zeros_like(v) if need_v else None
+    native.outer_sum_backward(
+        k, v.flatten(1), grad, runs, v.size(-1), _all_columns(v), False,
+        grad_k, None if grad_v is None else grad_v.flatten(1))
+    return (_unneeded(k) if grad_k is None else grad_k,
+            _unneeded(v) if grad_v is None else grad_v)
+
+
+def _segment_outer_sum_setup(ctx, inputs, output) -> None:
+    k, v, index, _ = inputs
+    ctx.save_for_backward(k, v, index)
+
+
+def _segment_outer_sum_grad(ctx, grad):
+    k, v, index = ctx.saved_tensors
+    need_k, need_v = ctx.needs_input_grad[:2]
+    grad_k, grad_v = _segment_outer_sum_backward(grad.contiguous(), k, v,
+                                                 index, need_k, need_v)
+    return (grad_k if need_k else None, grad_v if need_v else None, None,
+            None)
+
+
+_segment_outer_sum.register_autograd(_segment_outer_sum_grad,
+                                     setup_context=_segment_outer_sum_setup)
+
+
+@torch.library.custom_op('torch_geometric_hot::gather_contract',
+                         mutates_args=())
+def _gather_contract(q: Tensor, summary: Tensor, index: Tensor) -> Tensor:
+    return _contract(q, summary, index)
+
+
+@_gather_contract.register_fake
+def _(q, summary, index):
+    return q.new_empty(q.size(0), q.size(1), summary.size(-1))
+
+
+@_gather_contract.register_kernel('cpu')
+def _(q, summary, index):
+    runs = _native_runs(index, summary.size(0), q, summary)
+    if runs is None:
+        return _contract(q, summary, index)
+    return native.contract(q, summary, runs, _all_columns(summary))
+
+
+def _contract_adjoint(grad: Tensor, q: Tensor, summary: Tensor,
+                      index: Tensor, need_q: bool,
+                      need_summary: bool) -> Tuple[Tensor, Tensor]:
+    # the gradients of _contract with torch operations
+    grad_q = _contract(grad, summary.transpose(-1, -2).contiguous(),
+                       index) if need_q else _unneeded(q)
+    grad_s = _outer_sum(q, grad, index, summary.size(0)) if need_summary \
+        else _unneeded(summary)
+    return grad_q, grad_s
+
+
+@torch.library.custom_op('torch_geometric_hot::gather_contract_backward',
+                         mutates_args=())
+def _gather_contract_backward(grad: Tensor, q: Tensor, summary: Tensor,
+                              index: Tensor, need_q: bool,
+                              need_summary: bool) -> Tuple[Tensor, Tensor]:
+    return _contract_adjoint(grad, q, summary, index, need_q, need_summary)
+
+
+@_gather_contract_backward.register_fake
+def _(grad, q, summary, index, need_q, need_summary):
+    return (torch.empty_like(q) if need_q else _unneeded(q),
+            torch.empty_like(summary) if need_summary else
+            _unneeded(summary))
+
+
+@_gather_contract_backward.register_kernel('cpu')
+def _(grad, q, summary, index, need_q, need_summary):
+    runs = _native_runs(index, summary.size(0), q, summary, grad)
+    if runs is None:
+        return _contract_adjoint(grad, q, summary, index, need_q,
+                                 need_summary)
+    q, summary = q.contiguous(), summary.contiguous()
+    grad_q = q.new_empty(q.shape) if need_q else None
+    grad_s = summary.new_empty(summary.shape) if need_summary else None
+    native.contract_backward(q, summary, grad, runs, _all_columns(summary),
+                             grad_q, grad_s)
+    return (_unneeded(q) if grad_q is None else grad_q,
+            _unneeded(summary) if grad_s is None else grad_s)
+
+
+def _gather_contract_setup(ctx, inputs, output) -> None:
+    ctx.save_for_backward(*inputs)
+
+
+def _gather_contract_grad(ctx, grad):
+    q, summary, index = ctx.saved_tensors
+    need_q, need_s = ctx.needs_input_grad[:2]
+    grad_q, grad_s = _gather_contract_backward(grad.contiguous(), q, summary,
+                                               index, need_q, need_s)
+    return grad_q if need_q else None, grad_s if need_s else None, None
+
+
+_gather_contract.register_autograd(_gather_contract_grad,
+                                   setup_context=_gather_contract_setup)
 
 
 def segment_outer_sum(k: Tensor, v: Tensor, index: Tensor,
                       num_groups: int) -> Tensor:
     r"""Per-group sums of outer products,
-    :math:`S_g = \sum_{e : g(e) = g} k_e v_e^\top` per head.
+    :math:`S_g = \sum_{e : g(e) = g} k_e v_e^\top` per head (the operator
+    ``torch_geometric_hot::segment_outer_sum``).
 
     Args:
         k (torch.Tensor): :obj:`[E, H, R]` (feature-mapped keys).
@@ -172,13 +269,14 @@ def segment_outer_sum(k: Tensor, v: Tensor, index: Tensor,
 
     :rtype: :class:`torch.Tensor` :obj:`[G, H, R, C]`
     """
-    return _SegmentOuterSum.apply(k, v, index, num_groups)
+    return _segment_outer_sum(k, v, index, num_groups)
 
 
 def gather_contract(q: Tensor, summary: Tensor, index: Tensor,
                     mask: Optional[Tensor] = None) -> Tensor:
     r"""Contracts every row with its group's summary,
-    :math:`o_e = q_e^\top S_{g(e)}` per head.
+    :math:`o_e = q_e^\top S_{g(e)}` per head (the operator
+    ``torch_geometric_hot::gather_contract``).
 
     Args:
         q (torch.Tensor): :obj:`[E, H, R]` (feature-mapped queries).
@@ -189,7 +287,7 @@ def gather_contract(q: Tensor, summary: Tensor, index: Tensor,
 
     :rtype: :class:`torch.Tensor` :obj:`[E, H, C]`
     """
-    out = _GatherContract.apply(q, summary, index)
+    out = _gather_contract(q, summary, index)
     if mask is not None:
         out = out * mask.view(-1, 1, 1).to(out.dtype)
     return out
@@ -244,14 +342,17 @@ class Reading(NamedTuple):
         return slice(self.start, self.start + self.index.numel())
 
 
-def _read_columns(pool: Pool, read: Reading, D: int) -> Tensor:
-    # the summary columns a reading reads: its slots' D columns, in its
-    # order, then the denominator (the last column)
+def read_columns(pool: Pool, read: Reading, D: int) -> Tensor:
+    r"""The summary columns a reading reads: its slots' :obj:`D` columns,
+    in its order, then the denominator (the last column), on the device of
+    the pool's index."""
     slots = pool.slots if read.slots is None else read.slots
+    device = pool.index.device
     first = torch.tensor([pool.slots.index(s) * D for s in slots],
-                         dtype=torch.long)
-    return torch.cat([(first.view(-1, 1) + torch.arange(D)).view(-1),
-                      torch.tensor([len(pool.slots) * D])])
+                         dtype=torch.long, device=device)
+    return torch.cat([(first.view(-1, 1) + torch.arange(
+        D, device=device)).view(-1), torch.tensor([len(pool.slots) * D],
+                                                  device=device)])
 
 
 def _check_readings(q: Tensor, k: Tensor, pools: Sequence[Pool],
@@ -376,16 +477,16 @@ def plan_pool_readings(pools: Sequence[Pool], reads: Sequence[Reading],
         plans.append((runs, columns))
     read_runs = [runs if summarised[read.pool] is None else _restrict(
         runs, summarised[read.pool]) for read, runs in zip(reads, read_visits)]
-    read_columns = [_read_columns(pools[read.pool], read, D)
-                    for read in reads]
-    return PoolPlan(plans, groups, read_runs, read_columns, [], direct,
+    columns = [read_columns(pools[read.pool], read, D) for read in reads]
+    return PoolPlan(plans, groups, read_runs, columns, [], direct,
                     read_queries)
 
 
 def native_pool_readings(k: Tensor, values: Tensor, q: Tensor,
                          pools: Sequence[Pool], reads: Sequence[Reading],
                          scratch: Optional[native.Scratch] = None,
-                         plan: Optional[PoolPlan] = None
+                         plan: Optional[PoolPlan] = None,
+                         buffers: Optional[Sequence[Tensor]] = None
                          ) -> Tuple[List[Tensor], PoolPlan]:
     r"""The readings of :func:`pool_readings` by the native kernels, without
     autograd (inputs contiguous and checked; temporaries taken from
@@ -393,15 +494,17 @@ def native_pool_readings(k: Tensor, values: Tensor, q: Tensor,
     (:func:`native_pool_readings_backward`), :obj:`plan` (from
     :func:`plan_pool_readings`, made when not given) with the summaries.
     Groups with few keys (see :data:`DIRECT_MAX_KEYS`) are read from their
-    keys, the others through their summaries."""
+    keys, the others through their summaries, written to the first rows of
+    :obj:`buffers` (per pool, :obj:`[groups, H, R, C]`) when given."""
     P, _, H, D = values.shape
     flat = values.view(P, -1)
     if plan is None:
         plan = plan_pool_readings(pools, reads, k.dtype, H, k.size(-1), D)
-    summaries = [native.outer_sum(k, flat, runs, num_groups, D, columns,
-                                  True)
-                 for (runs, columns), num_groups in zip(plan.pools,
-                                                        plan.summary_groups)]
+    summaries = [native.outer_sum(
+        k, flat, runs, num_groups, D, columns, True,
+        None if buffers is None else buffers[p][:num_groups])
+        for p, ((runs, columns), num_groups) in enumerate(zip(
+            plan.pools, plan.summary_groups))]
     outs = [native.contract(q[read.rows], summaries[read.pool], runs,
                             columns, None if scratch is None else
                             scratch.empty((read.index.numel(), H,
@@ -481,40 +584,6 @@ def native_pool_readings_backward(plan: PoolPlan, k: Tensor, values: Tensor,
                 grad_q, grad_k, flat_grad_v)
 
 
-class _PoolReadings(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, k, values, q, pools, reads):
-        ctx.set_materialize_grads(False)
-        outs, plan = native_pool_readings(k, values, q, pools, reads)
-        ctx.plan, ctx.reads = plan._replace(summaries=[]), reads
-        ctx.save_for_backward(k, values, q, *plan.summaries)
-        return tuple(outs)
-
-    @staticmethod
-    @torch.autograd.function.once_differentiable
-    def backward(ctx, *grads):
-        k, values, q, *summaries = ctx.saved_tensors
-        need_k, need_v, need_q = ctx.needs_input_grad[:3]
-        grad_k = torch.zeros_like(k) if need_k else None
-        grad_v = torch.zeros_like(values) if need_v else None
-        grad_q = torch.zeros_like(q) if need_q else None
-        with native.workspace() as scratch:
-            native_pool_readings_backward(
-                ctx.plan._replace(summaries=summaries), k, values, q,
-                ctx.reads, grads, grad_k, grad_v, grad_q, scratch)
-        return grad_k, grad_v, grad_q, None, None
-
-
-def uses_native_pools(k: Tensor, values: Tensor, q: Tensor,
-                      pools: Sequence[Pool],
-                      reads: Sequence[Reading]) -> bool:
-    r"""Whether :func:`pool_readings` runs natively on these inputs."""
-    return all(t.dtype == torch.long for t in
-               [*(pool.index for pool in pools),
-                *(read.index for read in reads)]) and \
-        native.applies(k, values, q)
-
-
 def check_pool_readings(k: Tensor, values: Tensor, q: Tensor,
                         pools: Sequence[Pool], reads: Sequence[Reading],
                         ranges: bool) -> None:
@@ -522,6 +591,14 @@ def check_pool_readings(k: Tensor, values: Tensor, q: Tensor,
     also the positions and slots the native kernels use as offsets)."""
     _check_pools(k, values, pools, ranges)
     _check_readings(q, k, pools, reads)
+    if ranges:
+        for index, num_groups in [*((p.index, p.num_groups) for p in pools),
+                                  *((r.index, pools[r.pool].num_groups)
+                                    for r in reads)]:
+            if index.numel() and (int(index.min()) < 0 or
+                                  int(index.max()) >= num_groups):
+                raise IndexError(f'group index out of range [0, '
+                                 f'{num_groups})')
 
 
 def pool_readings(k: Tensor, values: Tensor, q: Tensor,
@@ -537,14 +614,13 @@ def pool_readings(k: Tensor, values: Tensor, q: Tensor,
     per head (:math:`s_1 \dots s_n` its slots; the last column sums the
     keys alone: the denominator), and every :class:`Reading` :math:`r` the
     contraction :math:`o^r_i = q_{b_r + i}^\top
-    S^{p(r)}_{\text{index}^r_i}` (:math:`b_r` its start).
-    Natively, the key and value rows are read in place (no gathered or
-    concatenated copies), groups of few keys are read directly from them
-    (no summary; see :data:`DIRECT_MAX_KEYS`), and the backward pass keeps
-    one gradient per input and one summary-gradient buffer for all pools
-    (each written by its pool's first reading, added to by the others);
-    otherwise it is :func:`pool_outer_sum_reference` then
-    :func:`gather_contract`.
+    S^{p(r)}_{\text{index}^r_i}` (:math:`b_r` its start): the summaries
+    of :func:`pool_outer_sum_reference` read by :func:`gather_contract`.
+    The operator ``torch_geometric_hot::pooled_combination``
+    (:mod:`~torch_geometric_hot.ops.pooled_combination`) computes them
+    natively on CPU: key and value rows read in place (no gathered or
+    concatenated copies), groups of few keys read directly from them (no
+    summary; see :data:`DIRECT_MAX_KEYS`).
 
     Args:
         k (torch.Tensor): Keys :obj:`[P, H, R]` (feature-mapped).
@@ -557,15 +633,10 @@ def pool_readings(k: Tensor, values: Tensor, q: Tensor,
         :obj:`[rows, H, len(slots) * D + 1]`, one per reading (its slots, or
         all of its pool's)
     """
-    use_native = uses_native_pools(k, values, q, pools, reads)
-    check_pool_readings(k, values, q, pools, reads, use_native)
-    if use_native:
-        k, values, q = k.contiguous(), values.contiguous(), q.contiguous()
-        return list(_PoolReadings.apply(k, values, q, tuple(pools),
-                                        tuple(reads)))
+    check_pool_readings(k, values, q, pools, reads, True)
     summaries = [pool_outer_sum_reference(k, values, pool) for pool in pools]
     return [gather_contract(q[read.rows], summaries[read.pool], read.index)[
-        ..., _read_columns(pools[read.pool], read, values.size(-1))]
+        ..., read_columns(pools[read.pool], read, values.size(-1))]
         for read in reads]
 
 

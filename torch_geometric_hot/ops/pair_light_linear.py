@@ -38,18 +38,107 @@ LIGHT_PAIR_CLASSES = (('diag', ((1, 'E', 'self'), )),
                       ('off', ((1, 'D', 'j'), )))
 
 
-def _transposed(x: Tensor, view) -> Tensor:
+def _transposed(x: Tensor, transpose: Tensor) -> Tensor:
     # x[(j, i)] at every off-diagonal entry (i, j), 0 where (j, i) is
     # absent; a diagonal entry reads itself
-    out = x.index_select(0, view.entry_transpose)
-    if not view.all_transposes:
-        out.masked_fill_(view.missing_transpose.unsqueeze(-1), 0)
-    return out
+    missing = transpose < 0
+    return x.index_select(0, transpose.clamp(min=0)).masked_fill_(
+        missing.unsqueeze(-1), 0)
 
 
-def _indices(view) -> Tuple[Tensor, Tensor, Tensor]:
-    return (view.row.contiguous(), view.col.contiguous(),
-            view.transpose.contiguous())
+def _pair_gather(y: Tensor, nodes: Tensor, row: Tensor, col: Tensor,
+                 transpose: Tensor, diag_pos: Tensor) -> Tensor:
+    C = nodes.size(1) // 3
+    out = y[:, :C] + _transposed(y[:, C:], transpose)
+    out.add_(nodes[:, C:2 * C].index_select(0, row))
+    out.add_(nodes[:, 2 * C:].index_select(0, col))
+    return out.index_copy_(0, diag_pos, nodes[:, :C])
+
+
+def _pair_scatter(grad: Tensor, row: Tensor, col: Tensor, transpose: Tensor,
+                  diag_pos: Tensor, num_nodes: int) -> Tuple[Tensor, Tensor]:
+    grad_d = grad.index_select(0, diag_pos)
+    entries = torch.cat([grad, _transposed(grad, transpose)], dim=1)
+    entries.index_fill_(0, diag_pos, 0)
+    zeros = grad.new_zeros(num_nodes, grad.size(1))
+    nodes = torch.cat([grad_d, zeros.index_add(0, row, grad).sub_(grad_d),
+                       zeros.index_add(0, col, grad).sub_(grad_d)], dim=1)
+    return entries, nodes
+
+
+@torch.library.custom_op('torch_geometric_hot::pair_gather', mutates_args=())
+def _pair_gather_op(y: Tensor, nodes: Tensor, row: Tensor, col: Tensor,
+                    transpose: Tensor, diag_pos: Tensor) -> Tensor:
+    return _pair_gather(y, nodes, row, col, transpose, diag_pos)
+
+
+@_pair_gather_op.register_fake
+def _(y, nodes, row, col, transpose, diag_pos):
+    return y.new_empty(y.size(0), nodes.size(1) // 3)
+
+
+@_pair_gather_op.register_kernel('cpu')
+def _(y, nodes, row, col, transpose, diag_pos):
+    if not native.applies(y, nodes):
+        return _pair_gather(y, nodes, row, col, transpose, diag_pos)
+    return native.pair_gather(y.contiguous(), nodes.contiguous(),
+                              row.contiguous(), col.contiguous(),
+                              transpose.contiguous())
+
+
+@torch.library.custom_op('torch_geometric_hot::pair_scatter', mutates_args=())
+def _pair_scatter_op(grad: Tensor, row: Tensor, col: Tensor,
+                     transpose: Tensor, diag_pos: Tensor,
+                     num_nodes: int) -> Tuple[Tensor, Tensor]:
+    return _pair_scatter(grad, row, col, transpose, diag_pos, num_nodes)
+
+
+@_pair_scatter_op.register_fake
+def _(grad, row, col, transpose, diag_pos, num_nodes):
+    return (grad.new_empty(grad.size(0), 2 * grad.size(1)),
+            grad.new_empty(num_nodes, 3 * grad.size(1)))
+
+
+@_pair_scatter_op.register_kernel('cpu')
+def _(grad, row, col, transpose, diag_pos, num_nodes):
+    if not native.applies(grad):
+        return _pair_scatter(grad, row, col, transpose, diag_pos, num_nodes)
+    return native.pair_scatter(grad.contiguous(), row.contiguous(),
+                               col.contiguous(), transpose.contiguous(),
+                               num_nodes)
+
+
+def _gather_setup(ctx, inputs, output) -> None:
+    y, nodes, *indices = inputs
+    ctx.save_for_backward(*indices)
+    ctx.num_nodes = nodes.size(0)
+
+
+def _scatter_setup(ctx, inputs, output) -> None:
+    _, *indices, ctx.num_nodes = inputs
+    ctx.save_for_backward(*indices)
+
+
+def _pair_gather_grad(ctx, grad):
+    entries, nodes = _pair_scatter_op(grad.contiguous(), *ctx.saved_tensors,
+                                      ctx.num_nodes)
+    return entries, nodes, None, None, None, None
+
+
+def _pair_scatter_grad(ctx, grad_entries, grad_nodes):
+    grad = _pair_gather_op(grad_entries.contiguous(),
+                           grad_nodes.contiguous(), *ctx.saved_tensors)
+    return grad, None, None, None, None, None
+
+
+_pair_gather_op.register_autograd(_pair_gather_grad,
+                                  setup_context=_gather_setup)
+_pair_scatter_op.register_autograd(_pair_scatter_grad,
+                                   setup_context=_scatter_setup)
+
+
+def _indices(view) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
+    return view.row, view.col, view.transpose, view.diag_pos
 
 
 def entry_gather(y: Tensor, nodes: Tensor, view) -> Tensor:
@@ -59,34 +148,18 @@ def entry_gather(y: Tensor, nodes: Tensor, view) -> Tensor:
     :obj:`[n, 3C]`: a diagonal entry :math:`(i, i)` takes its node's first
     block, an off-diagonal :math:`(i, j)` adds its own first block of
     :obj:`y`, its transpose's second and the second and third node blocks
-    of :math:`i` and :math:`j`."""
-    if native.applies(y, nodes):
-        return native.pair_gather(y.contiguous(), nodes.contiguous(),
-                                  *_indices(view))
-    C = nodes.size(1) // 3
-    out = y[:, :C] + _transposed(y[:, C:], view)
-    out.add_(nodes[:, C:2 * C].index_select(0, view.row))
-    out.add_(nodes[:, 2 * C:].index_select(0, view.col))
-    return out.index_copy_(0, view.diag_pos, nodes[:, :C])
+    of :math:`i` and :math:`j` (the operator
+    ``torch_geometric_hot::pair_gather``, natively on CPU)."""
+    return _pair_gather_op(y, nodes, *_indices(view))
 
 
 def entry_scatter(grad: Tensor, view) -> Tuple[Tensor, Tensor]:
     r"""The adjoint of :func:`entry_gather`: the gradients of :obj:`y`
     (every off-diagonal entry's gradient and its transpose's; zero on the
     diagonal) and of :obj:`nodes` (per node, its diagonal entry's gradient
-    and the sums over its row's and its column's off-diagonal entries)."""
-    if native.applies(grad):
-        return native.pair_scatter(grad.contiguous(), *_indices(view),
-                                   view.num_nodes)
-    grad_d = grad.index_select(0, view.diag_pos)
-    entries = torch.cat([grad, _transposed(grad, view)], dim=1)
-    entries.index_fill_(0, view.diag_pos, 0)
-    zeros = grad.new_zeros(view.num_nodes, grad.size(1))
-    nodes = torch.cat([grad_d,
-                       zeros.index_add(0, view.row, grad).sub_(grad_d),
-                       zeros.index_add(0, view.col, grad).sub_(grad_d)],
-                      dim=1)
-    return entries, nodes
+    and the sums over its row's and its column's off-diagonal entries; the
+    operator ``torch_geometric_hot::pair_scatter``)."""
+    return _pair_scatter_op(grad, *_indices(view), view.num_nodes)
 
 
 class _PairLightLinear(torch.autograd.Function):

@@ -1,28 +1,37 @@
 r"""Kernel attention from the key pools to the classes of one or more
-output parts (``docs/design.md``, "Kernel attention") as one operation:
-the summaries and readings of
+output parts (``docs/design.md``, "Kernel attention") as one operator,
+``torch_geometric_hot::pooled_combination``: the summaries and readings of
 :func:`~torch_geometric_hot.ops.kernel_attention.pool_readings`, then per
 part :func:`~torch_geometric_hot.ops.class_combination.combine_classes`.
 
-Natively, these run as one autograd function, so that their backward
-passes share the gradient buffers of the keys, values and queries: the
-combinations write the query gradient and add to the (zero-filled) key
-and value gradients, then the readings add theirs. Separate functions
-would each zero-fill a key and a value gradient of their own, and autograd
-would add them into a third. The parts share the pools too: the two parts
-of a 2→2 layer (diagonal and off-diagonal entries) read the same row,
-column and graph summaries, which are then built once, and the groups
-read directly from their keys are visited once for the readings of both.
-Otherwise it is the functions in turn (their torch paths are the oracles).
+The operator is a :func:`torch.library.custom_op`: its plain-torch
+implementation serves every device, a fake implementation lets
+:func:`torch.compile` trace through it, and its backward pass is the
+operator ``torch_geometric_hot::pooled_combination_backward``. On CPU
+(float32/float64, native kernels built and switched on, see
+:mod:`torch_geometric_hot.ops.native`) both run as the native kernels,
+inside compiled graphs too:
 
-The values may be given as their projection (:class:`ValueProjection`):
-natively, they are then computed into the operation's workspace, not
-saved but computed again for the backward pass, and their gradient too
-lives in the workspace, reduced to the gradients of the projection's input
-and weight inside the operation. At 10^5 edges a layer's values and their
-gradient are 140 MB each: fresh tensors that size arrive as untouched pages
-on every pass (see :mod:`~torch_geometric_hot.ops.native.workspace`).
+* the backward pass shares the gradient buffers of the keys, values and
+  queries: the combinations write the query gradient and add to the
+  (zero-filled) key and value gradients, then the readings add theirs;
+* the parts share the pools: the two parts of a 2→2 layer (diagonal and
+  off-diagonal entries) read the same row, column and graph summaries,
+  built once, and the groups read directly from their keys are visited
+  once for the readings of both;
+* values given as their projection (:class:`ValueProjection`) are computed
+  into the operator's workspace, computed again for the backward pass,
+  and their gradient, in the workspace too, is reduced to the gradients of
+  the projection's input and weight inside the operator (fresh tensors of
+  a layer's value size arrive as untouched pages on every pass, see
+  :mod:`~torch_geometric_hot.ops.native.workspace`).
+
+The operator's arguments are tensors, integers and lists of them: the
+pools, readings and parts travel as one list of index tensors and one list
+of integers (:func:`_encode`). Besides each part's classes, it returns
+their denominators and the summaries, which its backward pass reads.
 """
+import weakref
 from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 import torch
@@ -30,11 +39,11 @@ from torch import Tensor
 
 from torch_geometric_hot.ops import kernel_attention, native
 from torch_geometric_hot.ops.class_combination import READING, Term, \
-    check_combination, combination_table, combine_classes
+    check_combination, combination_table, combine_classes_reference
 from torch_geometric_hot.ops.kernel_attention import Pool, PoolPlan, \
-    Reading, check_pool_readings, native_pool_readings, \
-    native_pool_readings_backward, plan_pool_readings, pool_readings, \
-    uses_native_pools
+    Reading, _contract, _outer_sum, check_pool_readings, \
+    native_pool_readings, native_pool_readings_backward, \
+    plan_pool_readings, pool_outer_sum_reference, read_columns
 
 
 class ValueProjection(NamedTuple):
@@ -78,133 +87,21 @@ class CombinationPart(NamedTuple):
     nonempty: Tensor
 
 
-class _Layout(NamedTuple):
-    # a part as the native operation sees it: its combination table, value
-    # slots, query rows, readings (indices into the operation's) and
-    # number of single-key positions
-    table: native.CombinationTable
-    slots: Tuple[int, ...]
-    rows: slice
-    readings: Tuple[int, ...]
-    num_positions: int
-
-
-def _part_tensors(layout: Sequence[_Layout],
-                  tensors: Sequence[Tensor]) -> List[List[Tensor]]:
-    # per part: nonempty, then its positions
-    out, start = [], 0
-    for part in layout:
-        out.append(list(tensors[start:start + 1 + part.num_positions]))
-        start += 1 + part.num_positions
-    return out
-
-
-class _PooledCombination(torch.autograd.Function):
-    # inputs after the constants: phi_k, phi_q, then the values or, with a
-    # projection (heads, head_channels), its x and weight; then per part
-    # its nonempty mask and positions
-    @staticmethod
-    def forward(ctx, pools, reads, layout, plan, eps, projection, phi_k,
-                phi_q, values, weight, *tensors):
-        ctx.projection, ctx.layout, ctx.eps = projection, layout, eps
-        with native.workspace() as scratch:  # the readings: temporaries
-            data = values if projection is None else ValueProjection(
-                values, weight, *projection).values_into(scratch)
-            readings, plan = native_pool_readings(phi_k, data, phi_q,
-                                                  pools, reads, scratch,
-                                                  plan)
-            results = [native.combine(
-                part.table, [readings[r] for r in part.readings],
-                phi_q[part.rows], phi_k, positions, data, part.slots,
-                nonempty, eps) for part, (nonempty, *positions) in zip(
-                    layout, _part_tensors(layout, tensors))]
-        ctx.plan, ctx.reads = plan._replace(summaries=[]), reads
-        ctx.reading_shapes = [r.shape for r in readings]
-        # values: the values, or the projection's input
-        ctx.save_for_backward(weight, phi_q, phi_k, values, *plan.summaries,
-                              *[t for result in results for t in result],
-                              *tensors)
-        return tuple(out for out, _ in results)
-
-    @staticmethod
-    @torch.autograd.function.once_differentiable
-    def backward(ctx, *grads):
-        weight, phi_q, phi_k, values, *saved = ctx.saved_tensors
-        layout = ctx.layout
-        summaries = saved[:len(ctx.plan.pools)]
-        results = saved[len(summaries):len(summaries) + 2 * len(layout)]
-        tensors = saved[len(summaries) + 2 * len(layout):]
-        need_k, need_q, need_v, need_w = ctx.needs_input_grad[6:10]
-        need_x = need_v  # with a projection, its input is in the slot
-        with native.workspace() as scratch:  # the readings' gradients too
-            if ctx.projection is None:
-                grad_v = torch.zeros_like(values) if need_v else None
-            else:
-                projection = ValueProjection(values, weight, *ctx.projection)
-                values = projection.values_into(scratch)
-                need_v = need_x or need_w
-                grad_v = scratch.zeros(values.shape, values.dtype) \
-                    if need_v else None
-            grad_k = torch.zeros_like(phi_k) if need_k else None
-            grad_q = phi_q.new_empty(phi_q.shape) if need_q else None
-            grad_readings: List[Optional[Tensor]] = [None] * len(ctx.reads)
-            # each part writes its rows of the query gradient (the parts
-            # cover them all) and adds to the key and value gradients (the
-            # threads past the first to blocks shared by the parts)
-            partials = native.Partials(
-                [g for g in (grad_k, grad_v) if g is not None],
-                lambda t: scratch.zeros(t.shape, t.dtype), per_thread=True)
-            for p, (part, (nonempty, *positions)) in enumerate(zip(
-                    layout, _part_tensors(layout, tensors))):
-                n_r = len(part.readings)
-                mine = native.combine_backward(
-                    part.table, [ctx.reading_shapes[r]
-                                 for r in part.readings],
-                    phi_q[part.rows], phi_k, positions, values, part.slots,
-                    nonempty, ctx.eps, results[2 * p], results[2 * p + 1],
-                    grads[p], [True] * n_r + [need_q, need_k, need_v],
-                    into=(None if grad_q is None else grad_q[part.rows],
-                          grad_k, grad_v), scratch=scratch,
-                    partials=partials)
-                for r, grad in zip(part.readings, mine):
-                    grad_readings[r] = grad
-            partials.add()
-            native_pool_readings_backward(
-                ctx.plan._replace(summaries=summaries), phi_k, values,
-                phi_q, ctx.reads, grad_readings, grad_k, grad_v, grad_q,
-                scratch)
-            grad_w = None
-            if ctx.projection is not None and grad_v is not None:
-                flat = grad_v.view(values.size(0), -1)
-                # (x^T G)^T: 1.5x faster than G^T x for [10^5, 32] x and
-                # [10^5, 320] G (14.8 against 22.1 ms, two threads)
-                grad_w = (projection.x.t() @ flat).t() if need_w else None
-                grad_v = flat @ weight if need_x else None
-        return (None, ) * 6 + (grad_k, grad_q, grad_v, grad_w) + \
-            (None, ) * len(tensors)
-
-
-def _check_projection(projection: ValueProjection) -> None:
-    x, weight = projection.x, projection.weight
-    width = projection.heads * projection.head_channels
-    if x.dim() != 2 or weight.dim() != 2 or weight.size(1) != x.size(1) \
-            or width < 1 or weight.size(0) % width or weight.dtype != x.dtype:
-        raise ValueError(f"a value projection needs 'x' [P, C] and 'weight' "
-                         f"[slots * {width}, C] of one dtype, got "
-                         f"{tuple(x.shape)} {x.dtype} and "
-                         f"{tuple(weight.shape)} {weight.dtype}")
-
-
-class _PartPlan(NamedTuple):
-    # a part's query rows, the readings its terms read (indices into the
-    # operation's), and its terms with those readings renumbered 0, 1, ...
+class _Part(NamedTuple):
+    # a part as the operator sees it: its query rows, the readings its
+    # terms read (indices into the operator's), its terms with those
+    # readings renumbered 0, 1, ..., its value slots, nonempty mask and
+    # single-key positions
     rows: slice
     readings: Tuple[int, ...]
     terms: List[List[Term]]
+    slots: Tuple[int, ...]
+    nonempty: Tensor
+    positions: List[Tensor]
 
 
-def _plan_parts(parts: Sequence[CombinationPart], reads: Sequence[Reading],
-                rows: int) -> List[_PartPlan]:
+def _parts(parts: Sequence[CombinationPart], reads: Sequence[Reading],
+           rows: int) -> List[_Part]:
     # checked: every reading a part reads covers exactly its rows, and the
     # parts cover the queries
     out, start = [], 0
@@ -224,25 +121,480 @@ def _plan_parts(parts: Sequence[CombinationPart], reads: Sequence[Reading],
                              f'{reads[other[0]].rows.start}..'
                              f'{reads[other[0]].rows.stop}')
         local = {r: i for i, r in enumerate(used)}
-        out.append(_PartPlan(part_rows, tuple(used), [
+        out.append(_Part(part_rows, tuple(used), [
             [t._replace(src=local[t.src]) if t.kind == READING else t
-             for t in cls] for cls in part.terms]))
+             for t in cls] for cls in part.terms], tuple(part.slots),
+            part.nonempty, list(part.positions)))
     if start != rows:
         raise ValueError(f"the parts' rows ({start}) must be the query rows "
                          f"({rows})")
     return out
 
 
+def _encode(pools: Sequence[Pool], reads: Sequence[Reading],
+            parts: Sequence[_Part]) -> Tuple[List[Tensor], List[int]]:
+    r"""The operator's index tensors and integers: the pools' positions
+    and groups, the readings' groups, then per part its nonempty mask and
+    positions; the counts, then per pool its number of groups and slots,
+    per reading its pool, first row and slots, per part its rows, readings,
+    value slots and terms."""
+    tensors = [p.position for p in pools] + [p.index for p in pools] + \
+        [r.index for r in reads]
+    ints = [len(pools), len(reads), len(parts)]
+    for pool in pools:
+        ints += [pool.num_groups, len(pool.slots), *pool.slots]
+    for read in reads:
+        slots = pools[read.pool].slots if read.slots is None else read.slots
+        ints += [read.pool, read.start, len(slots), *slots]
+    for part in parts:
+        tensors += [part.nonempty, *part.positions]
+        ints += [part.rows.start, part.rows.stop, len(part.readings),
+                 *part.readings, len(part.slots), *part.slots,
+                 len(part.positions)]
+        for terms in part.terms:
+            ints.append(len(terms))
+            for t in terms:
+                ints += [t.sign, t.kind, t.src, t.offset]
+    return tensors, ints
+
+
+def _decode(tensors: Sequence[Tensor], ints: Sequence[int]
+            ) -> Tuple[List[Pool], List[Reading], List[_Part]]:
+    r"""The inverse of :func:`_encode`."""
+    it, tensor = iter(ints), iter(tensors)
+
+    def take(n: int) -> Tuple[int, ...]:
+        return tuple(next(it) for _ in range(n))
+
+    num_pools, num_reads, num_parts = take(3)
+    positions = [next(tensor) for _ in range(num_pools)]
+    groups = [next(tensor) for _ in range(num_pools)]
+    pools = []
+    for position, index in zip(positions, groups):
+        num_groups, n = take(2)
+        pools.append(Pool(position, index, num_groups, take(n)))
+    reads = []
+    for index in [next(tensor) for _ in range(num_reads)]:
+        pool, start, n = take(3)
+        reads.append(Reading(pool, index, take(n), start))
+    parts = []
+    for _ in range(num_parts):
+        nonempty = next(tensor)
+        start, stop, n = take(3)
+        readings = take(n)
+        slots = take(next(it))
+        part_positions = [next(tensor) for _ in range(next(it))]
+        terms = [[Term(*take(4)) for _ in range(next(it))] for _ in slots]
+        parts.append(_Part(slice(start, stop), readings, terms, slots,
+                           nonempty.bool(), part_positions))
+    return pools, reads, parts
+
+
+def _values(values: Tensor, weight: Optional[Tensor], heads: int,
+            head_channels: int) -> Tensor:
+    return values if weight is None else ValueProjection(
+        values, weight, heads, head_channels).values()
+
+
+def _torch_forward(phi_k: Tensor, phi_q: Tensor, values: Tensor,
+                   pools: Sequence[Pool], reads: Sequence[Reading],
+                   parts: Sequence[_Part], eps: float
+                   ) -> Tuple[List[Tensor], List[Tensor], List[Tensor]]:
+    # the classes, denominators and summaries with torch operations
+    # (differentiable outside the operator)
+    D = values.size(-1)
+    summaries = [pool_outer_sum_reference(phi_k, values, pool)
+                 for pool in pools]
+    readings = [_contract(phi_q[read.rows], summaries[read.pool],
+                          read.index)[..., read_columns(
+                              pools[read.pool], read, D)]
+                for read in reads]
+    outs, dens = [], []
+    for part in parts:
+        out, den = combine_classes_reference(
+            part.terms, [readings[r] for r in part.readings],
+            phi_q[part.rows], phi_k, part.positions, values, part.slots,
+            part.nonempty, eps, with_denominators=True)
+        outs.append(out)
+        dens.append(den)
+    return outs, dens, summaries
+
+
+@torch.library.custom_op('torch_geometric_hot::pooled_combination',
+                         mutates_args=())
+def _pooled_combination(phi_k: Tensor, phi_q: Tensor, values: Tensor,
+                        weight: Optional[Tensor], index: List[Tensor],
+                        structure: List[int], heads: int, head_channels: int,
+                        eps: float) -> List[Tensor]:
+    # per part its classes, then per part their denominators, then per pool
+    # its summaries, then which implementation made them (TORCH or NATIVE);
+    # values: the values or, with a weight, the input of their projection
+    pools, reads, parts = _decode(index, structure)
+    return _torch_outputs(phi_k, phi_q, values, weight, pools, reads, parts,
+                          heads, head_channels, eps)
+
+
+#: The implementations that may have made the summaries a backward pass
+#: reads: the torch one (every group's) and the native one (the groups not
+#: read directly, renumbered, in the first rows; the others not written).
+TORCH, NATIVE = 0, 1
+
+
+def _torch_outputs(phi_k, phi_q, values, weight, pools, reads, parts, heads,
+                   head_channels, eps) -> List[Tensor]:
+    outs, dens, summaries = _torch_forward(
+        phi_k, phi_q, _values(values, weight, heads, head_channels), pools,
+        reads, parts, eps)
+    return outs + dens + summaries + [
+        torch.full((1, ), TORCH, dtype=torch.long, device=phi_q.device)]
+
+
+@_pooled_combination.register_fake
+def _(phi_k, phi_q, values, weight, index, structure, heads, head_channels,
+      eps):
+    pools, _, parts = _decode(index, structure)
+    return _empty_outputs(phi_q, pools, parts, head_channels)
+
+
+def _empty_outputs(phi_q: Tensor, pools: Sequence[Pool],
+                   parts: Sequence[_Part], D: int) -> List[Tensor]:
+    # the operator's outputs, uninitialised
+    H = phi_q.size(1)
+    outs = [phi_q.new_empty(p.nonempty.size(0), p.nonempty.size(1), H, D)
+            for p in parts]
+    dens = [phi_q.new_empty(p.nonempty.size(0), p.nonempty.size(1), H)
+            for p in parts]
+    return outs + dens + _summary_buffers(phi_q, pools, D) + [
+        phi_q.new_empty(1, dtype=torch.long)]
+
+
+def _summary_buffers(phi_q: Tensor, pools: Sequence[Pool],
+                     D: int) -> List[Tensor]:
+    # per pool [groups, H, R, C], uninitialised
+    H, R = phi_q.size(1), phi_q.size(2)
+    return [phi_q.new_empty(p.num_groups, H, R, len(p.slots) * D + 1)
+            for p in pools]
+
+
+def _native_applies(phi_k, phi_q, values, weight, pools, reads) -> bool:
+    return all(t.dtype == torch.long for t in
+               [*(p.index for p in pools), *(r.index for r in reads)]) and \
+        native.applies(phi_k, phi_q, values,
+                       *([] if weight is None else [weight]))
+
+
+def _build_native_plan(pools: Sequence[Pool], reads: Sequence[Reading],
+                 parts: Sequence[_Part], phi_q: Tensor, phi_k: Tensor,
+                 shape: torch.Size) -> Tuple[List, PoolPlan]:
+    # the index work of the native kernels: the checks of the positions and
+    # slots they use as offsets, the parts' combination tables and the
+    # pools' plan
+    values = torch.empty(shape, dtype=phi_k.dtype, device='meta')
+    check_pool_readings(phi_k, values, phi_q, pools, reads, True)
+    D = shape[-1]
+    widths = [len(r.slots) * D + 1 for r in reads]
+    tables = []
+    for part in parts:
+        check_combination(part.terms, [widths[r] for r in part.readings],
+                          phi_q[part.rows], phi_k, part.positions, values,
+                          part.slots, part.nonempty)
+        tables.append(combination_table(part.terms, part.nonempty.device))
+    return tables, plan_pool_readings(pools, reads, phi_k.dtype, shape[2],
+                                      phi_k.size(-1), D)
+
+
+class _NativePlans:
+    r"""The native kernels' index work for the latest calls, keyed by the
+    identity of the index tensors (alive and unchanged: weak references
+    and version counters) and the shapes and settings it depends on: the
+    layers of a model that share a batch's index tensors, and each layer's
+    backward pass, build it once. At most :data:`SIZE` entries."""
+    SIZE = 16
+
+    def __init__(self) -> None:
+        self.entries: Dict[Tuple, Tuple[List, List[int], object]] = {}
+
+    def get(self, index: Sequence[Tensor], key: Tuple, build):
+        key = (tuple(id(t) for t in index), key)
+        entry = self.entries.pop(key, None)
+        if entry is not None:
+            refs, versions, plan = entry
+            if all(r() is t for r, t in zip(refs, index)) and \
+                    versions == [t._version for t in index]:
+                self.entries[key] = entry  # most recent last
+                return plan
+        plan = build()
+        self.entries[key] = ([weakref.ref(t) for t in index],
+                             [t._version for t in index], plan)
+        while len(self.entries) > self.SIZE:
+            self.entries.pop(next(iter(self.entries)))
+        return plan
+
+
+_native_plans = _NativePlans()
+
+
+def _native_plan(pools, reads, parts, index, structure, phi_q, phi_k,
+                 shape):
+    key = (tuple(structure), phi_k.dtype, phi_q.shape, phi_k.shape, shape,
+           kernel_attention.DIRECT_MAX_KEYS,
+           kernel_attention.DIRECT_COST_RATIO)
+    return _native_plans.get(index, key, lambda: _build_native_plan(
+        pools, reads, parts, phi_q, phi_k, shape))
+
+
+@_pooled_combination.register_kernel('cpu')
+def _(phi_k, phi_q, values, weight, index, structure, heads, head_channels,
+      eps):
+    pools, reads, parts = _decode(index, structure)
+    if not _native_applies(phi_k, phi_q, values, weight, pools, reads):
+        return _torch_outputs(phi_k, phi_q, values, weight, pools, reads,
+                              parts, heads, head_channels, eps)
+    phi_k, phi_q, values = (phi_k.contiguous(), phi_q.contiguous(),
+                            values.contiguous())
+    projection = None if weight is None else ValueProjection(
+        values, weight.contiguous(), heads, head_channels)
+    tables, plan = _native_plan(pools, reads, parts, index, structure,
+                                phi_q, phi_k, values.shape if projection
+                                is None else projection.shape)
+    buffers = _summary_buffers(phi_q, pools, head_channels)
+    with native.workspace() as scratch:  # the readings: temporaries
+        data = values if projection is None else \
+            projection.values_into(scratch)
+        readings, plan = native_pool_readings(phi_k, data, phi_q, pools,
+                                              reads, scratch, plan, buffers)
+        results = [native.combine(
+            table, [readings[r] for r in part.readings], phi_q[part.rows],
+            phi_k, [p.contiguous() for p in part.positions], data,
+            part.slots, part.nonempty.to(torch.uint8).contiguous(), eps)
+            for table, part in zip(tables, parts)]
+    return [out for out, _ in results] + [den for _, den in results] + \
+        buffers + [torch.full((1, ), NATIVE, dtype=torch.long)]
+
+
+@torch.library.custom_op('torch_geometric_hot::pooled_combination_backward',
+                         mutates_args=())
+def _pooled_combination_backward(
+        grads: List[Tensor], outs: List[Tensor], dens: List[Tensor],
+        summaries: List[Tensor], made_by: Tensor, phi_k: Tensor,
+        phi_q: Tensor, values: Tensor, weight: Optional[Tensor],
+        index: List[Tensor], structure: List[int], heads: int,
+        head_channels: int, eps: float, needs: List[bool]) -> List[Tensor]:
+    # the gradients of phi_k, phi_q, values (or the projection's input)
+    # and the weight (when there is one); [0]-shaped where not needed
+    pools, reads, parts = _decode(index, structure)
+    return _torch_backward(grads, outs, dens, phi_k, phi_q, values, weight,
+                           pools, reads, parts, heads, head_channels, eps,
+                           needs)
+
+
+@_pooled_combination_backward.register_fake
+def _(grads, outs, dens, summaries, made_by, phi_k, phi_q, values, weight,
+      index, structure, heads, head_channels, eps, needs):
+    inputs = [phi_k, phi_q, values] + ([] if weight is None else [weight])
+    return [torch.empty_like(t) if need else t.new_empty(0)
+            for t, need in zip(inputs, needs)]
+
+
+def _torch_backward(grads, outs, dens, phi_k, phi_q, x, weight, pools,
+                    reads, parts, heads, head_channels, eps,
+                    needs) -> List[Tensor]:
+    # the adjoint of _torch_forward, step by step in reverse
+    values = _values(x, weight, heads, head_channels)
+    D = values.size(-1)
+    grad_k, grad_q = torch.zeros_like(phi_k), torch.zeros_like(phi_q)
+    grad_v = torch.zeros_like(values)
+    widths = [len(r.slots) * D + 1 for r in reads]
+    grad_readings = [phi_q.new_zeros(r.index.numel(), phi_q.size(1), w)
+                     for r, w in zip(reads, widths)]
+    for part, out, den, grad in zip(parts, outs, dens, grads):
+        q = phi_q[part.rows]
+        for c, terms in enumerate(part.terms):
+            g = grad[:, c] * part.nonempty[:, c].view(-1, 1, 1).to(q.dtype)
+            floor = den[:, c].clamp(min=eps)
+            g_num = g / floor.unsqueeze(-1)
+            g_den = -(g * out[:, c]).sum(-1) / floor * (den[:, c] >= eps)
+            slot = part.slots[c]
+            for t in terms:
+                if t.kind == READING:
+                    g_read = grad_readings[part.readings[t.src]]
+                    g_read[..., t.offset:t.offset + D] += t.sign * g_num
+                    g_read[..., -1] += t.sign * g_den
+                    continue
+                position = part.positions[t.src]
+                exists = (position >= 0).unsqueeze(-1).to(q.dtype)
+                position = position.clamp(min=0)
+                k_x = phi_k.index_select(0, position)
+                v_x = values[:, slot].index_select(0, position)
+                dot = (q * k_x).sum(-1) * exists
+                g_dot = t.sign * (g_den + (g_num * v_x).sum(-1)) * exists
+                grad_q[part.rows] += g_dot.unsqueeze(-1) * k_x
+                grad_k.index_add_(0, position, g_dot.unsqueeze(-1) * q)
+                grad_v[:, slot].index_add_(
+                    0, position, t.sign * dot.unsqueeze(-1) * g_num)
+    summaries = [pool_outer_sum_reference(phi_k, values, pool)
+                 for pool in pools]
+    grad_summaries = [torch.zeros_like(s) for s in summaries]
+    for read, g_read in zip(reads, grad_readings):
+        columns = read_columns(pools[read.pool], read, D).to(phi_q.device)
+        summary = summaries[read.pool].index_select(-1, columns)
+        grad_q[read.rows] += _contract(
+            g_read, summary.transpose(-1, -2).contiguous(), read.index)
+        grad_summaries[read.pool].index_add_(-1, columns, _outer_sum(
+            phi_q[read.rows], g_read, read.index, summary.size(0)))
+    for pool, g_s in zip(pools, grad_summaries):
+        k_p = phi_k.index_select(0, pool.position)
+        v_p = values[:, list(pool.slots)].index_select(0, pool.position)
+        K, H = k_p.shape[:2]
+        v_p = torch.cat([v_p.transpose(1, 2).flatten(2),
+                         v_p.new_ones(K, H, 1)], dim=-1)
+        grad_k.index_add_(0, pool.position, _contract(
+            v_p, g_s.transpose(-1, -2).contiguous(), pool.index))
+        g_v = _contract(k_p, g_s, pool.index)[..., :-1].reshape(
+            K, H, len(pool.slots), D).transpose(1, 2)
+        for i, slot in enumerate(pool.slots):
+            grad_v[:, slot].index_add_(0, pool.position, g_v[:, i])
+    if weight is None:
+        result = [grad_k, grad_q, grad_v]
+    else:
+        flat = grad_v.view(x.size(0), -1)
+        result = [grad_k, grad_q, flat @ weight, flat.t() @ x]
+    return [g if need else g.new_empty(0) for g, need in zip(result, needs)]
+
+
+@_pooled_combination_backward.register_kernel('cpu')
+def _(grads, outs, dens, summaries, made_by, phi_k, phi_q, values, weight,
+      index, structure, heads, head_channels, eps, needs):
+    pools, reads, parts = _decode(index, structure)
+    # the native kernels read the summaries of the native forward pass
+    if int(made_by) == NATIVE and \
+            _native_applies(phi_k, phi_q, values, weight, pools, reads):
+        phi_k, phi_q, values = (phi_k.contiguous(), phi_q.contiguous(),
+                                values.contiguous())
+        projection = None if weight is None else ValueProjection(
+            values, weight.contiguous(), heads, head_channels)
+        tables, plan = _native_plan(pools, reads, parts, index, structure,
+                                    phi_q, phi_k, values.shape if projection
+                                    is None else projection.shape)
+        return _native_backward(
+            grads, outs, dens, [s[:n] for s, n in zip(
+                summaries, plan.summary_groups)], phi_k, phi_q, values,
+            projection, parts, tables, plan, reads, eps, needs)
+    return _torch_backward(grads, outs, dens, phi_k, phi_q, values, weight,
+                           pools, reads, parts, heads, head_channels, eps,
+                           needs)
+
+
+def _native_backward(grads, outs, dens, summaries, phi_k, phi_q, values,
+                     projection, parts, tables, plan, reads, eps,
+                     needs) -> List[Tensor]:
+    need_k, need_q, need_v = needs[:3]
+    need_w = projection is not None and needs[3]
+    need_x = need_v  # with a projection, its input is in the slot
+    with native.workspace() as scratch:  # the readings' gradients too
+        if projection is None:
+            grad_v = torch.zeros_like(values) if need_v else None
+        else:
+            values = projection.values_into(scratch)
+            need_v = need_x or need_w
+            grad_v = scratch.zeros(values.shape, values.dtype) \
+                if need_v else None
+        grad_k = torch.zeros_like(phi_k) if need_k else None
+        grad_q = phi_q.new_empty(phi_q.shape) if need_q else None
+        grad_readings: List[Optional[Tensor]] = [None] * len(reads)
+        widths = [len(r.slots) * values.size(-1) + 1 for r in reads]
+        # each part writes its rows of the query gradient (the parts cover
+        # them all) and adds to the key and value gradients (the threads
+        # past the first to blocks shared by the parts)
+        partials = native.Partials(
+            [g for g in (grad_k, grad_v) if g is not None],
+            lambda t: scratch.zeros(t.shape, t.dtype), per_thread=True)
+        for part, table, out, den, grad in zip(parts, tables, outs, dens,
+                                               grads):
+            n_r = len(part.readings)
+            mine = native.combine_backward(
+                table, [(read.index.numel(), phi_q.size(1), widths[r])
+                        for r, read in ((r, reads[r])
+                                        for r in part.readings)],
+                phi_q[part.rows], phi_k,
+                [p.contiguous() for p in part.positions], values,
+                part.slots, part.nonempty.to(torch.uint8).contiguous(), eps,
+                out, den, grad, [True] * n_r + [need_q, need_k, need_v],
+                into=(None if grad_q is None else grad_q[part.rows], grad_k,
+                      grad_v), scratch=scratch, partials=partials)
+            for r, g in zip(part.readings, mine):
+                grad_readings[r] = g
+        partials.add()
+        native_pool_readings_backward(
+            plan._replace(summaries=list(summaries)), phi_k, values, phi_q,
+            reads, grad_readings, grad_k, grad_v, grad_q, scratch)
+        grad_w = None
+        if projection is not None and grad_v is not None:
+            flat = grad_v.view(values.size(0), -1)
+            # (x^T G)^T: faster than G^T x for tall x and G
+            grad_w = (projection.x.t() @ flat).t().contiguous() \
+                if need_w else None
+            grad_v = flat @ projection.weight if need_x else None
+    result = [grad_k, grad_q, grad_v] + ([] if projection is None
+                                         else [grad_w])
+    return [phi_k.new_empty(0) if g is None else g for g in result]
+
+
+def _setup_context(ctx, inputs, output) -> None:
+    phi_k, phi_q, values, weight, index, structure, heads, head_channels, \
+        eps = inputs
+    num_parts = structure[2]
+    ctx.set_materialize_grads(False)
+    ctx.constants = (len(index), structure, heads, head_channels, eps,
+                     num_parts, weight is None)
+    ctx.save_for_backward(phi_k, phi_q, values, weight, *index, *output)
+
+
+def _backward(ctx, grads):
+    num_index, structure, heads, head_channels, eps, num_parts, no_weight = \
+        ctx.constants
+    phi_k, phi_q, values, weight, *saved = ctx.saved_tensors
+    index, output = saved[:num_index], saved[num_index:]
+    outs, dens = output[:num_parts], output[num_parts:2 * num_parts]
+    summaries, made_by = output[2 * num_parts:-1], output[-1]
+    grads = [torch.zeros_like(out) if g is None else g.contiguous()
+             for out, g in zip(outs, grads[:num_parts])]
+    needs = list(ctx.needs_input_grad[:3]) + \
+        ([] if no_weight else [ctx.needs_input_grad[3]])
+    result = _pooled_combination_backward(
+        grads, list(outs), list(dens), list(summaries), made_by, phi_k,
+        phi_q, values, weight, list(index), structure, heads, head_channels,
+        eps, needs)
+    result = [g if need else None for g, need in zip(result, needs)]
+    return (*result[:3], result[3] if len(result) > 3 else None,
+            [None] * num_index, None, None, None, None)
+
+
+_pooled_combination.register_autograd(_backward,
+                                      setup_context=_setup_context)
+
+
+def _check_projection(projection: ValueProjection) -> None:
+    x, weight = projection.x, projection.weight
+    width = projection.heads * projection.head_channels
+    if x.dim() != 2 or weight.dim() != 2 or weight.size(1) != x.size(1) \
+            or width < 1 or weight.size(0) % width or weight.dtype != x.dtype:
+        raise ValueError(f"a value projection needs 'x' [P, C] and 'weight' "
+                         f"[slots * {width}, C] of one dtype, got "
+                         f"{tuple(x.shape)} {x.dtype} and "
+                         f"{tuple(weight.shape)} {weight.dtype}")
+
+
 def pooled_combination(parts: Sequence[CombinationPart],
                        pools: Sequence[Pool], reads: Sequence[Reading],
                        phi_q: Tensor, phi_k: Tensor,
                        values: Union[Tensor, ValueProjection],
-                       eps: float = 1e-6,
-                       plans: Optional[Dict] = None) -> List[Tensor]:
+                       eps: float = 1e-6) -> List[Tensor]:
     r""":func:`~torch_geometric_hot.ops.class_combination.combine_classes`
     of every part's classes, from the readings that
     :func:`~torch_geometric_hot.ops.kernel_attention.pool_readings` makes
-    of :obj:`pools` and :obj:`reads`.
+    of :obj:`pools` and :obj:`reads`, as the operator
+    ``torch_geometric_hot::pooled_combination``.
 
     Args:
         parts (list): The output parts (:class:`CombinationPart`), whose
@@ -255,68 +607,23 @@ def pooled_combination(parts: Sequence[CombinationPart],
         values (torch.Tensor or ValueProjection): The values
             :obj:`[inputs, slots, H, D]`, or their projection.
         eps (float): Floor of the denominators.
-        plans (dict, optional): Where to keep the index work of the native
-            path (checks, visiting orders, direct groups) for later calls
-            with the same parts, pools and readings, which then skip it: a
-            dict of the caller's that sees no other parts, pools or
-            readings.
 
     :rtype: list of :class:`torch.Tensor` :obj:`[rows, classes, H, D]`,
         one per part
     """
-    projection: Optional[ValueProjection] = None
+    weight, heads, head_channels = None, phi_q.size(1), values.shape[-1]
     if isinstance(values, ValueProjection):
         _check_projection(values)
-        projection, values = values, values.x
-    part_plans = _plan_parts(parts, reads, phi_q.size(0))
-    if not uses_native_pools(phi_k, values, phi_q, pools, reads):
-        if projection is not None:
-            values = projection.values()
-        readings = pool_readings(phi_k, values, phi_q, pools, reads)
-        return [combine_classes(
-            plan.terms, [readings[r] for r in plan.readings],
-            phi_q[plan.rows], phi_k, part.positions, values, part.slots,
-            part.nonempty, eps) for part, plan in zip(parts, part_plans)]
-    shaped = values if projection is None else torch.empty(
-        projection.shape, dtype=values.dtype, device='meta')
-    key = (shaped.dtype, phi_q.shape, phi_k.shape, shaped.shape,
-           kernel_attention.DIRECT_MAX_KEYS,
-           kernel_attention.DIRECT_COST_RATIO)
-    native_plan = None if plans is None else plans.get(key)
-    if native_plan is None:
-        native_plan = _native_plan(parts, part_plans, pools, reads, phi_q,
-                                   phi_k, shaped)
-        if plans is not None:
-            plans[key] = native_plan
-    layout, pool_plan = native_plan
-    return list(_PooledCombination.apply(
-        tuple(pools), tuple(reads), layout, pool_plan, eps,
-        None if projection is None else (projection.heads,
-                                         projection.head_channels),
-        phi_k.contiguous(), phi_q.contiguous(), values.contiguous(),
-        None if projection is None else projection.weight.contiguous(),
-        *[t.contiguous() for part in parts for t in (
-            part.nonempty.to(torch.uint8), *part.positions)]))
-
-
-def _native_plan(parts: Sequence[CombinationPart],
-                 part_plans: Sequence[_PartPlan], pools: Sequence[Pool],
-                 reads: Sequence[Reading], phi_q: Tensor, phi_k: Tensor,
-                 values: Tensor) -> Tuple[Tuple[_Layout, ...], PoolPlan]:
-    # the index work of the native path: the checks of the positions and
-    # slots it uses as offsets, the parts' layout and the pools' plan
-    check_pool_readings(phi_k, values, phi_q, pools, reads, True)
-    D = values.size(-1)
-    widths = [len(pools[r.pool].slots if r.slots is None else r.slots) * D +
-              1 for r in reads]
-    for part, plan in zip(parts, part_plans):
-        check_combination(plan.terms, [widths[r] for r in plan.readings],
-                          phi_q[plan.rows], phi_k, part.positions, values,
-                          part.slots, part.nonempty)
-    layout = tuple(
-        _Layout(combination_table(plan.terms, part.nonempty.device),
-                tuple(part.slots), plan.rows, plan.readings,
-                len(part.positions))
-        for part, plan in zip(parts, part_plans))
-    return layout, plan_pool_readings(pools, reads, values.dtype,
-                                      values.size(2), phi_k.size(-1), D)
+        weight, heads = values.weight, values.heads
+        values = values.x
+    elif values.dim() != 4:
+        raise ValueError(f"'values' must be [inputs, slots, H, D], got "
+                         f"{tuple(values.shape)}")
+    checked_parts = _parts(parts, reads, phi_q.size(0))
+    check_pool_readings(phi_k, torch.empty(
+        (values.size(0), 1, phi_k.size(1), 1), device='meta'), phi_q, pools,
+        reads, False)
+    index, structure = _encode(pools, reads, checked_parts)
+    out = _pooled_combination(phi_k, phi_q, values, weight, index, structure,
+                              heads, head_channels, eps)
+    return out[:len(parts)]

@@ -28,8 +28,10 @@ The choice can be forced with the environment variable
 ``TORCH_GEOMETRIC_HOT_NATIVE`` (``"auto"``: use the kernels when they build;
 ``"off"``; ``"on"``: fail when they do not build) or, at run time, with
 :func:`use_native` (per thread). The kernels run on contiguous
-float32/float64 CPU tensors (anything else, and tracing by
-``torch.compile``, takes the torch path). The summary kernels split their rows across
+float32/float64 CPU tensors, as the CPU implementation of the package's
+:func:`torch.library.custom_op` operators (anything else takes their
+torch implementation); compiled graphs call them as they are. The summary
+kernels split their rows across
 ``torch.get_num_threads()`` threads at group boundaries (no two threads
 write the same summary block), the direct readings their groups (at
 equal estimated costs, :data:`QUERY_COST`), the
@@ -229,9 +231,7 @@ def use_native(mode: str) -> Iterator[bool]:
 
 def applies(*tensors: Tensor) -> bool:
     r"""Whether the native kernels take these tensors (CPU float32/float64,
-    not traced by ``torch.compile``, kernels available)."""
-    if torch.compiler.is_compiling():
-        return False
+    kernels available)."""
     dtype = tensors[0].dtype
     if dtype not in (torch.float32, torch.float64) or any(
             t.device.type != 'cpu' or t.dtype != dtype for t in tensors):
@@ -400,13 +400,16 @@ def _ptr(t: Optional[Tensor]) -> Optional[int]:
 
 
 def outer_sum(k: Tensor, v: Tensor, runs: Runs, num_groups: int,
-              head_stride: int, columns: Tensor, ones: bool) -> Tensor:
+              head_stride: int, columns: Tensor, ones: bool,
+              out: Optional[Tensor] = None) -> Tensor:
     r"""Summaries :obj:`[G, H, R, C]` of the visited rows:
     :obj:`S[g, h] = sum k[row, h] b^T` with :obj:`b = v[row, h * head_stride
     + columns]` (then 1 when :obj:`ones`), :obj:`k [rows, H, R]`,
-    :obj:`v [rows, L]` (both contiguous), :obj:`columns` long."""
+    :obj:`v [rows, L]` (both contiguous), :obj:`columns` long; written to
+    :obj:`out` (contiguous) when given."""
     (_, H, R), C = k.shape, columns.numel() + ones
-    out = k.new_empty(num_groups, H, R, C)  # written by the kernel
+    if out is None:
+        out = k.new_empty(num_groups, H, R, C)  # written by the kernel
     _call('outer_sum', k.dtype, runs, [k.data_ptr(), v.data_ptr(), [
         columns.data_ptr(), out.data_ptr()]],
         [H, R, C, v.size(1), head_stride, int(ones)], num_groups,
