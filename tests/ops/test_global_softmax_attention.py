@@ -3,9 +3,9 @@ import torch
 from torch_geometric.data import Batch
 
 from torch_geometric_hot.data import PairView
+from torch_geometric_hot.data.targets import resolve_targets
 from torch_geometric_hot.ops import softmax_class_attention
 from torch_geometric_hot.ops.basis import basis
-from torch_geometric_hot.ops.equivariant import resolve_targets
 from torch_geometric_hot.ops.global_softmax_attention import \
     global_softmax_class_attention
 from torch_geometric_hot.testing import (attach_order_inputs,

@@ -7,6 +7,7 @@ import pytest
 import torch
 from torch_geometric.data import Batch, Data
 
+from torch_geometric_hot.data.targets import resolve_targets
 import torch_geometric_hot.ops.global_softmax_attention as global_softmax
 from torch_geometric_hot.data import NodeView, PairView
 from torch_geometric_hot.nn import (HOTConv, HOTLayer, SimplexIndexer,
@@ -19,7 +20,6 @@ from torch_geometric_hot.ops import (bucketed_global_softmax,
                                      higher_order_attention,
                                      softmax_class_attention, token_buckets)
 from torch_geometric_hot.ops.basis import basis
-from torch_geometric_hot.ops.equivariant import resolve_targets
 from torch_geometric_hot.ops.scatter import current_backend
 from torch_geometric_hot.ops.validation import check_features
 from torch_geometric_hot.testing import (attach_order_inputs,

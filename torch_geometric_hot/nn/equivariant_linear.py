@@ -5,10 +5,11 @@ import torch
 from torch import Tensor
 from torch.nn import Parameter
 
+from torch_geometric_hot.data.targets import resolve_targets
 from torch_geometric_hot.ops.basis import group_by_part, output_parts, \
     select_classes
 from torch_geometric_hot.ops.equivariant import assemble_parts, \
-    equivariant_linear, resolve_targets
+    equivariant_linear
 from torch_geometric_hot.ops.pair_light_linear import LIGHT_PAIR_CLASSES, \
     pair_light_linear
 from torch_geometric_hot.ops.validation import check_features

@@ -5,11 +5,11 @@ import torch
 from torch import Tensor
 from torch.nn import Parameter
 
+from torch_geometric_hot.data.targets import resolve_targets
 from torch_geometric_hot.nn.equivariant_linear import EquivariantLinear
 from torch_geometric_hot.ops.basis import group_by_part, output_parts, \
     select_classes
-from torch_geometric_hot.ops.equivariant import assemble_parts, \
-    resolve_targets
+from torch_geometric_hot.ops.equivariant import assemble_parts
 from torch_geometric_hot.ops.feature_maps import KERNELS, FeatureMap
 from torch_geometric_hot.ops.global_softmax_attention import \
     global_softmax_class_attention

@@ -7,8 +7,8 @@ from torch import Tensor
 from torch_geometric.data import Data
 
 from torch_geometric_hot.data import PairView
+from torch_geometric_hot.data.targets import resolve_targets
 from torch_geometric_hot.ops.basis import basis
-from torch_geometric_hot.ops.equivariant import resolve_targets
 from torch_geometric_hot.transforms import AddSecondOrderView
 from torch_geometric_hot.transforms.data_device import data_device
 
