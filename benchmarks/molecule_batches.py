@@ -245,12 +245,14 @@ def _timed_mean(runner: Runner, step: Callable, batches: Sequence) -> float:
 
 
 def round_robin(runners: Dict[str, Runner], batches: Sequence,
-                rounds: int, log: Callable[[str], None] = print
+                rounds: int, log: Callable[[str], None] = print,
+                rates: Optional[List[float]] = None
                 ) -> Dict[str, Dict[str, List[float]]]:
     r"""Per model its per-round mean seconds per batch of a training and of
     an inference step, the models taken in turn within every round (the
     first model of round :math:`r` is the :math:`r`-th, so none always
-    runs first)."""
+    runs first). With :obj:`rates`, the machine's matrix-product rate
+    (:func:`peak_matmul_rate`) is appended after every round."""
     names = list(runners)
     times = {n: {'train_s': [], 'infer_s': []} for n in names}
     for name in names:  # warm-up: one step of each kind on every batch
@@ -265,10 +267,41 @@ def round_robin(runners: Dict[str, Runner], batches: Sequence,
                 _timed_mean(runner, runner.train_step, batches))
             times[name]['infer_s'].append(
                 _timed_mean(runner, runner.infer_step, batches))
+        if rates is not None:
+            rates.append(peak_matmul_rate(next(iter(runners.values()))))
         log(f'round {r + 1}/{rounds}: ' + ', '.join(
             f'{n} {1e3 * times[n]["train_s"][-1]:.0f}' for n in names) +
             ' ms')
     return times
+
+
+# ------------------------------------------------------------ arithmetic --
+def matmul_flops(runner: Runner, batch) -> int:
+    r"""Floating-point operations of the matrix products of one training
+    step (:class:`torch.utils.flop_counter.FlopCounterMode`, forward and
+    backward; work outside matrix products, such as the native kernels of
+    kernel attention, is not counted)."""
+    from torch.utils.flop_counter import FlopCounterMode
+    with FlopCounterMode(display=False) as counter:
+        runner.train_step(batch)
+    return counter.get_total_flops()
+
+
+def peak_matmul_rate(runner: Runner, size: int = 2048,
+                     repeats: int = 3) -> float:
+    r"""The machine's single-precision matrix-product rate in FLOP/s: the
+    best of :obj:`repeats` products of two :obj:`size` x :obj:`size`
+    matrices on the runner's device."""
+    a = torch.randn(size, size, device=runner.device)
+    b = torch.randn(size, size, device=runner.device)
+    best = float('inf')
+    for _ in range(repeats):
+        runner.sync()
+        start = time.perf_counter()
+        a @ b
+        runner.sync()
+        best = min(best, time.perf_counter() - start)
+    return 2 * size**3 / best
 
 
 # ---------------------------------------------------------------- memory --
@@ -342,6 +375,11 @@ def parse_args(argv=None) -> argparse.Namespace:
                         choices=('auto', 'on', 'off'),
                         help='the native CPU kernels (off: the pure-torch '
                         'operations, the path a GPU takes)')
+    parser.add_argument('--floor', action='store_true',
+                        help="each model's arithmetic floor: its matrix "
+                        "products' FLOPs per training step over the "
+                        "machine's peak matrix-product rate, measured after "
+                        "every round")
     parser.add_argument('--quick', action='store_true',
                         help='batches of 8, width 16, 2 layers, 2 rounds of '
                         '1 batch (seconds; the same code path)')
@@ -362,12 +400,17 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 
 def summarize(times: Dict[str, Dict[str, List[float]]],
-              memory: Dict[str, Optional[int]]) -> Dict[str, Dict]:
+              memory: Dict[str, Optional[int]],
+              flops: Optional[Dict[str, int]] = None,
+              rates: Optional[List[float]] = None) -> Dict[str, Dict]:
     r"""Per model the median training and inference milliseconds per batch,
     the training ratios to ``gin`` and ``gps_multihead`` (of the medians,
     and ``*_rounds``: the median of the rounds' own ratios, which a drift
-    of the machine's speed between rounds does not enter), and the peak
-    memory in MiB."""
+    of the machine's speed between rounds does not enter), the peak
+    memory in MiB, and with :obj:`flops` and :obj:`rates` the arithmetic
+    floor: the matrix products' GFLOP per training step, their time at the
+    median peak rate (``floor_ms``) and the median of the rounds' ratios of
+    the training time to that round's floor (``to_floor_rounds``)."""
     rows = {}
     for name, t in times.items():
         rows[name] = dict(train_ms=1e3 * statistics.median(t['train_s']),
@@ -386,21 +429,32 @@ def summarize(times: Dict[str, Dict[str, List[float]]],
             'gps_multihead']['infer_ms']
         peak = memory.get(name)
         row['peak_mib'] = None if peak is None else peak / 2**20
+        if flops and rates:
+            t = times[name]['train_s']
+            row['matmul_gflop'] = flops[name] / 1e9
+            row['floor_ms'] = 1e3 * flops[name] / statistics.median(rates)
+            row['to_floor_rounds'] = statistics.median(
+                s * rate / flops[name] for s, rate in zip(t, rates))
     return rows
 
 
 def format_table(rows: Dict[str, Dict]) -> str:
     r"""The summary as a table; a ratio is printed as "of the medians /
-    median of the rounds' ratios"."""
+    median of the rounds' ratios"; with the arithmetic floor, its
+    milliseconds and the rounds' median ratio to it."""
+    floor = all('floor_ms' in row for row in rows.values())
     lines = [f'{"model":<34} {"train ms":>9} {"x GIN":>11} {"x GPS":>11} '
-             f'{"infer ms":>9} {"x GPS":>11} {"peak MiB":>9}']
+             f'{"infer ms":>9} {"x GPS":>11} {"peak MiB":>9}' +
+             (f' {"floor ms":>9} {"x floor":>8}' if floor else '')]
     for name, row in rows.items():
         peak = '-' if row['peak_mib'] is None else f'{row["peak_mib"]:.1f}'
         ratios = [f'{row[key]:.2f}/{row[key + "_rounds"]:.2f}' for key in (
             'to_gin', 'to_gps_multihead', 'infer_to_gps_multihead')]
         lines.append(f'{LABELS[name]:<34} {row["train_ms"]:>9.1f} '
                      f'{ratios[0]:>11} {ratios[1]:>11} '
-                     f'{row["infer_ms"]:>9.1f} {ratios[2]:>11} {peak:>9}')
+                     f'{row["infer_ms"]:>9.1f} {ratios[2]:>11} {peak:>9}' +
+                     (f' {row["floor_ms"]:>9.1f} '
+                      f'{row["to_floor_rounds"]:>8.2f}' if floor else ''))
     return '\n'.join(lines)
 
 
@@ -454,8 +508,13 @@ def run(args: argparse.Namespace) -> Dict:
         for name in args.models:
             memory[name] = cuda_peak_bytes(runners[name], batches[0]) \
                 if device.type == 'cuda' else cpu_peak_bytes(args, name)
-    times = round_robin(runners, batches, args.rounds)
-    rows = summarize(times, memory)
+    flops: Dict[str, int] = {}
+    rates: Optional[List[float]] = [] if args.floor else None
+    if args.floor:
+        flops = {name: matmul_flops(runner, batches[0])
+                 for name, runner in runners.items()}
+    times = round_robin(runners, batches, args.rounds, rates=rates)
+    rows = summarize(times, memory, flops, rates)
     print(f'median over {args.rounds} round-robin rounds of the mean over '
           f'{len(batches)} batches; training step = forward + L1 loss + '
           f'backward + Adam; inference = forward under inference_mode; '
@@ -467,6 +526,7 @@ def run(args: argparse.Namespace) -> Dict:
                       batches=args.batches, rounds=args.rounds,
                       threads=args.threads, quick=args.quick,
                       packed=args.packed, native=args.native,
+                      peak_gflops=[r / 1e9 for r in rates or []],
                       pre_transform=PRE_TRANSFORMS,
                       atoms_per_molecule=nodes, bonds_per_molecule=edges,
                       torch=torch.__version__),
