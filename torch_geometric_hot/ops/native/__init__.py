@@ -283,9 +283,7 @@ MIN_ROWS_PER_THREAD = 4096
 #: ... or, for calls that weigh their rows (the direct readings' groups,
 #: see :data:`QUERY_COST`), total cost: a group of ten keys and twenty
 #: queries costs 840, so that 1,000 such groups (10^4 edges) are split,
-#: which 4,096 rows would not be. (At 10^4 edges, two threads: the direct
-#: backward calls took 0.151 s per pass on one thread, 0.067 s split; the
-#: pass 0.66 s, 0.52 s.)
+#: which 4,096 rows would not be.
 MIN_COST_PER_THREAD = 1 << 16
 _pool: Dict[Tuple[int, int], ThreadPoolExecutor] = {}
 
@@ -532,8 +530,7 @@ def _slot_pointers(values: Tensor, slots: Sequence[int]) -> ctypes.Array:
 #: Segments per thread of the calls that may split finely (their parts
 #: need no gradient blocks of their own): the threads take them in turn
 #: as they finish, so a thread that runs slower (a busy virtual CPU) does
-#: fewer. At 10^5 edges, two threads, the slowest part of a split direct
-#: backward call took 1.19 times the mean part with one segment each.
+#: fewer.
 SEGMENTS_PER_THREAD = 4
 
 
@@ -745,11 +742,6 @@ def direct_max_keys(dtype: torch.dtype) -> int:
 #: pairs: reading its row and writing its output (or, backward, its
 #: gradients) outweigh the arithmetic of a few keys. Their groups are split
 #: across threads at equal total :obj:`queries * (keys + QUERY_COST)`.
-#: (At 10^5 edges, two threads, in a Barabasi-Albert graph, whose first
-#: nodes have the most keys: the direct calls' slowest threads summed over
-#: a pass, 8 alternating rounds: 1.34 s split by group count, 1.15 s with
-#: 32 here, 1.18 s with 64, 1.19 s by query count alone; by products
-#: alone, 1.11 times the time by group count in another run.)
 QUERY_COST = 32
 
 
