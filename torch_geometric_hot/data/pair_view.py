@@ -17,7 +17,8 @@ from torch import Tensor
 from torch_geometric_hot.data.plan_cache import PlanCache
 from torch_geometric_hot.ops.scatter import scatter_sum, segment_counts
 from torch_geometric_hot.ops.validation import (check_batch, check_device,
-                                                check_edge_index, check_rows)
+                                                check_edge_index, check_rows,
+                                                validating)
 
 
 def build_pair_index(edge_index: Tensor,
@@ -195,8 +196,9 @@ class PairView(PlanCache):
     def _sorted_keys(self) -> Tuple[Tensor, Tensor]:
         keys = self.row * self.num_nodes + self.col
         sorted_keys, order = keys.sort()
-        if sorted_keys.numel() > 1 and (sorted_keys[1:] ==
-                                        sorted_keys[:-1]).any():
+        # host synchronisation: a value check, skipped with validation off
+        if sorted_keys.numel() > 1 and validating() and bool(
+                (sorted_keys[1:] == sorted_keys[:-1]).any()):
             raise ValueError("'pair_index' contains duplicate entries")
         return sorted_keys, order
 
@@ -208,8 +210,10 @@ class PairView(PlanCache):
         query = index[0].long() * self.num_nodes + index[1].long()
         pos = torch.searchsorted(sorted_keys, query).clamp(
             max=max(sorted_keys.numel() - 1, 0))
-        if query.numel() and (sorted_keys.numel() == 0
-                              or (sorted_keys[pos] != query).any()):
+        # host synchronisation: a value check, skipped with validation off
+        if query.numel() and validating() and (
+                sorted_keys.numel() == 0
+                or bool((sorted_keys[pos] != query).any())):
             raise ValueError(f"'{name}' contains pairs that are not entries "
                              f"of the pair view (was it built for a "
                              f"different graph?)")

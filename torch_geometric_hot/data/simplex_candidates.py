@@ -22,7 +22,8 @@ import torch
 from torch import Tensor
 
 from torch_geometric_hot.ops.scatter import scatter_sum, segment_counts
-from torch_geometric_hot.ops.validation import check_batch, check_size
+from torch_geometric_hot.ops.validation import (check_batch, check_size,
+                                                validating)
 
 
 def _check_order(order: int) -> None:
@@ -61,8 +62,7 @@ def dense_simplices(num_nodes: int, order: int,
     for _ in range(order + 1):  # base-n_g digits, last slot least significant
         rows.append(local % size + offset)
         local = local // size
-    return torch.stack(rows[::-1]) if rows[0].numel() else torch.empty(
-        order + 1, 0, dtype=torch.long, device=device)
+    return torch.stack(rows[::-1])
 
 
 def csr(edge_index: Tensor, num_nodes: int) -> Tuple[Tensor, Tensor]:
@@ -74,8 +74,9 @@ def csr(edge_index: Tensor, num_nodes: int) -> Tuple[Tensor, Tensor]:
     if edge_index.dtype != torch.long:
         raise TypeError(f"'edge_index' must have dtype torch.long, got "
                         f"{edge_index.dtype}")
-    if edge_index.numel() and (int(edge_index.min()) < 0
-                               or int(edge_index.max()) >= num_nodes):
+    # host synchronisation: a value check, skipped with validation off
+    if validating() and edge_index.numel() and (
+            int(edge_index.min()) < 0 or int(edge_index.max()) >= num_nodes):
         raise ValueError(f"'edge_index' entries must lie in [0, {num_nodes})"
                          f", got range [{int(edge_index.min())}, "
                          f"{int(edge_index.max())}]")
@@ -112,7 +113,10 @@ def expand_along(tuples: Tensor, source: Tensor, rowptr: Tensor,
 
 
 def _check_tuples(count: Tensor, order: int, kind: str) -> None:
-    # the guard of every generator: T tuples of N + 1 nodes
+    # the guard of every generator: T tuples of N + 1 nodes (not while
+    # torch.compile traces, as check_size)
+    if torch.compiler.is_compiling():
+        return
     tuples = int(count.item())
     check_size(tuples * (order + 1), f"{kind!r} candidate tuples of order "
                f"N={order} ({tuples:,} tuples of {order + 1} nodes)")

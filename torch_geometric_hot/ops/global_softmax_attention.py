@@ -76,18 +76,25 @@ def global_softmax_class_attention(cls: EquivariantClass, target: Target,
     q_pos, q_len = token_positions(target.graph, num_graphs)
     k_pos, k_len = token_positions(pool.group, num_graphs)
     widths = (heads * q.size(-1), heads * (k.size(-1) + v.size(-1)))
-    buckets = global_buckets(target.graph, q_pos, q_len, pool.group, k_pos,
-                             k_len, widths)  # checks the buckets' size
+    # compiled: one padded block (the buckets' number and shapes are read
+    # from the data, a compiled graph has one shape per batch)
+    buckets = None if torch.compiler.is_compiling() else global_buckets(
+        target.graph, q_pos, q_len, pool.group, k_pos, k_len,
+        widths)  # checks the buckets' size
     if buckets is not None:  # graphs of very different sizes
         return bucketed_global_attention(
             q, k.index_select(0, pool.position),
             v.index_select(0, pool.position),
             exclusion_ids(cls, target, view, pool), buckets, BLOCK_ELEMENTS,
             dropout if training else 0.0)
+    # host synchronisation: the padded lengths are the largest graph's
     len_q, len_k = int(q_len.max()), int(k_len.max()) + 1  # + the zero key
-    check_size(padded_elements([(num_graphs, len_q, len_k)], widths),
-               f"global softmax attention's padded blocks ({num_graphs} "
-               f"graphs x {len_k} keys of the largest)")
+    torch._check(len_q > 0)  # rows > 0 (tells the compiler's symbols)
+    torch._check(len_k > 0)
+    if not torch.compiler.is_compiling():  # (sizes are symbols there)
+        check_size(padded_elements([(num_graphs, len_q, len_k)], widths),
+                   f"global softmax attention's padded blocks ({num_graphs} "
+                   f"graphs x {len_k} keys of the largest)")
 
     def key_blocks(x: Tensor) -> Tensor:  # [K, H, d] -> [B, H, L_k, d]
         return pad_by_graph(x.index_select(0, pool.position), pool.group,
@@ -103,9 +110,13 @@ def global_softmax_class_attention(cls: EquivariantClass, target: Target,
            for qi, ki in exclusion_ids(cls, target, view, pool)]
 
     step = max(1, BLOCK_ELEMENTS // (num_graphs * len_k))
+    # compiled: the queries in one chunk (a count of chunks read from the
+    # data cannot be traced; the memory bound holds eagerly)
+    chunks = [(0, len_q)] if torch.compiler.is_compiling() else [
+        (start, min(start + step, len_q))
+        for start in range(0, len_q, step)]
     outs = []
-    for start in range(0, len_q, step):
-        end = min(start + step, len_q)
+    for start, end in chunks:
         allowed = real.unsqueeze(1).expand(num_graphs, end - start,
                                            len_k).clone()
         for q_ids, k_ids in ids:

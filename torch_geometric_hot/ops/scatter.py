@@ -99,8 +99,8 @@ def scatter_max(src: Tensor, index: Tensor, dim_size: int) -> Tensor:
     src = src.detach()
     # torch_scatter has no fake-tensor kernels: under torch.compile the
     # pure-torch path is traced instead.
-    if current_backend() == 'torch_scatter' and src.numel() > 0 and \
-            not torch.compiler.is_compiling():
+    if not torch.compiler.is_compiling() and src.numel() > 0 and \
+            current_backend() == 'torch_scatter':
         import torch_scatter
         return torch_scatter.scatter_max(src, index, dim=0,
                                          dim_size=dim_size)[0]
@@ -113,4 +113,9 @@ def scatter_max(src: Tensor, index: Tensor, dim_size: int) -> Tensor:
 def segment_counts(index: Tensor, dim_size: int) -> Tensor:
     r"""Number of rows per group, as a :obj:`long` tensor of shape
     :obj:`[dim_size]`."""
+    if torch.compiler.is_compiling():
+        # bincount's length depends on the largest id; a sum of ones into
+        # dim_size slots has a shape the compiler knows
+        return index.new_zeros(dim_size, dtype=torch.long).index_add_(
+            0, index, torch.ones_like(index, dtype=torch.long))
     return torch.bincount(index, minlength=dim_size)

@@ -10,7 +10,9 @@ class SeededGenerators:
     of the inputs and a seeded module or transform draws a reproducible
     sequence on each device (the sequences of different devices differ).
     With :obj:`seed` :obj:`None` it hands out :obj:`None`: the device's
-    default generator, which :func:`torch.manual_seed` seeds.
+    default generator, which :func:`torch.manual_seed` seeds. So it does
+    while :func:`torch.compile` traces (a generator object cannot be
+    traced): compiled code draws from the default generator.
 
     Args:
         seed (int, optional): Seed of every generator.
@@ -31,7 +33,7 @@ class SeededGenerators:
 
     def __call__(self, device: torch.device) -> Optional[torch.Generator]:
         r"""The generator of :obj:`device` (:obj:`None` without a seed)."""
-        if self.seed is None:
+        if self.seed is None or torch.compiler.is_compiling():
             return None
         device = torch.device(device)
         if device.type == 'cuda' and device.index is None:

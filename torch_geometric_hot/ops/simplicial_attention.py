@@ -38,7 +38,7 @@ from torch_geometric.utils import to_dense_batch
 from torch_geometric_hot.ops.scatter import (scatter_max, scatter_sum,
                                              segment_counts)
 from torch_geometric_hot.ops.softmax import grouped_softmax
-from torch_geometric_hot.ops.validation import check_size
+from torch_geometric_hot.ops.validation import check_size, validating
 
 FORMS = ('multilinear', 'determinant')
 # Elements of a chunk's [chunk, H, d] temporaries when chunk_size is None.
@@ -60,8 +60,10 @@ def check_simplex_index(simplex_index: Tensor, order: int,
         raise ValueError(f"'simplex_index' must have shape [N+1, T] = "
                          f"[{order + 1}, T] for N = {order} keys, got "
                          f"{tuple(simplex_index.shape)}")
-    if simplex_index.numel() > 0 and (int(simplex_index.min()) < 0 or int(
-            simplex_index.max()) >= num_nodes):
+    # host synchronisation: a value check, skipped with validation off
+    if validating() and simplex_index.numel() > 0 and (
+            int(simplex_index.min()) < 0
+            or int(simplex_index.max()) >= num_nodes):
         raise ValueError(f"'simplex_index' entries must lie in [0, "
                          f"{num_nodes}) (the number of nodes), got range "
                          f"[{int(simplex_index.min())}, "
@@ -231,7 +233,9 @@ def simplicial_attention(query: Tensor, keys: Sequence[Tensor],
     if chunk_size < 1:
         raise ValueError(f"'chunk_size' must be positive, got {chunk_size}")
     num_tuples = simplex_index.size(1)
-    if num_tuples <= chunk_size:
+    # compiled: one block (chunks of a data-dependent count of tuples
+    # cannot be traced; the memory bound holds eagerly)
+    if torch.compiler.is_compiling() or num_tuples <= chunk_size:
         logits = simplicial_logits(query, keys, simplex_index, form)
         alpha = grouped_softmax(logits, simplex_index[0], n)
         out = _aggregate_block(alpha, values, simplex_index, 0, n)

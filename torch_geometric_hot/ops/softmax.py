@@ -27,8 +27,6 @@ def grouped_softmax(logits: Tensor, group: Tensor, num_groups: int) -> Tensor:
     if logits.size(0) != group.numel():
         raise ValueError(f"'group' must have one entry per row of 'logits' "
                          f"({logits.size(0)}), got {group.numel()}")
-    if logits.numel() == 0:
-        return logits.clone()
     shift = scatter_max(logits, group, num_groups).index_select(0, group)
     weights = (logits - shift).exp()
     denominator = scatter_sum(weights, group, num_groups)

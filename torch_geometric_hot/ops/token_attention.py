@@ -71,8 +71,12 @@ def token_layout(token_batch: Tensor, num_graphs: int) -> TokenLayout:
         num_graphs (int): Number of graphs :math:`B`.
     """
     position, lengths = token_positions(token_batch, num_graphs)
-    if num_graphs < 2 or token_batch.numel() == 0:
+    if num_graphs < 2 or token_batch.numel() == 0 or \
+            torch.compiler.is_compiling():
+        # a compiled graph has one shape per batch: the buckets' number
+        # and shapes are read from the data, one padded block's are not
         return position, lengths
+    # host synchronisation: the bucket shapes depend on the graph sizes
     sizes = sorted(lengths.tolist(), reverse=True)
     bounds = bucket_bounds(sizes)
     bucketed = sum((end - start) * sizes[start]**2
@@ -130,8 +134,9 @@ def per_graph_softmax_attention(query: Tensor, key: Tensor, value: Tensor,
     if isinstance(layout, TokenBuckets):
         return bucketed_softmax_attention(query, key, value, layout, dropout)
     position, lengths = layout
-    max_len = int(lengths.max())
-    if num_graphs > 1:
+    # host synchronisation: the padded length is the largest graph's
+    max_len = query.size(0) if num_graphs == 1 else int(lengths.max())
+    if num_graphs > 1 and not torch.compiler.is_compiling():
         check_size(num_graphs * max_len * query.size(1) * (
             2 * query.size(-1) + value.size(-1)), f"softmax token attention's "
                    f"padded blocks ({num_graphs} graphs x {max_len} tokens "
@@ -144,11 +149,16 @@ def per_graph_softmax_attention(query: Tensor, key: Tensor, value: Tensor,
                             max_len).transpose(1, 2)
 
     mask = None
-    if bool((lengths != max_len).any()):
+    # compiled: always masked (one graph for every batch, no host read)
+    if num_graphs > 1 and (torch.compiler.is_compiling()
+                           or bool((lengths != max_len).any())):
         mask = torch.arange(max_len, device=query.device) < lengths.view(
             -1, 1)  # [B, L]
         mask[lengths == 0, 0] = True  # empty graphs: avoid 0/0
         mask = mask.view(num_graphs, 1, 1, max_len)
+        if torch.compiler.is_compiling():  # the compiler cannot broadcast
+            # a length it reads from the data without knowing it is not 1
+            mask = mask.expand(num_graphs, 1, max_len, max_len)
     out = F.scaled_dot_product_attention(to_blocks(query), to_blocks(key),
                                          to_blocks(value), attn_mask=mask,
                                          dropout_p=dropout)
