@@ -34,3 +34,25 @@ def test_few_label_split_is_seeded_and_balanced():
     again, _ = module.few_label_split(y, 2, seed=3)
     assert torch.equal(train, again) and torch.equal(test, ~train)
     assert torch.bincount(y[train]).tolist() == [2, 2, 2]
+
+
+def test_propagate_is_gcn_propagation_without_weights():
+    module = load()
+    edge_index = torch.tensor([[0, 1, 1, 2, 2, 3], [1, 0, 2, 1, 3, 2]])
+    x = torch.randn(5, 3, generator=torch.Generator().manual_seed(0))
+    adj = torch.eye(5)  # node 4 is isolated: it keeps its features
+    adj[edge_index[0], edge_index[1]] = 1.0
+    norm = adj.sum(1).pow(-0.5)
+    adj = norm.view(-1, 1) * adj * norm.view(1, -1)
+    out = module.propagate(x, edge_index, 2)
+    assert torch.allclose(out, adj @ adj @ x, atol=1e-6)
+    assert torch.allclose(out[4], x[4])
+
+
+@pytest.mark.parametrize('hot_input', ['features', 'features+ids'])
+def test_smoke_runs_hot_on_its_other_inputs(tmp_path, hot_input):
+    out = load().main(['--smoke', '--models', 'HOT', '--graphs',
+                       'KarateClub', '--hot-input', hot_input, '--out',
+                       str(tmp_path)])
+    assert 0.0 <= out['summary']['KarateClub']['HOT'] <= 1.0
+    assert out['config']['hot_input'] == hot_input
