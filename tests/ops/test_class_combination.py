@@ -3,7 +3,9 @@ import torch
 
 from torch_geometric_hot.ops import native
 from torch_geometric_hot.ops.class_combination import READING, SINGLE_KEY, \
-    Term, combination_table, combine_classes, combine_classes_reference
+    combination_table, combine_classes, combine_classes_reference
+from torch_geometric_hot.ops.class_combination import \
+    CombinationTerm as Term
 
 
 def _problem(dtype, seed=0, D=5):

@@ -4,7 +4,9 @@ import torch
 from torch_geometric_hot.ops import kernel_attention as ka
 from torch_geometric_hot.ops import native
 from torch_geometric_hot.ops.class_combination import READING, SINGLE_KEY, \
-    Term, combine_classes_reference
+    combine_classes_reference
+from torch_geometric_hot.ops.class_combination import \
+    CombinationTerm as Term
 from torch_geometric_hot.ops.pooled_combination import CombinationPart, \
     ValueProjection, pooled_combination
 
@@ -22,9 +24,9 @@ def _problem(dtype, D, seed=0, ROWS=ROWS):
     phi_q = torch.rand(ROWS, H, R, dtype=dtype, generator=gen)
     sub = torch.randperm(INPUTS, generator=gen)[:INPUTS - 5]
     pools = [  # a per-node pool (groups 0 and 7 empty) and a global one
-        ka.Pool(sub, torch.randint(1, 7, (sub.numel(), ), generator=gen), 8,
-                (3, 0)),
-        ka.Pool(sub[:11], torch.zeros(11, dtype=torch.long), 1, (0, 1)),
+        ka.KeySummary(sub, torch.randint(1, 7, (sub.numel(), ),
+                                         generator=gen), 8, (3, 0)),
+        ka.KeySummary(sub[:11], torch.zeros(11, dtype=torch.long), 1, (0, 1)),
     ]
     reads = [  # the first reads one slot of its pool only
         ka.Reading(0, torch.randint(8, (ROWS, ), generator=gen), (0, )),

@@ -10,7 +10,7 @@ from torch_geometric_hot.ops.basis import (EquivariantClass, basis,
 from torch_geometric_hot.ops.equivariant import (Target, equivariant_linear,
                                                  input_summaries,
                                                  class_counts)
-from torch_geometric_hot.ops.kernel_attention import (Pool, Reading,
+from torch_geometric_hot.ops.kernel_attention import (KeySummary, Reading,
                                                       gather_contract,
                                                       pool_readings,
                                                       segment_outer_sum)
@@ -29,7 +29,7 @@ __all__ = [
     'current_backend', 'grouped_softmax', 'grouped_softmax_aggregate',
     'FeatureMap', 'KERNELS', 'EquivariantClass', 'basis', 'select_classes',
     'Target', 'equivariant_linear', 'input_summaries', 'class_counts',
-    'gather_contract', 'segment_outer_sum', 'Pool', 'Reading',
+    'gather_contract', 'segment_outer_sum', 'KeySummary', 'Reading',
     'pool_readings', 'pair_light_linear',
     'combine_classes', 'pooled_combination', 'CombinationPart',
     'ValueProjection',

@@ -29,7 +29,7 @@ from torch_geometric_hot.ops import native
 READING, SINGLE_KEY = 0, 1
 
 
-class Term(NamedTuple):
+class CombinationTerm(NamedTuple):
     r"""One signed term of a class: :obj:`kind` is :data:`READING` (columns
     :obj:`offset:offset + D` and the last column of reading :obj:`src`) or
     :data:`SINGLE_KEY` (the dot of the query with the key at single-key
@@ -51,7 +51,7 @@ def single_key_dots(phi_q: Tensor, phi_k: Tensor,
     return (phi_q * keys).sum(-1) * exists.unsqueeze(-1).to(phi_q.dtype)
 
 
-def combine_classes_reference(terms: Sequence[Sequence[Term]],
+def combine_classes_reference(terms: Sequence[Sequence[CombinationTerm]],
                               readings: Sequence[Tensor], phi_q: Tensor,
                               phi_k: Tensor, positions: Sequence[Tensor],
                               values: Tensor, slots: Sequence[int],
@@ -91,7 +91,7 @@ def combine_classes_reference(terms: Sequence[Sequence[Term]],
     return (out, torch.stack(denominators, 1)) if with_denominators else out
 
 
-def combination_table(terms: Sequence[Sequence[Term]],
+def combination_table(terms: Sequence[Sequence[CombinationTerm]],
                       device: torch.device) -> native.CombinationTable:
     r"""The terms of a part's classes as the native kernels' tables."""
     flat = [t for class_terms in terms for t in class_terms]
@@ -108,7 +108,7 @@ def combination_table(terms: Sequence[Sequence[Term]],
         column([t.offset for t in flat]))
 
 
-def check_combination(terms: Sequence[Sequence[Term]],
+def check_combination(terms: Sequence[Sequence[CombinationTerm]],
                       widths: Sequence[int], phi_q: Tensor, phi_k: Tensor,
                       positions: Sequence[Tensor], values: Tensor,
                       slots: Sequence[int], nonempty: Tensor) -> None:
@@ -143,7 +143,7 @@ def check_combination(terms: Sequence[Sequence[Term]],
             raise IndexError('single-key position out of range')
 
 
-def combine_classes(terms: Sequence[Sequence[Term]],
+def combine_classes(terms: Sequence[Sequence[CombinationTerm]],
                     readings: Sequence[Tensor], phi_q: Tensor, phi_k: Tensor,
                     positions: Sequence[Tensor], values: Tensor,
                     slots: Sequence[int], nonempty: Tensor,
@@ -151,7 +151,7 @@ def combine_classes(terms: Sequence[Sequence[Term]],
     r"""All aggregating classes of one output part, from their terms.
 
     Args:
-        terms (list): Per class, its :class:`Term` list.
+        terms (list): Per class, its :class:`CombinationTerm` list.
         readings (list): Summary readings :obj:`[rows, H, width]` whose
             last column is the denominator.
         phi_q (torch.Tensor): Mapped queries :obj:`[rows, H, r]`.

@@ -23,10 +23,10 @@ from torch import Tensor
 
 from torch_geometric_hot.ops.basis import EquivariantClass
 from torch_geometric_hot.ops.class_combination import READING, SINGLE_KEY, \
-    Term
+    CombinationTerm
 from torch_geometric_hot.ops.equivariant import Target, class_counts, \
     summary_counts
-from torch_geometric_hot.ops.kernel_attention import Pool, Reading
+from torch_geometric_hot.ops.kernel_attention import KeySummary, Reading
 from torch_geometric_hot.ops.pooled_combination import CombinationPart, \
     ValueProjection, pooled_combination
 from torch_geometric_hot.ops.scatter import scatter_sum
@@ -259,7 +259,7 @@ def _widest(*tensors: Union[Tensor, ValueProjection]) -> torch.dtype:
 
 class _KernelPlan(NamedTuple):
     # the operation of kernel_class_attention without its tensors
-    pools: List[Pool]
+    pools: List[KeySummary]
     reads: List[Reading]
     parts: List[CombinationPart]
 
@@ -304,7 +304,7 @@ def _build_kernel_plan(classes: Sequence[Sequence[EquivariantClass]],
     pools = []
     for summary, pool_slots in users.items():
         pool = KeyPool(summary, view, in_order)
-        pools.append(Pool(pool.position, pool.group, pool.num_groups,
+        pools.append(KeySummary(pool.position, pool.group, pool.num_groups,
                           tuple(pool_slots)))
 
     reads: List[Reading] = []
@@ -329,7 +329,7 @@ def _combination_part(classes: Sequence[EquivariantClass], target: Target,
     terms = [cls.terms for cls in classes]
     # Per (summary, selector): one reading of the slots of the classes that
     # read there, and the denominator (the last column).
-    reading_terms: Dict[Tuple[str, object, int], Term] = {}
+    reading_terms: Dict[Tuple[str, object, int], CombinationTerm] = {}
     for summary, selector in dict.fromkeys(
             (s, sel) for class_terms in terms for _, s, sel in class_terms
             if s not in _SINGLE_KEY):
@@ -339,20 +339,20 @@ def _combination_part(classes: Sequence[EquivariantClass], target: Target,
                              target.index(summary, selector)[0],
                              tuple(slots[c] for c in readers), start))
         for k, c in enumerate(readers):
-            reading_terms[(summary, selector, c)] = Term(
+            reading_terms[(summary, selector, c)] = CombinationTerm(
                 1, READING, len(reads) - 1, k * d_v)
     # The key of every single-key term, once per (summary, selector) for
     # all classes (-1 where it does not exist); the combination dots it
     # with the query.
     positions: List[Tensor] = []
-    single_key_terms: Dict[Tuple[str, object], Term] = {}
+    single_key_terms: Dict[Tuple[str, object], CombinationTerm] = {}
     for summary, selector in dict.fromkeys(
             (s, sel) for class_terms in terms for _, s, sel in class_terms
             if s in _SINGLE_KEY):
         position, mask = key_position(summary, selector, target, view)
         positions.append(position if mask is None else
                          torch.where(mask, position, -1))
-        single_key_terms[(summary, selector)] = Term(1, SINGLE_KEY,
+        single_key_terms[(summary, selector)] = CombinationTerm(1, SINGLE_KEY,
                                                      len(positions) - 1)
     nonempty = torch.stack([class_counts(cls, target, counts) > 0
                             for cls in classes], dim=1)

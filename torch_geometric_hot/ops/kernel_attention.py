@@ -15,7 +15,7 @@ the whole input. On CPU (float32/float64) the native kernels of
 are switched on: each pass visits the rows group by group, and each
 backward is one fused pass.
 
-The pools and readings of kernel attention (:class:`Pool`,
+The pools and readings of kernel attention (:class:`KeySummary`,
 :class:`Reading`, :func:`pool_readings`) and the native kernels' index
 work for them (:func:`plan_pool_readings`) live here too: natively a group
 of few keys (a node's row or column in a sparse graph) is read straight
@@ -293,7 +293,7 @@ def gather_contract(q: Tensor, summary: Tensor, index: Tensor,
     return out
 
 
-class Pool(NamedTuple):
+class KeySummary(NamedTuple):
     r"""One summary of :func:`pool_readings`: the input rows it adds up
     (:obj:`position [K]`), their groups (:obj:`index [K]`, :obj:`num_groups`)
     and the value slots (classes) it carries."""
@@ -303,7 +303,7 @@ class Pool(NamedTuple):
     slots: Tuple[int, ...]
 
 
-def _check_pools(k: Tensor, values: Tensor, pools: Sequence[Pool],
+def _check_pools(k: Tensor, values: Tensor, pools: Sequence[KeySummary],
                  ranges: bool) -> None:
     # ranges: check the positions and slots too (the native kernels use
     # them as memory offsets; the torch path's gathers check them)
@@ -342,7 +342,7 @@ class Reading(NamedTuple):
         return slice(self.start, self.start + self.index.numel())
 
 
-def read_columns(pool: Pool, read: Reading, D: int) -> Tensor:
+def read_columns(pool: KeySummary, read: Reading, D: int) -> Tensor:
     r"""The summary columns a reading reads: its slots' :obj:`D` columns,
     in its order, then the denominator (the last column), on the device of
     the pool's index."""
@@ -355,7 +355,7 @@ def read_columns(pool: Pool, read: Reading, D: int) -> Tensor:
                                                   device=device)])
 
 
-def _check_readings(q: Tensor, k: Tensor, pools: Sequence[Pool],
+def _check_readings(q: Tensor, k: Tensor, pools: Sequence[KeySummary],
                     reads: Sequence[Reading]) -> None:
     if q.dim() != 3 or q.shape[1:] != k.shape[1:]:
         raise ValueError(f"'q' must be [rows, H, R] with the keys' H, R "
@@ -434,7 +434,7 @@ def _restrict(runs: native.Runs, keep: Tensor) -> native.Runs:
                        number.index_select(0, runs.groups[mask]))
 
 
-def plan_pool_readings(pools: Sequence[Pool], reads: Sequence[Reading],
+def plan_pool_readings(pools: Sequence[KeySummary], reads: Sequence[Reading],
                        dtype: torch.dtype, H: int, R: int,
                        D: int) -> PoolPlan:
     r"""The index work of :func:`native_pool_readings` for keys
@@ -483,7 +483,7 @@ def plan_pool_readings(pools: Sequence[Pool], reads: Sequence[Reading],
 
 
 def native_pool_readings(k: Tensor, values: Tensor, q: Tensor,
-                         pools: Sequence[Pool], reads: Sequence[Reading],
+                         pools: Sequence[KeySummary], reads: Sequence[Reading],
                          scratch: Optional[native.Scratch] = None,
                          plan: Optional[PoolPlan] = None,
                          buffers: Optional[Sequence[Tensor]] = None
@@ -585,7 +585,7 @@ def native_pool_readings_backward(plan: PoolPlan, k: Tensor, values: Tensor,
 
 
 def check_pool_readings(k: Tensor, values: Tensor, q: Tensor,
-                        pools: Sequence[Pool], reads: Sequence[Reading],
+                        pools: Sequence[KeySummary], reads: Sequence[Reading],
                         ranges: bool) -> None:
     r"""The argument checks of :func:`pool_readings` (with :obj:`ranges`,
     also the positions and slots the native kernels use as offsets)."""
@@ -602,10 +602,10 @@ def check_pool_readings(k: Tensor, values: Tensor, q: Tensor,
 
 
 def pool_readings(k: Tensor, values: Tensor, q: Tensor,
-                  pools: Sequence[Pool],
+                  pools: Sequence[KeySummary],
                   reads: Sequence[Reading]) -> List[Tensor]:
     r"""Kernel attention's summaries and their readings, in one operation.
-    Every :class:`Pool` :math:`p` gives per-group summaries
+    Every :class:`KeySummary` :math:`p` gives per-group summaries
 
     .. math::
         S^p_g = \sum_{e : \text{index}_e = g} k_{\text{pos}_e}
@@ -641,7 +641,7 @@ def pool_readings(k: Tensor, values: Tensor, q: Tensor,
 
 
 def pool_outer_sum_reference(k: Tensor, values: Tensor,
-                             pool: Pool) -> Tensor:
+                             pool: KeySummary) -> Tensor:
     r"""The summaries of one pool of :func:`pool_readings`, from gathered
     and concatenated copies."""
     def rows(x: Tensor) -> Tensor:  # flat 2-D gather: see ops.scatter

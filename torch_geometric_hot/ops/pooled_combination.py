@@ -38,9 +38,10 @@ import torch
 from torch import Tensor
 
 from torch_geometric_hot.ops import kernel_attention, native
-from torch_geometric_hot.ops.class_combination import READING, Term, \
-    check_combination, combination_table, combine_classes_reference
-from torch_geometric_hot.ops.kernel_attention import Pool, PoolPlan, \
+from torch_geometric_hot.ops.class_combination import READING, \
+    CombinationTerm, check_combination, combination_table, \
+    combine_classes_reference
+from torch_geometric_hot.ops.kernel_attention import KeySummary, PoolPlan, \
     Reading, _contract, _outer_sum, check_pool_readings, \
     native_pool_readings, native_pool_readings_backward, \
     plan_pool_readings, pool_outer_sum_reference, read_columns
@@ -76,12 +77,12 @@ class ValueProjection(NamedTuple):
 
 class CombinationPart(NamedTuple):
     r"""One output part of :func:`pooled_combination`: per class its
-    :class:`~torch_geometric_hot.ops.class_combination.Term` list (reading
-    terms index the operation's readings, which must read exactly the
-    part's query rows), the single-key positions :obj:`[rows]`, per class
-    its value slot, and :obj:`nonempty [rows, classes]`. The parts' query
-    rows follow each other in order."""
-    terms: Sequence[Sequence[Term]]
+    :class:`~torch_geometric_hot.ops.class_combination.CombinationTerm`
+    list (reading terms index the operation's readings, which must read
+    exactly the part's query rows), the single-key positions
+    :obj:`[rows]`, per class its value slot, and :obj:`nonempty [rows,
+    classes]`. The parts' query rows follow each other in order."""
+    terms: Sequence[Sequence[CombinationTerm]]
     positions: Sequence[Tensor]
     slots: Sequence[int]
     nonempty: Tensor
@@ -94,7 +95,7 @@ class _Part(NamedTuple):
     # single-key positions
     rows: slice
     readings: Tuple[int, ...]
-    terms: List[List[Term]]
+    terms: List[List[CombinationTerm]]
     slots: Tuple[int, ...]
     nonempty: Tensor
     positions: List[Tensor]
@@ -131,7 +132,7 @@ def _parts(parts: Sequence[CombinationPart], reads: Sequence[Reading],
     return out
 
 
-def _encode(pools: Sequence[Pool], reads: Sequence[Reading],
+def _encode(pools: Sequence[KeySummary], reads: Sequence[Reading],
             parts: Sequence[_Part]) -> Tuple[List[Tensor], List[int]]:
     r"""The operator's index tensors and integers: the pools' positions
     and groups, the readings' groups, then per part its nonempty mask and
@@ -159,7 +160,7 @@ def _encode(pools: Sequence[Pool], reads: Sequence[Reading],
 
 
 def _decode(tensors: Sequence[Tensor], ints: Sequence[int]
-            ) -> Tuple[List[Pool], List[Reading], List[_Part]]:
+            ) -> Tuple[List[KeySummary], List[Reading], List[_Part]]:
     r"""The inverse of :func:`_encode`."""
     it, tensor = iter(ints), iter(tensors)
 
@@ -172,7 +173,7 @@ def _decode(tensors: Sequence[Tensor], ints: Sequence[int]
     pools = []
     for position, index in zip(positions, groups):
         num_groups, n = take(2)
-        pools.append(Pool(position, index, num_groups, take(n)))
+        pools.append(KeySummary(position, index, num_groups, take(n)))
     reads = []
     for index in [next(tensor) for _ in range(num_reads)]:
         pool, start, n = take(3)
@@ -184,7 +185,8 @@ def _decode(tensors: Sequence[Tensor], ints: Sequence[int]
         readings = take(n)
         slots = take(next(it))
         part_positions = [next(tensor) for _ in range(next(it))]
-        terms = [[Term(*take(4)) for _ in range(next(it))] for _ in slots]
+        terms = [[CombinationTerm(*take(4)) for _ in range(next(it))]
+                 for _ in slots]
         parts.append(_Part(slice(start, stop), readings, terms, slots,
                            nonempty.bool(), part_positions))
     return pools, reads, parts
@@ -197,7 +199,7 @@ def _values(values: Tensor, weight: Optional[Tensor], heads: int,
 
 
 def _torch_forward(phi_k: Tensor, phi_q: Tensor, values: Tensor,
-                   pools: Sequence[Pool], reads: Sequence[Reading],
+                   pools: Sequence[KeySummary], reads: Sequence[Reading],
                    parts: Sequence[_Part], eps: float
                    ) -> Tuple[List[Tensor], List[Tensor], List[Tensor]]:
     # the classes, denominators and summaries with torch operations
@@ -256,7 +258,7 @@ def _(phi_k, phi_q, values, weight, index, structure, heads, head_channels,
     return _empty_outputs(phi_q, pools, parts, head_channels)
 
 
-def _empty_outputs(phi_q: Tensor, pools: Sequence[Pool],
+def _empty_outputs(phi_q: Tensor, pools: Sequence[KeySummary],
                    parts: Sequence[_Part], D: int) -> List[Tensor]:
     # the operator's outputs, uninitialised
     H = phi_q.size(1)
@@ -268,7 +270,7 @@ def _empty_outputs(phi_q: Tensor, pools: Sequence[Pool],
         phi_q.new_empty(1, dtype=torch.long)]
 
 
-def _summary_buffers(phi_q: Tensor, pools: Sequence[Pool],
+def _summary_buffers(phi_q: Tensor, pools: Sequence[KeySummary],
                      D: int) -> List[Tensor]:
     # per pool [groups, H, R, C], uninitialised
     H, R = phi_q.size(1), phi_q.size(2)
@@ -283,7 +285,7 @@ def _native_applies(phi_k, phi_q, values, weight, pools, reads) -> bool:
                        *([] if weight is None else [weight]))
 
 
-def _build_native_plan(pools: Sequence[Pool], reads: Sequence[Reading],
+def _build_native_plan(pools: Sequence[KeySummary], reads: Sequence[Reading],
                  parts: Sequence[_Part], phi_q: Tensor, phi_k: Tensor,
                  shape: torch.Size) -> Tuple[List, PoolPlan]:
     # the index work of the native kernels: the checks of the positions and
@@ -586,7 +588,7 @@ def _check_projection(projection: ValueProjection) -> None:
 
 
 def pooled_combination(parts: Sequence[CombinationPart],
-                       pools: Sequence[Pool], reads: Sequence[Reading],
+                       pools: Sequence[KeySummary], reads: Sequence[Reading],
                        phi_q: Tensor, phi_k: Tensor,
                        values: Union[Tensor, ValueProjection],
                        eps: float = 1e-6) -> List[Tensor]:
@@ -599,7 +601,7 @@ def pooled_combination(parts: Sequence[CombinationPart],
     Args:
         parts (list): The output parts (:class:`CombinationPart`), whose
             query rows follow each other in :obj:`phi_q`.
-        pools (list): The summaries (:class:`Pool`).
+        pools (list): The summaries (:class:`KeySummary`).
         reads (list): Their readings (:class:`Reading`).
         phi_q (torch.Tensor): Mapped queries :obj:`[rows, H, r]`, the
             parts' rows one after the other.

@@ -285,7 +285,7 @@ MIN_ROWS_PER_THREAD = 4096
 #: queries costs 840, so that 1,000 such groups (10^4 edges) are split,
 #: which 4,096 rows would not be.
 MIN_COST_PER_THREAD = 1 << 16
-_pool: Dict[Tuple[int, int], ThreadPoolExecutor] = {}
+_executors: Dict[Tuple[int, int], ThreadPoolExecutor] = {}
 
 
 def _segments(groups: Tensor, threads: int) -> List[int]:
@@ -388,9 +388,9 @@ def _in_threads(run, bounds: List[int],
     # in parallel), each thread taking the next segment when it is done
     threads = threads or len(bounds) - 1
     key = (os.getpid(), threads)  # a forked child starts its own pool
-    if key not in _pool:
-        _pool[key] = ThreadPoolExecutor(threads)
-    return list(_pool[key].map(run, bounds[:-1], bounds[1:]))
+    if key not in _executors:
+        _executors[key] = ThreadPoolExecutor(threads)
+    return list(_executors[key].map(run, bounds[:-1], bounds[1:]))
 
 
 def _ptr(t: Optional[Tensor]) -> Optional[int]:
