@@ -48,13 +48,14 @@ Usage::
     python benchmarks/molecule_batches.py --quick
 """
 import argparse
+import contextlib
 import json
 import os
 import statistics
 import subprocess
 import sys
 import time
-from typing import Callable, Dict, List, Optional, Sequence
+from typing import Callable, Dict, Iterator, List, Optional, Sequence
 
 import torch
 from torch import Tensor
@@ -458,24 +459,29 @@ def format_table(rows: Dict[str, Dict]) -> str:
     return '\n'.join(lines)
 
 
-def force_packed(mode: str) -> None:
+@contextlib.contextmanager
+def force_packed(mode: str) -> Iterator[None]:
     r"""Sets HOT's choice of the packed per-graph attention
-    (:func:`~torch_geometric_hot.ops.packed_class_attention.packed_pays`):
-    ``'auto'`` leaves its rule, ``'on'`` takes it wherever it serves,
-    ``'off'`` never."""
+    (:func:`~torch_geometric_hot.ops.packed_class_attention.packed_pays`)
+    for the duration: ``'auto'`` leaves its rule, ``'on'`` takes it
+    wherever it serves, ``'off'`` never."""
     import torch_geometric_hot.ops.packed_class_attention as packed
+    saved = packed.PACKED_BLOCK, packed.native_applies
     if mode == 'on':
         packed.PACKED_BLOCK = float('inf')
         packed.native_applies = lambda *tensors: False
     elif mode == 'off':
         packed.PACKED_BLOCK = -1
+    try:
+        yield
+    finally:
+        packed.PACKED_BLOCK, packed.native_applies = saved
 
 
 def main(argv=None) -> Dict:
     args = parse_args(argv)
     from torch_geometric_hot.ops.native import use_native
-    force_packed(args.packed)
-    with use_native(args.native):
+    with force_packed(args.packed), use_native(args.native):
         return run(args)
 
 

@@ -33,6 +33,26 @@ def test_quick_run_times_every_model_and_writes_json(root, tmp_path):
     assert result['settings']['batch_size'] == 8
 
 
+def test_floor_and_forced_packed_path(root, monkeypatch):
+    import torch_geometric_hot.nn.hot_conv as hot_conv
+    import torch_geometric_hot.ops.packed_class_attention as packed
+    calls = []
+    original = packed.packed_class_attention
+    monkeypatch.setattr(hot_conv, 'packed_class_attention', lambda *a, **k: (
+        calls.append(1), original(*a, **k))[1])
+    result = molecule_batches.main([
+        '--quick', '--no-memory', '--root', root, '--floor', '--packed', 'on',
+        '--native', 'off', '--models', 'gin,gps_multihead,hot_kernel'])
+    assert calls  # HOT took the packed path
+    assert packed.PACKED_BLOCK != float('inf')  # and the rule is restored
+    settings = result['settings']
+    assert (settings['packed'], settings['native']) == ('on', 'off')
+    assert len(settings['peak_gflops']) == 2
+    for name, row in result['models'].items():
+        assert row['matmul_gflop'] > 0 and row['floor_ms'] > 0, name
+        assert row['to_floor_rounds'] > 0, name
+
+
 def test_every_model_maps_a_batch_to_one_value_per_graph(root):
     batch = molecule_batches.load_batches(root, 8, 1)[0]
     assert batch.num_graphs == 8 and batch.lap_node_id.size(1) == 16
