@@ -12,7 +12,8 @@ import torch_geometric_hot.ops.global_softmax_attention as global_softmax
 from torch_geometric_hot.data import NodeView, PairView
 from torch_geometric_hot.nn import (HOTConv, HOTLayer, SimplexIndexer,
                                     SimplicialAttention, TokenGTEncoder,
-                                    TokenGTLayer, TokenSelfAttention)
+                                    TokenGTEmbedding, TokenGTLayer,
+                                    TokenSelfAttention)
 from torch_geometric_hot.ops import (SizeLimitError, current_size_limit,
                                      native, size_limit, use_backend,
                                      validating, validation)
@@ -138,6 +139,42 @@ def test_simplicial_edge_index_out_of_range(candidates, capacity):
                        "\\[0, 7\\] but the graph has 5 nodes"):
         layer(torch.randn(5, CHANNELS), torch.tensor([[0, 1, 7], [1, 0, 2]]))
 
+
+
+def _cross_graph_calls():
+    # two graphs of 3 nodes; the edge (2, 3) joins them
+    x = torch.randn(6, CHANNELS)
+    edge_index = torch.tensor([[0, 1, 2, 3, 4], [1, 0, 3, 4, 5]])
+    batch = torch.tensor([0, 0, 0, 1, 1, 1])
+    pair_index = torch.cat([torch.arange(6).repeat(2, 1), edge_index], 1)
+    hot = HOTConv(CHANNELS, CHANNELS, 2, 2)
+    simplicial = SimplicialAttention(CHANNELS, candidates='neighbours', k=2)
+    embedding = TokenGTEmbedding(CHANNELS, CHANNELS, node_id='random',
+                                 node_id_dim=4, seed=0)
+    return {
+        'PairView.build': ('edge_index', lambda: PairView.build(
+            edge_index, 6, batch)),
+        'PairView': ('pair_index', lambda: PairView(pair_index, 6, batch)),
+        'HOTConv': ('edge_index', lambda: hot(
+            torch.randn(11, CHANNELS), PairView.build(edge_index, 6, batch))),
+        'SimplicialAttention': ('edge_index', lambda: simplicial(
+            x, edge_index, batch)),
+        'TokenGTEmbedding': ('edge_index', lambda: embedding(
+            x, edge_index, batch=batch)),
+    }
+
+
+@pytest.mark.parametrize('entry', list(_cross_graph_calls()))
+def test_edges_between_graphs_are_an_error(entry):
+    name, call = _cross_graph_calls()[entry]
+    with pytest.raises(ValueError, match=f"'{name}' connects nodes of "
+                       "different graphs"):
+        call()
+    with validation(False):  # the check is a value check
+        try:
+            call()
+        except ValueError as error:
+            assert 'different graphs' not in str(error)
 
 
 @pytest.mark.parametrize('capacity', [None, 0.5], ids=['all', 'routed'])

@@ -18,6 +18,7 @@ from torch_geometric_hot.data.plan_cache import PlanCache
 from torch_geometric_hot.ops.scatter import scatter_sum, segment_counts
 from torch_geometric_hot.ops.validation import (check_batch, check_device,
                                                 check_edge_index, check_rows,
+                                                check_within_graphs,
                                                 validating)
 
 
@@ -118,6 +119,7 @@ class PairView(PlanCache):
         self.row, self.col = pair_index
         batch, num_graphs = check_batch(batch, num_nodes, num_graphs,
                                         device=device)
+        check_within_graphs(pair_index, batch, 'pair_index')
         self.batch = batch
         self.num_graphs = num_graphs
 
@@ -166,6 +168,11 @@ class PairView(PlanCache):
               num_graphs: Optional[int] = None) -> 'PairView':
         r"""Builds the view on the fly from raw edges (self-loops and
         duplicates handled as documented in this module)."""
+        if batch is not None:
+            check_edge_index(edge_index, num_nodes)
+            checked, _ = check_batch(batch, num_nodes, num_graphs,
+                                     device=edge_index.device)
+            check_within_graphs(edge_index, checked)
         pair_index, transpose, edge_entry = build_pair_index(
             edge_index, num_nodes)
         return cls(pair_index, num_nodes, batch, num_graphs, transpose,

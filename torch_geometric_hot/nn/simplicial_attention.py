@@ -17,7 +17,8 @@ from torch_geometric_hot.ops.simplicial_attention import (
     simplicial_attention)
 from torch_geometric_hot.ops.validation import (check_batch,
                                                 check_edge_index,
-                                                check_features, check_rows)
+                                                check_features, check_rows,
+                                                check_within_graphs)
 
 CANDIDATES = ('dense', 'neighbours', 'walks', 'indexer')
 INDEXER_LOSSES = (None, 'kl', 'mse')
@@ -167,6 +168,7 @@ class SimplicialAttention(torch.nn.Module):
         batch, _ = check_batch(batch, n, sorted=True, device=x.device)
         if edge_index is not None:  # the router restricts it first
             check_edge_index(edge_index, n)
+            check_within_graphs(edge_index, batch)
         if pos is not None and self.form != 'determinant':
             raise ValueError("'pos' (RoPE) needs form='determinant': the "
                              "multilinear form is not rotation invariant")

@@ -9,7 +9,9 @@ from torch.nn import Embedding, Linear, ModuleList, Parameter
 from torch_geometric_hot.ops.equality_patterns import bell, equality_pattern
 from torch_geometric_hot.ops.validation import (check_batch, check_device,
                                                 check_edge_index,
-                                                check_features, validating)
+                                                check_features,
+                                                check_within_graphs,
+                                                validating)
 from torch_geometric_hot.ops.node_identifiers import (
     batched_laplacian_node_ids, check_dim, orthogonal_node_ids,
     random_node_ids)
@@ -203,10 +205,7 @@ class TokenGTEmbedding(torch.nn.Module):
         # Host synchronisations below: value checks of the indices, skipped
         # with validation off.
         checking = validating()
-        if checking and bool(
-                (batch[edge_index[0]] != batch[edge_index[1]]).any()):
-            raise ValueError("'edge_index' connects nodes of different "
-                             "graphs")
+        check_within_graphs(edge_index, batch)
         if self.edge_dim and (edge_attr is None or edge_attr.shape !=
                               (edge_index.size(1), self.edge_dim)):
             raise ValueError(f"'edge_attr' must have shape [num_edges, "

@@ -154,6 +154,17 @@ def check_edge_index(edge_index: Tensor, num_nodes: int,
                              f"but the graph has {num_nodes} nodes")
 
 
+def check_within_graphs(edge_index: Tensor, batch: Tensor,
+                        name: str = 'edge_index') -> None:
+    r"""Raises a :class:`ValueError` naming :obj:`name` if an edge joins
+    nodes of two different graphs of :obj:`batch` (only while
+    :func:`validating`: a host synchronisation)."""
+    if edge_index.numel() and validating() and bool(
+            (batch[edge_index[0]] != batch[edge_index[1]]).any()):
+        raise ValueError(f"'{name}' connects nodes of different graphs "
+                         f"(its two ends have different ids in 'batch')")
+
+
 def check_rows(x: Tensor, count: int, name: str, row: str) -> None:
     r"""Raises unless :obj:`x` is a tensor with :obj:`count` rows (one per
     :obj:`row`, e.g. ``'node'``)."""
