@@ -466,16 +466,14 @@ def force_packed(mode: str) -> Iterator[None]:
     for the duration: ``'auto'`` leaves its rule, ``'on'`` takes it
     wherever it serves, ``'off'`` never."""
     import torch_geometric_hot.ops.packed_class_attention as packed
-    saved = packed.PACKED_BLOCK, packed.native_applies
-    if mode == 'on':
-        packed.PACKED_BLOCK = float('inf')
-        packed.native_applies = lambda *tensors: False
-    elif mode == 'off':
-        packed.PACKED_BLOCK = -1
+    saved = packed.PACKED_BLOCK, packed.PACKED_BLOCK_NATIVE
+    if mode != 'auto':
+        limit = float('inf') if mode == 'on' else -1
+        packed.PACKED_BLOCK = packed.PACKED_BLOCK_NATIVE = limit
     try:
         yield
     finally:
-        packed.PACKED_BLOCK, packed.native_applies = saved
+        packed.PACKED_BLOCK, packed.PACKED_BLOCK_NATIVE = saved
 
 
 def main(argv=None) -> Dict:

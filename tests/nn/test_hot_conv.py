@@ -6,6 +6,7 @@ from torch_geometric_hot.nn import (HOTConv, HOTConv1to0, HOTConv1to1,
                                     HOTConv1to2, HOTConv1toK, HOTConv2to0,
                                     HOTConv2to1, HOTConv2to2)
 from torch_geometric_hot.ops import kernel_attention, native
+from torch_geometric_hot.ops import packed_class_attention as packed
 from torch_geometric_hot.testing import (
     assert_batch_independent, assert_permutation_equivariant,
     attach_order_inputs, complete_graph, dense_basis, dense_class_attention,
@@ -159,6 +160,7 @@ def test_kernel_layers_sharing_a_view_share_its_plans(monkeypatch):
     # layers on one view (as in a model) equal each layer on a fresh view,
     # outputs and gradients; an identical layer reuses the first one's
     # plans (no new sort), another shape or direct limit gets its own
+    monkeypatch.setattr(packed, 'PACKED_BLOCK_NATIVE', -1)  # sparse path
     data = attach_order_inputs(random_graph(9, 20), 2, seed=4)
     layers = [make((2, 2), attention='kernel', kernel='elu'),
               make((2, 2), attention='kernel', kernel='elu'),

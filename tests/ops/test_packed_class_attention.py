@@ -142,11 +142,12 @@ def test_rule_picks_packed_on_small_graphs_and_sparse_on_one_large(
     assert not pays(empty, 2, 2)
 
 
-def test_rule_leaves_native_inputs_and_compiled_graphs_sparse(monkeypatch):
-    small = molecule_like_batch(16, 16)
+def test_rule_on_native_inputs_and_compiled_graphs(monkeypatch):
+    small, medium = molecule_like_batch(16, 16), molecule_like_batch(4, 64)
     monkeypatch.setattr(packed, 'native_applies', lambda *tensors: True)
-    assert not pays(small, 2, 2)
+    assert pays(small, 2, 2) and not pays(medium, 2, 2)
     monkeypatch.setattr(packed, 'native_applies', lambda *tensors: False)
+    assert pays(small, 2, 2) and pays(medium, 2, 2)
     monkeypatch.setattr(torch.compiler, 'is_compiling', lambda: True)
     assert not pays(small, 2, 2)
 

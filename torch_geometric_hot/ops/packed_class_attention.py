@@ -5,18 +5,19 @@ attention").
 The sparse operations
 (:func:`~torch_geometric_hot.ops.higher_order_attention.kernel_class_attention`,
 :func:`~torch_geometric_hot.ops.higher_order_attention.softmax_class_attention`)
-visit each class's key groups through indices. A *global* class attends
-over all entries of a graph but a few (class 15 of 2→2 drops the entries
-touching :math:`i` or :math:`j`): the kernel form adds up seven signed
-summaries per query, the softmax form pads every class on its own. On a
-batch of small graphs they are cheaper as dense blocks: the rows of the
-batch are packed graph by graph into size buckets
-(:mod:`~torch_geometric_hot.ops.packed_layout`) once per batch, the queries
-of each output part and the keys of each kind (nodes or diagonal entries;
-off-diagonal entries) once per layer, and per bucket one batched product
-gives a class's score block :math:`S = Q K^\top`. The keys a query must
-not see (the distinct-index exclusions and the padding) are masked by the
-very definitions the sparse path uses
+visit each class's key groups through indices: a global class (class 15
+of 2→2 attends over a graph's entries but those touching :math:`i` or
+:math:`j`) adds up seven signed summaries per query in kernel form and is
+padded on its own in softmax form. On a batch of small graphs dense blocks
+are cheaper: the rows of the batch are packed graph by graph into size
+buckets (:mod:`~torch_geometric_hot.ops.packed_layout`) once per batch,
+the queries of each output part and the keys of each kind (nodes or
+diagonal entries; off-diagonal entries) once per layer, and per bucket one
+batched product gives the score block :math:`S = Q K^\top` that all
+classes of a part and key kind share. Each class keeps the keys of its
+group (its graph, or for a local class its node's row or column) that no
+distinct-index exclusion removes, by a mask built from the very
+definitions the sparse path uses
 (:class:`~torch_geometric_hot.ops.higher_order_attention.KeyPool`,
 :func:`~torch_geometric_hot.ops.higher_order_attention.exclusion_ids`), so
 the classes are exactly the sparse path's:
@@ -28,14 +29,14 @@ the classes are exactly the sparse path's:
 and a row whose group is empty outputs 0. A class's values are one product
 of its packed keys' inputs with its value weights. The layout and masks
 depend on the batch's indices only and are kept with the view
-(:class:`~torch_geometric_hot.data.PlanCache`). The *local* classes (a
-node's row or column, a handful of keys) stay on the sparse operations,
-whose small groups no padding can beat.
+(:class:`~torch_geometric_hot.data.PlanCache`). With softmax attention
+the local classes stay on the sparse operations (their few pairs are
+enumerated faster than masked blocks are filled).
 
-:func:`packed_pays` is the rule that picks this path: inputs the native
-kernels do not take (they read small groups directly, faster than padded
-blocks), and graphs of at most :data:`PACKED_BLOCK` rows (nodes plus
-entries) on average, weighted by their rows.
+:func:`packed_pays` is the rule that picks this path: graphs of at most
+:data:`PACKED_BLOCK` rows (nodes plus entries) on average, weighted by
+their rows, or :data:`PACKED_BLOCK_NATIVE` where the native CPU kernels
+take the input.
 """
 from typing import Dict, List, NamedTuple, Sequence
 
@@ -54,36 +55,43 @@ from torch_geometric_hot.ops.pooled_combination import ValueProjection
 #: The packed path serves a batch whose graphs have at most this many rows
 #: (nodes, plus pair entries when an order is 2) on average, each graph
 #: weighted by its rows: :math:`\sum_g L_g^2 \le` ``PACKED_BLOCK``
-#: :math:`\cdot \sum_g L_g`. On the pure-torch operations, one HOTConv 2→2
-#: layer (width 64, 4 heads, batches of about 6,000 entries) is about 0.55x
-#: the sparse time with kernel attention up to 765 rows per graph; with
-#: softmax attention it is even up to about 380 rows and 2.2x at 765.
+#: :math:`\cdot \sum_g L_g`, on the pure-torch operations (GPUs, or the
+#: native kernels off). There one HOTConv 2→2 layer (width 64, 4 heads,
+#: batches of about 6,000 entries, one CPU thread) took 0.06x the sparse
+#: time with kernel attention at 44 rows per graph; softmax attention was
+#: even up to about 380 rows and 2.2x slower at 765.
 PACKED_BLOCK = 384
+#: The same limit where the native CPU kernels take the input: there the
+#: layer took 0.85x to 0.94x the sparse time at 44 and 93 rows per graph
+#: (both attentions) and 1.1x to 1.2x at 188.
+PACKED_BLOCK_NATIVE = 96
 #: The kind of the rows of each output part, and of the keys of each pool.
 QUERY_KIND = {'diag': 'node', 'off': 'off', 'node': 'node',
               'graph': 'graph'}
-KEY_KIND = {'ES': 'off', 'DS': 'node', 'XS': 'node'}
+KEY_KIND = {'R': 'off', 'C': 'off', 'ES': 'off', 'DS': 'node',
+            'XS': 'node'}
 
 
 def packed_pays(view, in_order: int, out_order: int, x: Tensor) -> bool:
     r"""Whether :func:`packed_class_attention` serves the
     :obj:`in_order` → :obj:`out_order` attention of this batch with input
-    :obj:`x`: the orders are 0, 1 or 2, the native kernels do not take
-    :obj:`x` (they serve small groups faster than padded blocks: the
-    packed path pays on the pure-torch operations, i.e. on GPUs), the batch
-    has rows, and its graphs hold at most :data:`PACKED_BLOCK` rows on
-    average, weighted by their rows. Never under :func:`torch.compile`: the
-    block sizes are read on the host, which would break the graph; the
-    sparse path compiles whole."""
+    :obj:`x`: the orders are 0, 1 or 2, the batch has rows, and its graphs
+    hold at most :data:`PACKED_BLOCK` rows on average, weighted by their
+    rows (:data:`PACKED_BLOCK_NATIVE` where the native CPU kernels take
+    :obj:`x`: they read small groups directly, and the blocks pay on
+    smaller graphs only). Never under :func:`torch.compile`: the block
+    sizes are read on the host, which would break the graph; the sparse
+    path compiles whole."""
     if in_order not in (1, 2) or out_order not in (0, 1, 2) or \
-            torch.compiler.is_compiling() or native_applies(x):
+            torch.compiler.is_compiling():
         return False
+    limit = PACKED_BLOCK_NATIVE if native_applies(x) else PACKED_BLOCK
     rows = view.nodes_per_graph
     if 2 in (in_order, out_order):
         rows = rows + view.edges_per_graph
     # host synchronisation: the decision
     total, square = torch.stack([rows.sum(), (rows * rows).sum()]).tolist()
-    return 0 < total and square <= PACKED_BLOCK * total
+    return 0 < total and square <= limit * total
 
 
 class _ClassPlan(NamedTuple):
@@ -150,21 +158,29 @@ def packed_class_attention(attention: str,
         starts.append(starts[-1] + target.num_rows)
     part_queries = [queries[s:e] for s, e in zip(starts[:-1], starts[1:])]
     outs: List[Dict[int, Tensor]] = [{} for _ in targets]
-    _local(attention, classes, targets, view, in_order, part_queries, keys,
-           values, slots, exact, eps, dropout, training, outs)
-    _global(attention, classes, targets, view, in_order, part_queries, keys,
+    _sparse(attention, classes, targets, view, in_order, part_queries, keys,
+            values, slots, exact, eps, dropout, training, outs)
+    _packed(attention, classes, targets, view, in_order, part_queries, keys,
             values, slots, exact, eps, dropout, training, outs)
     return [torch.stack([part[c] for c in range(len(part))], 1)
             for part in outs]
 
 
-def _global(attention: str, classes, targets, view, in_order: int,
+def _on_blocks(cls: EquivariantClass, attention: str) -> bool:
+    r"""Whether the class attends on the blocks: the global classes, and
+    with kernel attention the local ones too (softmax attention enumerates
+    a local class's few pairs faster than its masked blocks)."""
+    return cls.kind == 'global' or attention == 'kernel'
+
+
+def _packed(attention: str, classes, targets, view, in_order: int,
             part_queries: List[Tensor], keys: Tensor,
             values: ValueProjection, slots, exact: bool, eps: float,
             dropout: float, training: bool,
             outs: List[Dict[int, Tensor]]) -> None:
-    r"""The global classes on the packed layout, into :obj:`outs`."""
-    if not any(c.kind == 'global' for part in classes for c in part):
+    r"""The classes of :func:`_on_blocks` on the packed layout, into
+    :obj:`outs`; one score block per part and key kind."""
+    if not any(_on_blocks(c, attention) for part in classes for c in part):
         return
     H, D = values.heads, values.head_channels
     weight = values.weight.view(-1, H * D, values.x.size(-1))
@@ -176,8 +192,9 @@ def _global(attention: str, classes, targets, view, in_order: int,
             classes, targets, slots, part_queries, outs):
         kind = QUERY_KIND[target.part]
         q_blocks = None
+        scores: Dict[str, List[Tensor]] = {}
         for c, (cls, slot) in enumerate(zip(part_classes, part_slots)):
-            if cls.kind != 'global':
+            if not _on_blocks(cls, attention):
                 continue
             if q_blocks is None:  # the part's queries, once
                 q_blocks = [b.transpose(1, 2) for b in layout.blocks(
@@ -190,16 +207,18 @@ def _global(attention: str, classes, targets, view, in_order: int,
                                         layout.blocks(pack(keys, position),
                                                       key_kind)]
                 x_packed[key_kind] = pack(values.x, position)
+            if key_kind not in scores:  # the part's scores per key kind
+                scores[key_kind] = [q_b @ k_b for q_b, k_b in zip(
+                    q_blocks, key_blocks[key_kind])]
             v_blocks = layout.blocks(x_packed[key_kind] @ weight[slot].t(),
                                      key_kind)
             plan = _cached_plan(cls, target, view, in_order, exact, layout)
             blocks = [
-                _attend(attention, q_b @ k_b, v_b.view(
+                _attend(attention, score, v_b.view(
                     v_b.size(0), v_b.size(1), H, D).transpose(1, 2), mask,
                         nonempty, eps, dropout, training)
-                for q_b, k_b, v_b, mask, nonempty in zip(
-                    q_blocks, key_blocks[key_kind], v_blocks, plan.masks,
-                    plan.nonempty)
+                for score, v_b, mask, nonempty in zip(
+                    scores[key_kind], v_blocks, plan.masks, plan.nonempty)
             ]
             out[c] = unpack(torch.cat(blocks), layout.slots[kind].row_slot) \
                 if blocks else q.new_zeros(target.num_rows, H, D)
@@ -224,14 +243,14 @@ def _attend(attention: str, score: Tensor, v: Tensor, mask: Tensor,
     return out.transpose(1, 2).reshape(-1, out.size(1), out.size(-1))
 
 
-def _local(attention: str, classes, targets, view, in_order: int,
-           part_queries: List[Tensor], keys: Tensor,
-           values: ValueProjection, slots, exact: bool, eps: float,
-           dropout: float, training: bool,
-           outs: List[Dict[int, Tensor]]) -> None:
-    r"""The local classes on the sparse operations, into :obj:`outs`."""
-    local = [[c for c, cls in enumerate(part) if cls.kind != 'global']
-             for part in classes]
+def _sparse(attention: str, classes, targets, view, in_order: int,
+            part_queries: List[Tensor], keys: Tensor,
+            values: ValueProjection, slots, exact: bool, eps: float,
+            dropout: float, training: bool,
+            outs: List[Dict[int, Tensor]]) -> None:
+    r"""The other classes on the sparse operations, into :obj:`outs`."""
+    local = [[c for c, cls in enumerate(part)
+              if not _on_blocks(cls, attention)] for part in classes]
     parts = [p for p, members in enumerate(local) if members]
     if not parts:
         return
@@ -293,25 +312,25 @@ def _cached_plan(cls: EquivariantClass, target: Target, view, in_order: int,
 
 def _build_plan(cls: EquivariantClass, target: Target, view, in_order: int,
                 exact: bool, layout: PackedLayout) -> _ClassPlan:
-    r"""Per bucket the keys each query sees: a real key (of its graph, by
-    the layout) that no exclusion removes."""
-    summary = cls.pool[0]
+    r"""Per bucket the keys each query sees: a real key of its group (its
+    graph, by the layout, or its node) that no exclusion removes."""
+    summary, selector = cls.pool
     pool = KeyPool(summary, view, in_order)
     query_kind, key_kind = QUERY_KIND[target.part], KEY_KIND[summary]
     query_slots = layout.slots[query_kind].slot_row
     key_slots = layout.slots[key_kind].slot_row
     real = layout.blocks(pack(torch.ones_like(pool.group, dtype=torch.bool),
                               key_slots, False), key_kind)
-    # padding: queries -2, keys -3 (no exclusion matches)
-    ids = [(layout.blocks(pack(q, query_slots, -2), query_kind),
-            layout.blocks(pack(k, key_slots, -3), key_kind))
-           for q, k in (exclusion_ids(cls, target, view, pool)
-                        if exact else [])]
+    # padding: queries -2, keys -3 (no group or exclusion matches)
+    group, *ids = [(layout.blocks(pack(q, query_slots, -2), query_kind),
+                    layout.blocks(pack(k, key_slots, -3), key_kind))
+                   for q, k in [(target.index(summary, selector)[0],
+                                 pool.group)] +
+                   (exclusion_ids(cls, target, view, pool) if exact else [])]
     masks = []
-    for b, count in enumerate(layout.counts):
-        mask = real[b].unsqueeze(1).expand(
-            count, layout.slots[query_kind].widths[b],
-            layout.slots[key_kind].widths[b])
+    for b in range(len(layout.counts)):
+        mask = real[b].unsqueeze(1) & (group[0][b].unsqueeze(-1) ==
+                                       group[1][b].unsqueeze(1))
         for q_ids, k_ids in ids:
             mask = mask & (q_ids[b].unsqueeze(-1) != k_ids[b].unsqueeze(1))
         masks.append(mask.unsqueeze(1))
