@@ -55,13 +55,10 @@ class HOTConv(torch.nn.Module):
       excluded keys are subtracted exactly (``exact_exclusion=True``) or
       ignored (``False``, HOT Eq. 21).
 
-    On a batch of many small graphs the global classes may instead attend
-    on per-graph dense blocks, with the same result
+    On a batch of many small graphs the classes may instead attend on
+    per-graph dense blocks, with the same result
     (:func:`~torch_geometric_hot.ops.packed_class_attention.packed_pays`
-    decides per batch: where the native CPU kernels do not take the input,
-    for graphs of at most
-    :data:`~torch_geometric_hot.ops.packed_class_attention.PACKED_BLOCK`
-    rows on average).
+    decides per batch, by the graphs' average size).
 
     Args:
         in_channels (int): Input channels.
