@@ -466,14 +466,17 @@ def force_packed(mode: str) -> Iterator[None]:
     for the duration: ``'auto'`` leaves its rule, ``'on'`` takes it
     wherever it serves, ``'off'`` never."""
     import torch_geometric_hot.ops.packed_class_attention as packed
-    saved = packed.PACKED_BLOCK, packed.PACKED_BLOCK_NATIVE
+    saved = (packed.PACKED_BLOCK, packed.PACKED_BLOCK_SOFTMAX,
+             packed.native_applies)
     if mode != 'auto':
         limit = float('inf') if mode == 'on' else -1
-        packed.PACKED_BLOCK = packed.PACKED_BLOCK_NATIVE = limit
+        packed.PACKED_BLOCK = packed.PACKED_BLOCK_SOFTMAX = limit
+        packed.native_applies = lambda *tensors: False
     try:
         yield
     finally:
-        packed.PACKED_BLOCK, packed.PACKED_BLOCK_NATIVE = saved
+        (packed.PACKED_BLOCK, packed.PACKED_BLOCK_SOFTMAX,
+         packed.native_applies) = saved
 
 
 def main(argv=None) -> Dict:

@@ -17,7 +17,7 @@ MODES = ['off', pytest.param('on', marks=pytest.mark.skipif(
 def test_kernel_hotconv_compiles_without_graph_breaks(mode, monkeypatch):
     # eager on the sparse path too (compiled graphs never take the packed
     # one), so that both run the same operators
-    monkeypatch.setattr(packed, 'PACKED_BLOCK_NATIVE', -1)
+    monkeypatch.setattr(packed, 'PACKED_BLOCK_SOFTMAX', -1)
     monkeypatch.setattr(packed, 'PACKED_BLOCK', -1)
     data = attach_order_inputs(random_graph(6, 8), 2)
     view = PairView.from_data(data)

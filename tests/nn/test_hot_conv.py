@@ -160,7 +160,7 @@ def test_kernel_layers_sharing_a_view_share_its_plans(monkeypatch):
     # layers on one view (as in a model) equal each layer on a fresh view,
     # outputs and gradients; an identical layer reuses the first one's
     # plans (no new sort), another shape or direct limit gets its own
-    monkeypatch.setattr(packed, 'PACKED_BLOCK_NATIVE', -1)  # sparse path
+    monkeypatch.setattr(packed, 'PACKED_BLOCK', -1)  # the sparse path
     data = attach_order_inputs(random_graph(9, 20), 2, seed=4)
     layers = [make((2, 2), attention='kernel', kernel='elu'),
               make((2, 2), attention='kernel', kernel='elu'),

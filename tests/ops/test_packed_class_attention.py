@@ -30,8 +30,9 @@ def skewed_batch(out_order: int) -> Batch:
 
 
 def run(conv: HOTConv, data: Batch, path: str, monkeypatch):
-    monkeypatch.setattr(packed, 'PACKED_BLOCK',
-                        float('inf') if path == 'packed' else -1)
+    for limit in ('PACKED_BLOCK', 'PACKED_BLOCK_SOFTMAX'):
+        monkeypatch.setattr(packed, limit,
+                            float('inf') if path == 'packed' else -1)
     monkeypatch.setattr(packed, 'native_applies', lambda *tensors: False)
     calls = []
     original = packed.packed_class_attention
@@ -142,10 +143,13 @@ def test_rule_picks_packed_on_small_graphs_and_sparse_on_one_large(
     assert not pays(empty, 2, 2)
 
 
-def test_rule_on_native_inputs_and_compiled_graphs(monkeypatch):
+def test_rule_on_native_inputs_softmax_and_compiled_graphs(monkeypatch):
     small, medium = molecule_like_batch(16, 16), molecule_like_batch(4, 64)
     monkeypatch.setattr(packed, 'native_applies', lambda *tensors: True)
-    assert pays(small, 2, 2) and not pays(medium, 2, 2)
+    assert not pays(small, 2, 2)  # kernel attention on the native kernels
+    x = torch.zeros(1, 1)
+    assert packed.packed_pays(small, 2, 2, x, 'softmax')
+    assert not packed.packed_pays(medium, 2, 2, x, 'softmax')
     monkeypatch.setattr(packed, 'native_applies', lambda *tensors: False)
     assert pays(small, 2, 2) and pays(medium, 2, 2)
     monkeypatch.setattr(torch.compiler, 'is_compiling', lambda: True)
@@ -165,8 +169,7 @@ def test_rule_threshold_is_the_rows_of_a_graph(no_native):
 def test_attention_weights_use_the_sparse_path(monkeypatch):
     data = skewed_batch(2)
     conv = HOTConv(6, 5, 2, 2, heads=2, attention='softmax').double()
-    monkeypatch.setattr(packed, 'PACKED_BLOCK', float('inf'))
-    monkeypatch.setattr(packed, 'native_applies', lambda *tensors: False)
+    monkeypatch.setattr(packed, 'PACKED_BLOCK_SOFTMAX', float('inf'))
     out, weights = conv(data.pair_x, PairView.from_data(data),
                         return_attention_weights=True)
     assert len(weights) == len(conv.classes)

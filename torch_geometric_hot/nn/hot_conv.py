@@ -251,8 +251,8 @@ class HOTConv(torch.nn.Module):
         names = [name for name in targets if name in self._by_part]
         if not names:
             return {}
-        packed = weights is None and packed_pays(view, self.in_order,
-                                                 self.out_order, keys)
+        packed = weights is None and packed_pays(
+            view, self.in_order, self.out_order, keys, self.attention)
         if self.attention == 'kernel' or packed:
             if len(names) < len(targets):  # the parts with classes only
                 queries = torch.cat([queries[rows[n]] for n in names])

@@ -35,8 +35,9 @@ enumerated faster than masked blocks are filled).
 
 :func:`packed_pays` is the rule that picks this path: graphs of at most
 :data:`PACKED_BLOCK` rows (nodes plus entries) on average, weighted by
-their rows, or :data:`PACKED_BLOCK_NATIVE` where the native CPU kernels
-take the input.
+their rows, for kernel attention where the native CPU kernels do not take
+the input, and of at most :data:`PACKED_BLOCK_SOFTMAX` rows for softmax
+attention.
 """
 from typing import Dict, List, NamedTuple, Sequence
 
@@ -52,19 +53,20 @@ from torch_geometric_hot.ops.packed_layout import PackedLayout, \
     cached_layout, pack, unpack
 from torch_geometric_hot.ops.pooled_combination import ValueProjection
 
-#: The packed path serves a batch whose graphs have at most this many rows
-#: (nodes, plus pair entries when an order is 2) on average, each graph
-#: weighted by its rows: :math:`\sum_g L_g^2 \le` ``PACKED_BLOCK``
-#: :math:`\cdot \sum_g L_g`, on the pure-torch operations (GPUs, or the
-#: native kernels off). There one HOTConv 2→2 layer (width 64, 4 heads,
-#: batches of about 6,000 entries, one CPU thread) took 0.06x the sparse
-#: time with kernel attention at 44 rows per graph; softmax attention was
-#: even up to about 380 rows and 2.2x slower at 765.
+#: Kernel attention takes the packed path for a batch whose graphs have at
+#: most this many rows (nodes, plus pair entries when an order is 2) on
+#: average, each graph weighted by its rows: :math:`\sum_g L_g^2 \le`
+#: ``PACKED_BLOCK`` :math:`\cdot \sum_g L_g`, on the pure-torch operations
+#: (GPUs, or the native kernels off). There one HOTConv 2→2 layer (width
+#: 64, 4 heads, batches of about 6,000 entries, one CPU thread) took 0.06x
+#: the sparse time at 44 rows per graph. Where the native CPU kernels take
+#: the input, kernel attention stays sparse: a whole training step of the
+#: molecule benchmark was slower packed (the per-batch masks of all classes
+#: cost more than the kernels' index work).
 PACKED_BLOCK = 384
-#: The same limit where the native CPU kernels take the input: there the
-#: layer took 0.85x to 0.94x the sparse time at 44 and 93 rows per graph
-#: (both attentions) and 1.1x to 1.2x at 188.
-PACKED_BLOCK_NATIVE = 96
+#: The same limit for softmax attention (any device): the layer took 0.89x
+#: to 0.99x the sparse time at 44 and 93 rows per graph and 1.1x at 188.
+PACKED_BLOCK_SOFTMAX = 96
 #: The kind of the rows of each output part, and of the keys of each pool.
 QUERY_KIND = {'diag': 'node', 'off': 'off', 'node': 'node',
               'graph': 'graph'}
@@ -72,20 +74,26 @@ KEY_KIND = {'R': 'off', 'C': 'off', 'ES': 'off', 'DS': 'node',
             'XS': 'node'}
 
 
-def packed_pays(view, in_order: int, out_order: int, x: Tensor) -> bool:
+def packed_pays(view, in_order: int, out_order: int, x: Tensor,
+                attention: str = 'kernel') -> bool:
     r"""Whether :func:`packed_class_attention` serves the
     :obj:`in_order` → :obj:`out_order` attention of this batch with input
-    :obj:`x`: the orders are 0, 1 or 2, the batch has rows, and its graphs
-    hold at most :data:`PACKED_BLOCK` rows on average, weighted by their
-    rows (:data:`PACKED_BLOCK_NATIVE` where the native CPU kernels take
-    :obj:`x`: they read small groups directly, and the blocks pay on
-    smaller graphs only). Never under :func:`torch.compile`: the block
+    :obj:`x` and :obj:`attention`: the orders are 0, 1 or 2, the batch has
+    rows, and its graphs hold at most :data:`PACKED_BLOCK` (kernel
+    attention, where the native CPU kernels do not take :obj:`x`) or
+    :data:`PACKED_BLOCK_SOFTMAX` (softmax attention) rows on average,
+    weighted by their rows. Never under :func:`torch.compile`: the block
     sizes are read on the host, which would break the graph; the sparse
     path compiles whole."""
     if in_order not in (1, 2) or out_order not in (0, 1, 2) or \
             torch.compiler.is_compiling():
         return False
-    limit = PACKED_BLOCK_NATIVE if native_applies(x) else PACKED_BLOCK
+    if attention == 'softmax':
+        limit = PACKED_BLOCK_SOFTMAX
+    elif native_applies(x):
+        return False
+    else:
+        limit = PACKED_BLOCK
     rows = view.nodes_per_graph
     if 2 in (in_order, out_order):
         rows = rows + view.edges_per_graph
