@@ -190,6 +190,21 @@ def test_kernel_layers_sharing_a_view_share_its_plans(monkeypatch):
         assert counts[2] > 0 and counts[3] > 0  # other shapes, other limit
 
 
+def test_kernel_attention_under_inference_mode(monkeypatch):
+    # a view built under inference_mode holds inference tensors, which
+    # have no version counter: the plans are matched by identity alone
+    monkeypatch.setattr(packed, 'PACKED_BLOCK', -1)  # the sparse path
+    data = attach_order_inputs(random_graph(9, 20), 2, seed=4)
+    layer = make((2, 2), attention='kernel', kernel='elu').eval()
+    with torch.no_grad():
+        expected = layer(data.pair_x, PairView.from_data(data))
+    with torch.inference_mode():
+        view = PairView.from_data(data)
+        first, again = (layer(data.pair_x, view) for _ in range(2))
+    torch.testing.assert_close(first, expected, rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(again, expected, rtol=1e-12, atol=1e-12)
+
+
 def test_attention_weights_sum_to_one_per_query(device):
     data = attach_order_inputs(random_graph(6, 8, device=device), 2)
     layer = make((2, 2), device)

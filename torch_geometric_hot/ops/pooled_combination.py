@@ -310,11 +310,17 @@ class _NativePlans:
     identity of the index tensors (alive and unchanged: weak references
     and version counters) and the shapes and settings it depends on: the
     layers of a model that share a batch's index tensors, and each layer's
-    backward pass, build it once. At most :data:`SIZE` entries."""
+    backward pass, build it once. At most :data:`SIZE` entries. Tensors
+    made under :func:`torch.inference_mode` have no version counter: they
+    are matched by identity alone."""
     SIZE = 16
 
     def __init__(self) -> None:
-        self.entries: Dict[Tuple, Tuple[List, List[int], object]] = {}
+        self.entries: Dict[Tuple, Tuple[List, List, object]] = {}
+
+    @staticmethod
+    def _versions(index: Sequence[Tensor]) -> List[Optional[int]]:
+        return [None if t.is_inference() else t._version for t in index]
 
     def get(self, index: Sequence[Tensor], key: Tuple, build):
         key = (tuple(id(t) for t in index), key)
@@ -322,12 +328,12 @@ class _NativePlans:
         if entry is not None:
             refs, versions, plan = entry
             if all(r() is t for r, t in zip(refs, index)) and \
-                    versions == [t._version for t in index]:
+                    versions == self._versions(index):
                 self.entries[key] = entry  # most recent last
                 return plan
         plan = build()
         self.entries[key] = ([weakref.ref(t) for t in index],
-                             [t._version for t in index], plan)
+                             self._versions(index), plan)
         while len(self.entries) > self.SIZE:
             self.entries.pop(next(iter(self.entries)))
         return plan
