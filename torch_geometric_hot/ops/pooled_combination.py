@@ -351,13 +351,10 @@ def _native_plan(pools, reads, parts, index, structure, phi_q, phi_k,
         pools, reads, parts, phi_q, phi_k, shape))
 
 
-@_pooled_combination.register_kernel('cpu')
-def _(phi_k, phi_q, values, weight, index, structure, heads, head_channels,
-      eps):
-    pools, reads, parts = _decode(index, structure)
-    if not _native_applies(phi_k, phi_q, values, weight, pools, reads):
-        return _torch_outputs(phi_k, phi_q, values, weight, pools, reads,
-                              parts, heads, head_channels, eps)
+def _native_inputs(phi_k, phi_q, values, weight, pools, reads, parts, index,
+                   structure, heads, head_channels):
+    r"""The contiguous inputs, the value projection (or :obj:`None`) and
+    the cached native tables and plan of one call, forward or backward."""
     phi_k, phi_q, values = (phi_k.contiguous(), phi_q.contiguous(),
                             values.contiguous())
     projection = None if weight is None else ValueProjection(
@@ -365,6 +362,19 @@ def _(phi_k, phi_q, values, weight, index, structure, heads, head_channels,
     tables, plan = _native_plan(pools, reads, parts, index, structure,
                                 phi_q, phi_k, values.shape if projection
                                 is None else projection.shape)
+    return phi_k, phi_q, values, projection, tables, plan
+
+
+@_pooled_combination.register_kernel('cpu')
+def _(phi_k, phi_q, values, weight, index, structure, heads, head_channels,
+      eps):
+    pools, reads, parts = _decode(index, structure)
+    if not _native_applies(phi_k, phi_q, values, weight, pools, reads):
+        return _torch_outputs(phi_k, phi_q, values, weight, pools, reads,
+                              parts, heads, head_channels, eps)
+    phi_k, phi_q, values, projection, tables, plan = _native_inputs(
+        phi_k, phi_q, values, weight, pools, reads, parts, index, structure,
+        heads, head_channels)
     buffers = _summary_buffers(phi_q, pools, head_channels)
     with native.workspace() as scratch:  # the readings: temporaries
         data = values if projection is None else \
@@ -476,13 +486,9 @@ def _(grads, outs, dens, summaries, made_by, phi_k, phi_q, values, weight,
     pools, reads, parts = _decode(index, structure)
     # the native kernels read the summaries of the native forward pass
     if int(made_by) == NATIVE:  # whatever the native mode is by now
-        phi_k, phi_q, values = (phi_k.contiguous(), phi_q.contiguous(),
-                                values.contiguous())
-        projection = None if weight is None else ValueProjection(
-            values, weight.contiguous(), heads, head_channels)
-        tables, plan = _native_plan(pools, reads, parts, index, structure,
-                                    phi_q, phi_k, values.shape if projection
-                                    is None else projection.shape)
+        phi_k, phi_q, values, projection, tables, plan = _native_inputs(
+            phi_k, phi_q, values, weight, pools, reads, parts, index,
+            structure, heads, head_channels)
         return _native_backward(
             grads, outs, dens, [s[:n] for s, n in zip(
                 summaries, plan.summary_groups)], phi_k, phi_q, values,
