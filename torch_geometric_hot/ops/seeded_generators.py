@@ -44,5 +44,22 @@ class SeededGenerators:
             self._by_device[device] = generator
         return generator
 
+    def get_state(self) -> Dict[str, torch.Tensor]:
+        r"""The state of every generator created so far, by device name
+        (for a checkpoint: a run resumed from it draws what the
+        uninterrupted run would have drawn)."""
+        return {str(device): generator.get_state()
+                for device, generator in self._by_device.items()}
+
+    def set_state(self, state: Dict[str, torch.Tensor]) -> None:
+        r"""Restores the generators of :meth:`get_state`."""
+        for device, generator_state in state.items():
+            device = torch.device(device)
+            generator = self._by_device.get(device)
+            if generator is None:
+                generator = torch.Generator(device=device)
+                self._by_device[device] = generator
+            generator.set_state(generator_state)
+
     def __repr__(self) -> str:
         return f'{self.__class__.__name__}(seed={self.seed})'

@@ -10,22 +10,36 @@ from typing import Dict
 import numpy as np
 import torch
 
+from torch_geometric_hot.ops.seeded_generators import SeededGenerators
+
 LAST, BEST = 'last.pt', 'best.pt'
 
 
-def rng_state() -> Dict:
+def _module_generators(model: torch.nn.Module) -> Dict[str,
+                                                       SeededGenerators]:
+    return {f'{name}.{attr}': value
+            for name, module in model.named_modules()
+            for attr, value in vars(module).items()
+            if isinstance(value, SeededGenerators)}
+
+
+def rng_state(model: torch.nn.Module) -> Dict:
     r"""The states of torch's (CPU and CUDA), Python's and NumPy's global
-    generators, in types ``weights_only`` loading accepts."""
+    generators and of the seeded generators of :obj:`model`'s modules
+    (:class:`~torch_geometric_hot.ops.seeded_generators.SeededGenerators`),
+    in types ``weights_only`` loading accepts."""
     kind, keys, pos, has_gauss, gauss = np.random.get_state()
     state = {'torch': torch.get_rng_state(), 'python': random.getstate(),
              'numpy': (kind, torch.from_numpy(keys.astype(np.int64)), pos,
-                       has_gauss, gauss)}
+                       has_gauss, gauss),
+             'modules': {name: generators.get_state() for name, generators
+                         in _module_generators(model).items()}}
     if torch.cuda.is_available():
         state['cuda'] = torch.cuda.get_rng_state_all()
     return state
 
 
-def set_rng_state(state: Dict) -> None:
+def set_rng_state(state: Dict, model: torch.nn.Module) -> None:
     torch.set_rng_state(state['torch'])
     random.setstate(state['python'])
     kind, keys, pos, has_gauss, gauss = state['numpy']
@@ -33,6 +47,9 @@ def set_rng_state(state: Dict) -> None:
                          has_gauss, gauss))
     if 'cuda' in state and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(state['cuda'])
+    generators = _module_generators(model)
+    for name, generator_state in state['modules'].items():
+        generators[name].set_state(generator_state)
 
 
 def save(path: str, payload: Dict) -> None:

@@ -243,7 +243,8 @@ class Run:
         return {'model': self.model.state_dict(),
                 'optimizer': self.optimizer.state_dict(),
                 'scheduler': self.scheduler.state_dict(),
-                'epoch': self.epoch, 'rng': checkpoint.rng_state(),
+                'epoch': self.epoch,
+                'rng': checkpoint.rng_state(self.model),
                 'args': {k: self.config[k] for k in
                          checkpoint.RUN_ARGUMENTS},
                 'history': self.history}
@@ -256,7 +257,7 @@ class Run:
         self.scheduler.load_state_dict(state['scheduler'])
         self.epoch = int(state['epoch'])
         self.history = list(state['history'])
-        checkpoint.set_rng_state(state['rng'])
+        checkpoint.set_rng_state(state['rng'], self.model)
 
     def _write_epoch(self, record: Dict, improved: bool) -> None:
         if self.run_dir is None or not self.ctx.is_main:
