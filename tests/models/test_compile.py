@@ -50,26 +50,34 @@ class SimplicialModel(torch.nn.Module):
         return self.head(scatter_sum(h, batch, num_graphs))
 
 
-def build(name):
+def build(name, redraw_interval=None):
     torch.manual_seed(0)
     if name == 'simplicial':
         return SimplicialModel().double()
     atom, bond = CategoricalEncoder(ATOMS, WIDTH), CategoricalEncoder(
         BONDS, WIDTH)
     if name.startswith('hot_'):
+        kwargs = dict(redraw_interval=redraw_interval) \
+            if name == 'hot_kernel' else {}
         return HOTGraphModel(WIDTH, 1, num_layers=1, heads=2,
                              node_encoder=atom, edge_encoder=bond,
-                             attention=name[len('hot_'):], seed=0).double()
+                             attention=name[len('hot_'):], seed=0,
+                             **kwargs).double()
+    kwargs = dict(redraw_interval=redraw_interval) \
+        if name == 'tokengt_performer' else {}
     return TokenGT(WIDTH, WIDTH, 1, 1, node_encoder=atom, edge_encoder=bond,
                    heads=2, node_id='laplacian', node_id_dim=NODE_ID_DIM,
-                   attention=name[len('tokengt_'):], seed=0).double()
+                   attention=name[len('tokengt_'):], seed=0,
+                   **kwargs).double()
 
 
-def call(name, model, b):
-    r"""The model on batch :obj:`b`, its pair view built eagerly."""
+def call(name, model, b, view=None):
+    r"""The model on batch :obj:`b`, its pair view built eagerly (or
+    :obj:`view`)."""
     if name.startswith('hot_'):
+        view = PairView.from_data(b) if view is None else view
         return model(b.x, b.edge_index, b.edge_attr, b.batch,
-                     num_graphs=b.num_graphs, view=PairView.from_data(b))
+                     num_graphs=b.num_graphs, view=view)
     if name.startswith('tokengt_'):
         return model(b.x, b.edge_index, b.edge_attr, b.batch,
                      num_graphs=b.num_graphs, node_id=b.lap_node_id)
@@ -127,6 +135,27 @@ def test_compiled_gradients_equal_eager(name):
     assert grads[0].keys() == grads[1].keys() and len(grads[0]) > 5
     for key in grads[0]:
         torch.testing.assert_close(grads[1][key], grads[0][key], msg=key)
+
+
+@pytest.mark.parametrize('name', CONFIGS)
+def test_training_steps_on_one_batch_compile_once(name):
+    # forward, backward and an optimiser step, three times on one batch and
+    # one view, eager steps in between: nothing the steps change (the
+    # random features' redraw count, what the eager pass caches on the
+    # view) makes the compiled model compile again
+    b = molecule_like_batch([7, 4, 9])
+    view = PairView.from_data(b)
+    model = build(name, redraw_interval=2).train()
+    backend = Counting()
+    compiled = torch.compile(model, backend=backend, fullgraph=True)
+    optimizer = torch.optim.SGD(model.parameters(), lr=1e-2)
+    torch._dynamo.utils.counters.clear()
+    for fn in (compiled, compiled, model, compiled):
+        optimizer.zero_grad()
+        call(name, fn, b, view).square().mean().backward()
+        optimizer.step()
+    assert backend.graphs == 1
+    assert torch._dynamo.utils.counters['stats']['unique_graphs'] == 1
 
 
 def test_batches_of_other_sizes_compile_three_times_at_most():

@@ -126,3 +126,57 @@ def test_favor_plus_query_stabiliser_is_the_largest_logit(
     torch.testing.assert_close(out.amax(-1),
                                torch.full(out.shape[:-1], 11**-0.5,
                                           dtype=dtype))
+
+
+def _passes(fm, fns, x):
+    # per pass: whether the projection changed, and the count after it
+    seen = []
+    for fn in fns:
+        before = fm.projection.clone()
+        fn(x)
+        seen.append((not torch.equal(before, fm.projection),
+                     int(fm.calls_since_redraw)))
+    return seen
+
+
+def _training_pass(fm):
+    def forward(x):
+        fm.step()
+        return fm(x, True)
+    return forward
+
+
+def test_compiled_passes_redraw_at_the_eager_interval_in_one_graph():
+    x = torch.randn(5, 2, 4, dtype=torch.float64)
+    eager = FeatureMap(4, redraw_interval=2, seed=0).double().train()
+    expected = _passes(eager, [_training_pass(eager)] * 6, x)
+    assert expected == [(False, 1), (False, 2), (True, 1), (False, 2),
+                        (True, 1), (False, 2)]
+
+    fm = FeatureMap(4, redraw_interval=2, seed=0).double().train()
+    graphs = []
+
+    def backend(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    torch._dynamo.reset()
+    compiled = torch.compile(_training_pass(fm), backend=backend,
+                             fullgraph=True)
+    # an eager pass among the compiled ones continues their count
+    fns = [compiled] * 3 + [_training_pass(fm)] + [compiled] * 2
+    assert _passes(fm, fns, x) == expected
+    assert len(graphs) == 1
+    torch._dynamo.reset()
+
+
+def test_redraw_count_resumes_from_a_state_dict():
+    fm = FeatureMap(4, redraw_interval=2, seed=0).train()
+    fm.step()  # one pass counted
+    resumed = FeatureMap(4, redraw_interval=2, seed=1).train()
+    resumed.step()
+    resumed.step()  # a redraw due at the next pass
+    resumed.load_state_dict(fm.state_dict())
+    x = torch.randn(3, 1, 4)
+    assert _passes(resumed, [_training_pass(resumed)] * 2, x) == [
+        (False, 2), (True, 1)]

@@ -154,7 +154,6 @@ class PairView(PlanCache):
         self.off_transpose = self.entry_transpose[self.off_pos]
         self.off_has_transpose = ~self.missing_transpose[self.off_pos]
         self._edge_entry = edge_entry
-        self._raw_edge_index: Optional[Tensor] = None
 
         self.deg_out = segment_counts(self.off_row, num_nodes)
         self.deg_in = segment_counts(self.off_col, num_nodes)
@@ -196,7 +195,12 @@ class PairView(PlanCache):
             transpose = _globalise_transpose(transpose, pair_index, batch,
                                              num_graphs)
         view = cls(pair_index, num_nodes, batch, num_graphs, transpose)
-        view._raw_edge_index = getattr(data, 'edge_index', None)
+        edge_index = getattr(data, 'edge_index', None)
+        if edge_index is not None:
+            # located when the view is built, not at its first use: a view
+            # that a forward pass changes would be a different input for
+            # the next call of a compiled model (a recompile)
+            view._edge_entry = view.locate(edge_index)
         return view
 
     # ------------------------------------------------------------------
@@ -263,12 +267,10 @@ class PairView(PlanCache):
     @property
     def edge_entry(self) -> Tensor:
         r"""Entry of every raw edge (rows of the graph's :obj:`edge_index`),
-        located once and cached."""
+        located when the view is built."""
         if self._edge_entry is None:
-            if self._raw_edge_index is None:
-                raise ValueError("this view has no raw edges: build it with "
-                                 "PairView.build or PairView.from_data")
-            self._edge_entry = self.locate(self._raw_edge_index)
+            raise ValueError("this view has no raw edges: build it with "
+                             "PairView.build or PairView.from_data")
         return self._edge_entry
 
     def transpose_rows(self, x: Tensor) -> Tensor:

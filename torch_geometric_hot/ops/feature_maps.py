@@ -264,11 +264,18 @@ class FeatureMap(torch.nn.Module):
         self.seed = seed
         self.generators = SeededGenerators(
             torch.Generator().initial_seed() if seed is None else seed)
-        self._calls_since_redraw = 0  # mirrors the buffer, without syncs
         self.register_buffer('projection',
                              torch.empty(self.num_features, head_dim))
         self.register_buffer('calls_since_redraw',
                              torch.zeros((), dtype=torch.long))
+        # Eager passes count in a Python int (no host synchronisation per
+        # pass) that mirrors the buffer; compiled passes count in the
+        # buffer alone (a Python int would be a guard, one graph per
+        # value). The buffer's identity and version counter tell when the
+        # mirror is stale (a compiled pass, load_state_dict or a move to
+        # another device or dtype wrote or replaced the buffer).
+        self._calls_since_redraw = 0
+        self._mirrored = (0, -1)
         self.redraw_projection()
 
     @torch.no_grad()
@@ -279,12 +286,34 @@ class FeatureMap(torch.nn.Module):
             w = orthogonal_gaussian(self.num_features, self.head_dim,
                                     self.generators(device), device=device)
             self.projection.copy_(w.to(self.projection.dtype))
-        self.calls_since_redraw.zero_()
-        self._calls_since_redraw = 0
+        self._set_count(0)
 
-    def _load_from_state_dict(self, *args, **kwargs) -> None:
-        super()._load_from_state_dict(*args, **kwargs)
-        self._calls_since_redraw = int(self.calls_since_redraw)
+    def _set_count(self, count: int) -> None:
+        self.calls_since_redraw.fill_(count)
+        self._calls_since_redraw = count
+        self._mirrored = (id(self.calls_since_redraw),
+                          self.calls_since_redraw._version)
+
+    def _count(self) -> int:
+        # the eager count, read back from the buffer (one host
+        # synchronisation) only after something else wrote it
+        if (id(self.calls_since_redraw),
+                self.calls_since_redraw._version) != self._mirrored:
+            self._set_count(int(self.calls_since_redraw))
+        return self._calls_since_redraw
+
+    @torch.no_grad()
+    def _traced_step(self) -> None:
+        # the same counting and redraw as step(), on tensors: a projection
+        # is drawn at every pass and kept where the interval is due
+        count = self.calls_since_redraw
+        due = count >= self.redraw_interval
+        if self.kernel != 'elu':
+            drawn = orthogonal_gaussian(self.num_features, self.head_dim,
+                                        None, self.projection.dtype,
+                                        self.projection.device)
+            self.projection.copy_(torch.where(due, drawn, self.projection))
+        count.copy_(torch.where(due, 1, count + 1))
 
     def step(self) -> None:
         r"""Counts one training forward pass of the owning layer and
@@ -294,14 +323,23 @@ class FeatureMap(torch.nn.Module):
         so queries and keys of one pass always share a projection. It does
         nothing in eval mode and inside a backward pass (the recomputation
         of activation checkpointing must see the projection its forward
-        pass used)."""
-        if not self.training or self.redraw_interval is None or \
-                torch._C._current_graph_task_id() != -1:
+        pass used).
+
+        Under :func:`torch.compile` the count lives in the
+        :obj:`calls_since_redraw` buffer and the redraw is a selection
+        between the current projection and one drawn at every pass (from
+        the default generator), so the compiled graph is the same at every
+        pass and compiled and eager passes may alternate."""
+        if not self.training or self.redraw_interval is None:
             return
-        if self._calls_since_redraw >= self.redraw_interval:
+        if torch.compiler.is_compiling():
+            self._traced_step()
+            return
+        if torch._C._current_graph_task_id() != -1:
+            return
+        if self._count() >= self.redraw_interval:
             self.redraw_projection()
-        self._calls_since_redraw += 1
-        self.calls_since_redraw.fill_(self._calls_since_redraw)
+        self._set_count(self._calls_since_redraw + 1)
 
     def forward(self, x: Tensor, is_query: bool,
                 group: Optional[Tensor] = None,
