@@ -280,8 +280,9 @@ def round_robin(runners: Dict[str, Runner], batches: Sequence,
 def matmul_flops(runner: Runner, batch) -> int:
     r"""Floating-point operations of the matrix products of one training
     step (:class:`torch.utils.flop_counter.FlopCounterMode`, forward and
-    backward; work outside matrix products, such as the native kernels of
-    kernel attention, is not counted)."""
+    backward; the products inside the library's custom operators, such as
+    kernel attention's summaries and readings, by their registered counts,
+    :mod:`torch_geometric_hot.ops.flop_counts`)."""
     from torch.utils.flop_counter import FlopCounterMode
     with FlopCounterMode(display=False) as counter:
         runner.train_step(batch)

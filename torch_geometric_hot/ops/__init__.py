@@ -54,3 +54,7 @@ __all__ += [
     'SizeLimitError', 'current_size_limit', 'set_size_limit', 'size_limit',
     'validating', 'validation'
 ]
+# registers the custom operators' flop counts with FlopCounterMode
+from torch_geometric_hot.ops import flop_counts  # noqa: E402
+
+__all__ += ['flop_counts']

@@ -1,0 +1,97 @@
+import pytest
+import torch
+from torch.utils.flop_counter import FlopCounterMode
+
+from torch_geometric_hot.ops import gather_contract, segment_outer_sum
+from torch_geometric_hot.ops.class_combination import READING, \
+    CombinationTerm
+from torch_geometric_hot.ops.kernel_attention import KeySummary, Reading
+from torch_geometric_hot.ops.pooled_combination import CombinationPart, \
+    ValueProjection, pooled_combination
+
+E, H, R, C = 13, 3, 5, 4
+
+
+def _counted(fn, *args):
+    # (total, per operator) of what FlopCounterMode counts in fn(*args)
+    with FlopCounterMode(display=False) as counter:
+        out = fn(*args)
+    return counter.get_total_flops(), {
+        str(op): n for op, n in counter.get_flop_counts()['Global'].items()
+    }, out
+
+
+def _inputs(*shapes, grad=False):
+    gen = torch.Generator().manual_seed(0)
+    return [torch.rand(*s, generator=gen).requires_grad_(grad)
+            for s in shapes]
+
+
+def test_segment_outer_sum_counts_as_its_dense_product():
+    k, v = _inputs((E, H, R), (E, H, C))
+    index = torch.zeros(E, dtype=torch.long)
+    total, ops, _ = _counted(segment_outer_sum, k, v, index, 1)
+    dense, _, _ = _counted(torch.bmm, k.permute(1, 2, 0), v.transpose(0, 1))
+    assert ops == {'torch_geometric_hot.segment_outer_sum': dense}
+    assert total == dense == 2 * E * H * R * C
+
+
+def test_gather_contract_counts_as_its_dense_product():
+    q, summary = _inputs((E, H, R), (2, H, R, C))
+    index = torch.arange(E) % 2
+    total, ops, _ = _counted(gather_contract, q, summary, index)
+    dense, _, _ = _counted(torch.bmm, q.transpose(0, 1), summary[0])
+    assert ops == {'torch_geometric_hot.gather_contract': dense}
+    assert total == dense
+
+
+@pytest.mark.parametrize('op', ['segment_outer_sum', 'gather_contract'])
+def test_backward_counts_one_product_per_gradient(op):
+    if op == 'segment_outer_sum':
+        a, b = _inputs((E, H, R), (E, H, C), grad=True)
+        index = torch.zeros(E, dtype=torch.long)
+        out = segment_outer_sum(a, b, index, 1)
+    else:
+        a, b = _inputs((E, H, R), (1, H, R, C), grad=True)
+        out = gather_contract(a, b, torch.zeros(E, dtype=torch.long))
+    forward = 2 * E * H * R * C
+    total, ops, _ = _counted(out.sum().backward)
+    assert ops[f'torch_geometric_hot.{op}_backward'] == 2 * forward
+
+
+def _global_attention(phi_q, phi_k, values):
+    # one summary over all keys, one reading of it by every query, one
+    # class reading it
+    N, K = phi_q.size(0), phi_k.size(0)
+    pool = KeySummary(torch.arange(K), torch.zeros(K, dtype=torch.long), 1,
+                      (0, ))
+    read = Reading(0, torch.zeros(N, dtype=torch.long), (0, ))
+    part = CombinationPart([[CombinationTerm(1, READING, 0, 0)]], [], [0],
+                           torch.ones(N, 1, dtype=torch.bool))
+    return pooled_combination([part], [pool], [read], phi_q, phi_k,
+                              values)[0]
+
+
+def test_pooled_combination_counts_summaries_readings_and_projection():
+    N, K, F = 7, E, 6
+    phi_q, phi_k, x, weight = _inputs((N, H, R), (K, H, R), (K, F),
+                                      (H * C, F), grad=True)
+    values = ValueProjection(x, weight, H, C)
+    total, ops, out = _counted(_global_attention, phi_q, phi_k, values)
+    # the same products written densely: the projection, the summary
+    # [H, R, C + 1] of the keys and the readings of it
+    dense_values = torch.nn.functional.linear(x, weight).view(K, H, C)
+    ones = torch.ones(K, H, 1)
+    expected = sum(_counted(fn, *args)[0] for fn, args in [
+        (torch.nn.functional.linear, (x, weight)),
+        (torch.bmm, (phi_k.permute(1, 2, 0),
+                     torch.cat([dense_values, ones], -1).transpose(0, 1))),
+        (torch.bmm, (phi_q.transpose(0, 1), torch.rand(H, R, C + 1))),
+    ])
+    assert ops == {'torch_geometric_hot.pooled_combination': expected}
+    # backward: each product's two operands, the projection recomputed
+    # and the gradients of its input and weight
+    _, ops, _ = _counted(out.sum().backward)
+    projection = 2 * K * F * H * C
+    assert ops['torch_geometric_hot.pooled_combination_backward'] == \
+        2 * (expected - projection) + 3 * projection

@@ -1,0 +1,134 @@
+r"""Floating-point operation counts of the library's custom operators, for
+:class:`torch.utils.flop_counter.FlopCounterMode`.
+
+A custom operator is opaque to the flop counter: without a formula, the
+matrix products a ``torch_geometric_hot::`` operator performs inside it
+(kernel attention's per-group outer-product sums :math:`\phi(K)^\top V`,
+their readings :math:`\phi(q)^\top S`, a value projection computed in the
+operator) would count zero. Importing this module (the package does)
+registers a formula per operator, counting its products as the flop
+counter counts :func:`torch.mm`: two operations per multiply-add.
+
+Counted per operator, :math:`H` heads, :math:`R` random features, :math:`C`
+value columns:
+
+* ``segment_outer_sum``: :math:`2 E H R C` for :math:`E` rows;
+  ``gather_contract``: :math:`2 E H R C`; each backward: that much per
+  gradient asked for;
+* ``favor_plus``: the random-feature product :math:`2 N H d r` for
+  :math:`N` rows of :math:`d` channels and :math:`r` features; its
+  backward the same (the gradient of the rows);
+* ``pooled_combination``: per summary :math:`2 K H R (C + 1)` over its
+  :math:`K` keys (the denominator is the extra column), per reading
+  :math:`2 N H R (C + 1)` over its :math:`N` query rows, per single-key
+  term :math:`2 N H (R + D)`, and the value projection
+  :math:`2 P F W` when the operator computes it; its backward: twice the
+  summaries, readings and single-key terms (a gradient for each operand),
+  the projection recomputed, and one product per gradient of the
+  projection asked for.
+
+The index gathers (``pair_gather``, ``pair_scatter``) are not products and
+count zero, as PyTorch's own gathers do.
+"""
+from typing import List, Sequence
+
+import torch
+from torch import Tensor
+from torch.utils.flop_counter import register_flop_formula
+
+from torch_geometric_hot.ops.class_combination import SINGLE_KEY
+from torch_geometric_hot.ops.pooled_combination import _decode
+
+_ops = torch.ops.torch_geometric_hot
+
+
+@register_flop_formula(_ops.segment_outer_sum, get_raw=True)
+def segment_outer_sum_flops(k: Tensor, v: Tensor, *args, **kwargs) -> int:
+    r""":math:`2 E H R C` for keys :obj:`[E, H, R]`, values
+    :obj:`[E, H, C]`."""
+    return 2 * k.numel() * v.size(-1)
+
+
+@register_flop_formula(_ops.segment_outer_sum_backward, get_raw=True)
+def segment_outer_sum_backward_flops(grad: Tensor, k: Tensor, v: Tensor,
+                                     index: Tensor, need_k: bool,
+                                     need_v: bool, **kwargs) -> int:
+    r"""One forward's count per gradient asked for."""
+    return (int(need_k) + int(need_v)) * segment_outer_sum_flops(k, v)
+
+
+@register_flop_formula(_ops.gather_contract, get_raw=True)
+def gather_contract_flops(q: Tensor, summary: Tensor, *args,
+                          **kwargs) -> int:
+    r""":math:`2 E H R C` for queries :obj:`[E, H, R]`, summaries
+    :obj:`[G, H, R, C]`."""
+    return 2 * q.numel() * summary.size(-1)
+
+
+@register_flop_formula(_ops.gather_contract_backward, get_raw=True)
+def gather_contract_backward_flops(grad: Tensor, q: Tensor, summary: Tensor,
+                                   index: Tensor, need_q: bool,
+                                   need_summary: bool, **kwargs) -> int:
+    r"""One forward's count per gradient asked for."""
+    return (int(need_q) + int(need_summary)) * gather_contract_flops(
+        q, summary)
+
+
+@register_flop_formula([_ops.favor_plus, _ops.favor_plus_backward],
+                       get_raw=True)
+def favor_plus_flops(x: Tensor, projection: Tensor, *args, **kwargs) -> int:
+    r""":math:`2 N H d r` for rows :obj:`[N, H, d]` and a projection
+    :obj:`[r, d]`, forward or backward."""
+    return 2 * x.numel() * projection.size(0)
+
+
+def _attention_flops(phi_q: Tensor, phi_k: Tensor, head_channels: int,
+                     index: Sequence[Tensor], structure: List[int]) -> int:
+    # the summaries, readings and single-key terms of pooled_combination
+    pools, reads, parts = _decode(index, structure)
+    H, R, D = phi_q.size(1), phi_q.size(2), head_channels
+    flops = 0
+    for pool in pools:
+        flops += 2 * pool.position.numel() * H * R * (len(pool.slots) * D +
+                                                      1)
+    for read in reads:
+        slots = pools[read.pool].slots if read.slots is None else read.slots
+        flops += 2 * read.index.numel() * H * R * (len(slots) * D + 1)
+    for part in parts:
+        rows = part.rows.stop - part.rows.start
+        singles = sum(t.kind == SINGLE_KEY for terms in part.terms
+                      for t in terms)
+        flops += 2 * singles * rows * H * (R + D)
+    return flops
+
+
+def _projection_flops(values: Tensor, weight) -> int:
+    return 0 if weight is None else 2 * values.numel() * weight.size(0)
+
+
+@register_flop_formula(_ops.pooled_combination, get_raw=True)
+def pooled_combination_flops(phi_k: Tensor, phi_q: Tensor, values: Tensor,
+                             weight, index: Sequence[Tensor],
+                             structure: List[int], heads: int,
+                             head_channels: int, eps: float,
+                             **kwargs) -> int:
+    r"""The summaries, readings, single-key terms and the value
+    projection (when :obj:`weight` is given)."""
+    return _attention_flops(phi_q, phi_k, head_channels, index, structure) \
+        + _projection_flops(values, weight)
+
+
+@register_flop_formula(_ops.pooled_combination_backward, get_raw=True)
+def pooled_combination_backward_flops(grads, outs, dens, summaries, made_by,
+                                      phi_k: Tensor, phi_q: Tensor,
+                                      values: Tensor, weight,
+                                      index: Sequence[Tensor],
+                                      structure: List[int], heads: int,
+                                      head_channels: int, eps: float,
+                                      needs: List[bool], **kwargs) -> int:
+    r"""Twice the forward's attention products, the value projection
+    recomputed and one product per gradient of it asked for."""
+    projection = _projection_flops(values, weight)
+    asked = int(needs[2]) + (int(needs[3]) if len(needs) > 3 else 0)
+    return 2 * _attention_flops(phi_q, phi_k, head_channels, index,
+                                structure) + projection * (1 + asked)
