@@ -27,7 +27,7 @@ from torch_geometric_hot.ops.basis import EquivariantClass
 from torch_geometric_hot.ops.bucketed_global_softmax import (
     bucketed_global_attention, global_buckets, padded_elements)
 from torch_geometric_hot.ops.equivariant import Target
-from torch_geometric_hot.ops.higher_order_attention import KeyPool, \
+from torch_geometric_hot.ops.higher_order_attention import SummaryKeys, \
     exclusion_ids
 from torch_geometric_hot.ops.token_attention import pad_by_graph, \
     token_positions
@@ -68,7 +68,7 @@ def global_softmax_class_attention(cls: EquivariantClass, target: Target,
     """
     if cls.kind != 'global':
         raise ValueError(f"class {cls.name} is {cls.kind}, not global")
-    pool = KeyPool(cls.pool[0], view, in_order)
+    pool = SummaryKeys(cls.pool[0], view, in_order)
     num_graphs = pool.num_groups
     rows, heads = q.size(0), q.size(1)
     if rows == 0:

@@ -36,7 +36,7 @@ from torch_geometric_hot.ops.validation import check_size
 _SINGLE_KEY = ('E', 'ET', 'D', 'X')
 
 
-class KeyPool:
+class SummaryKeys:
     r"""The input rows an aggregate summary adds up, and their groups.
 
     Attributes:
@@ -49,7 +49,7 @@ class KeyPool:
     def __init__(self, summary: str, view, in_order: int) -> None:
         if in_order == 1:
             if summary != 'XS':
-                raise ValueError(f"no key pool {summary!r} on order 1")
+                raise ValueError(f"no summary {summary!r} on order 1")
             self.position = torch.arange(view.num_nodes,
                                          device=view.batch.device)
             self.row = self.col = self.position
@@ -104,7 +104,7 @@ def group_pairs(query_group: Tensor, key_group: Tensor,
 
 
 def exclusion_ids(cls: EquivariantClass, target: Target, view,
-                  pool: KeyPool) -> List[Tuple[Tensor, Tensor]]:
+                  pool: SummaryKeys) -> List[Tuple[Tensor, Tensor]]:
     r"""The class's exclusions as ids: per excluded (summary, selector), an
     id per query row and an id per key of :obj:`pool` such that the key is
     excluded for the query exactly when the two are equal (ids of keys are
@@ -122,7 +122,7 @@ def exclusion_ids(cls: EquivariantClass, target: Target, view,
     return out
 
 
-def _excluded(cls: EquivariantClass, target: Target, view, pool: KeyPool,
+def _excluded(cls: EquivariantClass, target: Target, view, pool: SummaryKeys,
               query: Tensor, key: Tensor) -> Tensor:
     excluded = torch.zeros_like(query, dtype=torch.bool)
     for query_ids, key_ids in exclusion_ids(cls, target, view, pool):
@@ -154,7 +154,7 @@ def softmax_class_attention(
         :obj:`index` holds (query row, input row).
     """
     summary, selector = cls.pool
-    pool = KeyPool(summary, view, in_order)
+    pool = SummaryKeys(summary, view, in_order)
     query_group = target.index(summary, selector)[0]
     if not torch.compiler.is_compiling():  # a row of a hub: deg^2 pairs
         pairs = int(torch.bincount(pool.group, minlength=pool.num_groups)
@@ -198,7 +198,7 @@ def kernel_class_attention(classes: Sequence[Sequence[EquivariantClass]],
     sums run in the widest dtype of the inputs, outside
     :func:`torch.autocast` (they add up whole graphs).
 
-    The index work (key pools, readings, terms, and the native path's
+    The index work (summary keys, readings, terms, and the native path's
     visiting orders and checks) depends on the view, the classes and the
     shapes only: it is kept with the view
     (:class:`~torch_geometric_hot.data.PlanCache`), so the other layers of
@@ -303,7 +303,7 @@ def _build_kernel_plan(classes: Sequence[Sequence[EquivariantClass]],
     pool_of = {summary: p for p, summary in enumerate(users)}
     pools = []
     for summary, pool_slots in users.items():
-        pool = KeyPool(summary, view, in_order)
+        pool = SummaryKeys(summary, view, in_order)
         pools.append(KeySummary(pool.position, pool.group, pool.num_groups,
                           tuple(pool_slots)))
 

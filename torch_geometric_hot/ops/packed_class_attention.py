@@ -18,7 +18,7 @@ classes of a part and key kind share. Each class keeps the keys of its
 group (its graph, or for a local class its node's row or column) that no
 distinct-index exclusion removes, by a mask built from the very
 definitions the sparse path uses
-(:class:`~torch_geometric_hot.ops.higher_order_attention.KeyPool`,
+(:class:`~torch_geometric_hot.ops.higher_order_attention.SummaryKeys`,
 :func:`~torch_geometric_hot.ops.higher_order_attention.exclusion_ids`), so
 the classes are exactly the sparse path's:
 
@@ -46,7 +46,7 @@ from torch import Tensor
 
 from torch_geometric_hot.ops.basis import EquivariantClass
 from torch_geometric_hot.ops.equivariant import Target
-from torch_geometric_hot.ops.higher_order_attention import KeyPool, \
+from torch_geometric_hot.ops.higher_order_attention import SummaryKeys, \
     exclusion_ids, kernel_class_attention, softmax_class_attention
 from torch_geometric_hot.ops.native import applies as native_applies
 from torch_geometric_hot.ops.packed_layout import PackedLayout, \
@@ -299,7 +299,7 @@ def _key_rows(summary: str, view, in_order: int, pairs: bool,
     inputs for padding)."""
     def build() -> Tensor:
         num_inputs = view.num_entries if in_order == 2 else view.num_nodes
-        return pack(KeyPool(summary, view, in_order).position,
+        return pack(SummaryKeys(summary, view, in_order).position,
                     layout.slots[kind].slot_row, num_inputs)
 
     if not hasattr(view, 'plan'):
@@ -323,7 +323,7 @@ def _build_plan(cls: EquivariantClass, target: Target, view, in_order: int,
     r"""Per bucket the keys each query sees: a real key of its group (its
     graph, by the layout, or its node) that no exclusion removes."""
     summary, selector = cls.pool
-    pool = KeyPool(summary, view, in_order)
+    pool = SummaryKeys(summary, view, in_order)
     query_kind, key_kind = QUERY_KIND[target.part], KEY_KIND[summary]
     query_slots = layout.slots[query_kind].slot_row
     key_slots = layout.slots[key_kind].slot_row

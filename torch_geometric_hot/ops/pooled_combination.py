@@ -1,4 +1,4 @@
-r"""Kernel attention from the key pools to the classes of one or more
+r"""Kernel attention from the key summaries to the classes of one or more
 output parts (``docs/design.md``, "Kernel attention") as one operator,
 ``torch_geometric_hot::pooled_combination``: the summaries and readings of
 :func:`~torch_geometric_hot.ops.kernel_attention.pool_readings`, then per
