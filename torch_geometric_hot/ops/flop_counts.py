@@ -42,36 +42,23 @@ from torch_geometric_hot.ops.pooled_combination import _decode
 _ops = torch.ops.torch_geometric_hot
 
 
-@register_flop_formula(_ops.segment_outer_sum, get_raw=True)
-def segment_outer_sum_flops(k: Tensor, v: Tensor, *args, **kwargs) -> int:
-    r""":math:`2 E H R C` for keys :obj:`[E, H, R]`, values
-    :obj:`[E, H, C]`."""
-    return 2 * k.numel() * v.size(-1)
+@register_flop_formula([_ops.segment_outer_sum, _ops.gather_contract],
+                       get_raw=True)
+def segment_product_flops(a: Tensor, b: Tensor, *args, **kwargs) -> int:
+    r""":math:`2 E H R C` for ``segment_outer_sum`` of keys
+    :obj:`a [E, H, R]` and values :obj:`b [E, H, C]`, and for
+    ``gather_contract`` of queries :obj:`a [E, H, R]` and summaries
+    :obj:`b [G, H, R, C]`."""
+    return 2 * a.numel() * b.size(-1)
 
 
-@register_flop_formula(_ops.segment_outer_sum_backward, get_raw=True)
-def segment_outer_sum_backward_flops(grad: Tensor, k: Tensor, v: Tensor,
-                                     index: Tensor, need_k: bool,
-                                     need_v: bool, **kwargs) -> int:
+@register_flop_formula([_ops.segment_outer_sum_backward,
+                        _ops.gather_contract_backward], get_raw=True)
+def segment_product_backward_flops(grad: Tensor, a: Tensor, b: Tensor,
+                                   index: Tensor, need_a: bool,
+                                   need_b: bool, **kwargs) -> int:
     r"""One forward's count per gradient asked for."""
-    return (int(need_k) + int(need_v)) * segment_outer_sum_flops(k, v)
-
-
-@register_flop_formula(_ops.gather_contract, get_raw=True)
-def gather_contract_flops(q: Tensor, summary: Tensor, *args,
-                          **kwargs) -> int:
-    r""":math:`2 E H R C` for queries :obj:`[E, H, R]`, summaries
-    :obj:`[G, H, R, C]`."""
-    return 2 * q.numel() * summary.size(-1)
-
-
-@register_flop_formula(_ops.gather_contract_backward, get_raw=True)
-def gather_contract_backward_flops(grad: Tensor, q: Tensor, summary: Tensor,
-                                   index: Tensor, need_q: bool,
-                                   need_summary: bool, **kwargs) -> int:
-    r"""One forward's count per gradient asked for."""
-    return (int(need_q) + int(need_summary)) * gather_contract_flops(
-        q, summary)
+    return (int(need_a) + int(need_b)) * segment_product_flops(a, b)
 
 
 @register_flop_formula([_ops.favor_plus, _ops.favor_plus_backward],
