@@ -183,12 +183,6 @@ def test_inductor_matches_eager():
                                    call('tokengt_performer', model, b))
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "inductor cannot bind the padded key length of HOT's global softmax "
-    "classes in the backward graph: the length is read from the data as "
-    "int(k_len.max()) + 1, a symbol u + 1 that no input of the backward "
-    "graph has as a size (InductorError: expected [u] to have been "
-    "codegen-ed)"))
 def test_inductor_compiles_the_hot_softmax_training_step():
     b = molecule_like_batch([5, 7])
     model = build('hot_softmax').train()

@@ -88,7 +88,9 @@ def global_softmax_class_attention(cls: EquivariantClass, target: Target,
             exclusion_ids(cls, target, view, pool), buckets, BLOCK_ELEMENTS,
             dropout if training else 0.0)
     # host synchronisation: the padded lengths are the largest graph's
-    len_q, len_k = int(q_len.max()), int(k_len.max()) + 1  # + the zero key
+    # (the key length as one symbol: inductor binds sizes of the backward
+    # graph to symbols, not to expressions such as u + 1)
+    len_q, len_k = int(q_len.max()), int(k_len.max() + 1)  # + zero key
     torch._check(len_q > 0)  # rows > 0 (tells the compiler's symbols)
     torch._check(len_k > 0)
     if not torch.compiler.is_compiling():  # (sizes are symbols there)
