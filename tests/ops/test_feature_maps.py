@@ -180,3 +180,17 @@ def test_redraw_count_resumes_from_a_state_dict():
     x = torch.randn(3, 1, 4)
     assert _passes(resumed, [_training_pass(resumed)] * 2, x) == [
         (False, 2), (True, 1)]
+
+
+def test_a_feature_map_built_under_inference_mode_maps_and_counts():
+    # buffers made under inference_mode have no version counter
+    with torch.inference_mode():
+        fm = FeatureMap(4, redraw_interval=2, seed=0)
+        x = torch.randn(3, 1, 4)
+        expected = fm(x, False)
+        fm.train()
+        for _ in range(3):
+            fm.step()
+        assert int(fm.calls_since_redraw) == 1  # redrawn at the third pass
+        fm.eval()
+        assert not torch.equal(fm(x, False), expected)

@@ -14,7 +14,7 @@ over a key group be computed from the group's sums
   (`Katharopoulos et al. 2020 <https://arxiv.org/abs/2006.16236>`_).
 """
 import math
-from typing import Optional
+from typing import Optional, Tuple
 
 import torch
 from torch import Tensor
@@ -288,17 +288,21 @@ class FeatureMap(torch.nn.Module):
             self.projection.copy_(w.to(self.projection.dtype))
         self._set_count(0)
 
+    def _buffer_stamp(self) -> Tuple[int, Optional[int]]:
+        # the count buffer's identity and version (a buffer made under
+        # torch.inference_mode has no version counter: identity alone)
+        buffer = self.calls_since_redraw
+        return id(buffer), None if buffer.is_inference() else buffer._version
+
     def _set_count(self, count: int) -> None:
         self.calls_since_redraw.fill_(count)
         self._calls_since_redraw = count
-        self._mirrored = (id(self.calls_since_redraw),
-                          self.calls_since_redraw._version)
+        self._mirrored = self._buffer_stamp()
 
     def _count(self) -> int:
         # the eager count, read back from the buffer (one host
         # synchronisation) only after something else wrote it
-        if (id(self.calls_since_redraw),
-                self.calls_since_redraw._version) != self._mirrored:
+        if self._buffer_stamp() != self._mirrored:
             self._set_count(int(self.calls_since_redraw))
         return self._calls_since_redraw
 
