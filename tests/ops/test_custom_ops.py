@@ -88,6 +88,25 @@ def test_pair_entries(mode, dtype):
     _check(OPS.pair_scatter, (grad, *indices, n), mode)
 
 
+def test_class_pairs():
+    # every (query, key) of a group but the excluded ones, as enumerated
+    # by brute force; an opcheck of the data-dependent output size
+    gen = torch.Generator().manual_seed(3)
+    query_group = torch.randint(4, (9, ), generator=gen)
+    key_group = torch.randint(4, (11, ), generator=gen)
+    position = torch.randperm(20, generator=gen)[:11]
+    q_ids = [torch.randint(-1, 3, (9, ), generator=gen)]
+    k_ids = [torch.randint(3, (11, ), generator=gen)]
+    query, key = OPS.class_pairs(query_group, key_group, position, 4, q_ids,
+                                 k_ids)
+    expected = sorted(
+        (i, int(position[e])) for i in range(9) for e in range(11)
+        if query_group[i] == key_group[e] and q_ids[0][i] != k_ids[0][e])
+    assert sorted(zip(query.tolist(), key.tolist())) == expected
+    torch.library.opcheck(OPS.class_pairs,
+                          (query_group, key_group, position, 4, q_ids, k_ids))
+
+
 def _pooled_problem(dtype, gen, D=3, H=2, R=4, rows=11, inputs=14):
     # one part of three classes: pools per node (groups of 1-5 keys, some
     # read directly by the native kernels) and per graph, a reading of each

@@ -122,13 +122,55 @@ def exclusion_ids(cls: EquivariantClass, target: Target, view,
     return out
 
 
-def _excluded(cls: EquivariantClass, target: Target, view, pool: SummaryKeys,
-              query: Tensor, key: Tensor) -> Tensor:
-    excluded = torch.zeros_like(query, dtype=torch.bool)
-    for query_ids, key_ids in exclusion_ids(cls, target, view, pool):
-        excluded |= query_ids.index_select(0, query) == key_ids.index_select(
-            0, key)
-    return excluded
+def _pairs_without(query_group: Tensor, key_group: Tensor,
+                   key_position: Tensor, num_groups: int,
+                   query_ids: List[Tensor], key_ids: List[Tensor]
+                   ) -> Tuple[Tensor, Tensor]:
+    query, key = group_pairs(query_group, key_group, num_groups)
+    keep = torch.ones_like(query, dtype=torch.bool)
+    for q_ids, k_ids in zip(query_ids, key_ids):
+        keep &= q_ids.index_select(0, query) != k_ids.index_select(0, key)
+    return query[keep], key_position.index_select(0, key[keep])
+
+
+@torch.library.custom_op('torch_geometric_hot::class_pairs', mutates_args=())
+def _class_pairs(query_group: Tensor, key_group: Tensor,
+                 key_position: Tensor, num_groups: int,
+                 query_ids: List[Tensor], key_ids: List[Tensor]
+                 ) -> Tuple[Tensor, Tensor]:
+    return _pairs_without(query_group, key_group, key_position, num_groups,
+                          query_ids, key_ids)
+
+
+@_class_pairs.register_fake
+def _(query_group, key_group, key_position, num_groups, query_ids, key_ids):
+    pairs = torch.library.get_ctx().new_dynamic_size()
+    return query_group.new_empty(pairs), key_position.new_empty(pairs)
+
+
+def class_pairs(cls: EquivariantClass, target: Target, view,
+                in_order: int) -> Tuple[Tensor, Tensor]:
+    r"""The (query row, input row) pairs a class attends over: every key of
+    the query's group that no exclusion removes (the operator
+    ``torch_geometric_hot::class_pairs``: one node of a compiled graph,
+    whose pair count is a data-dependent size). Kept with the view
+    (:class:`~torch_geometric_hot.data.PlanCache`), so that the layers of a
+    model enumerate them once per batch.
+
+    Returns:
+        (query [pairs], input row [pairs])
+    """
+    def build() -> Tuple[Tensor, Tensor]:
+        summary, selector = cls.pool
+        pool = SummaryKeys(summary, view, in_order)
+        ids = exclusion_ids(cls, target, view, pool)
+        return _class_pairs(target.index(summary, selector)[0], pool.group,
+                            pool.position, pool.num_groups,
+                            [q for q, _ in ids], [k for _, k in ids])
+
+    if not hasattr(view, 'plan') or target.part == 'hyperedge':
+        return build()  # (hyperedges come with the call, not the view)
+    return view.plan(('class_pairs', in_order, target.part, cls), build)
 
 
 def softmax_class_attention(
@@ -153,18 +195,12 @@ def softmax_class_attention(
         the attention :obj:`(index [2, pairs], alpha [pairs, H])` where
         :obj:`index` holds (query row, input row).
     """
-    summary, selector = cls.pool
-    pool = SummaryKeys(summary, view, in_order)
-    query_group = target.index(summary, selector)[0]
+    query, key = class_pairs(cls, target, view, in_order)
     if not torch.compiler.is_compiling():  # a row of a hub: deg^2 pairs
-        pairs = int(torch.bincount(pool.group, minlength=pool.num_groups)
-                    .index_select(0, query_group).sum())
-        check_size(pairs * q.size(1) * (q.size(-1) + k.size(-1) + v.size(-1)),
+        check_size(query.numel() * q.size(1) *
+                   (q.size(-1) + k.size(-1) + v.size(-1)),
                    f"softmax attention of class {cls.name} over its "
-                   f"{pairs:,} (query, key) pairs")
-    query, key = group_pairs(query_group, pool.group, pool.num_groups)
-    keep = ~_excluded(cls, target, view, pool, query, key)
-    query, key = query[keep], pool.position.index_select(0, key[keep])
+                   f"{query.numel():,} (query, key) pairs")
     logits = (q.index_select(0, query) * k.index_select(0, key)).sum(-1)
     alpha = grouped_softmax(logits, query, target.num_rows)
     weights = torch.nn.functional.dropout(alpha, dropout, training)
