@@ -280,9 +280,14 @@ def test_size_limit_guards_enumerated_softmax_pairs(monkeypatch):
     leaves = 40
     hub = torch.stack([torch.zeros(leaves, dtype=torch.long),
                        torch.arange(1, leaves + 1)])
-    view = PairView.build(torch.cat([hub, hub.flip(0)], 1), leaves + 1)
-    x = torch.randn(view.num_entries, CHANNELS)
-    view, targets = resolve_targets(x, view, 2, 2)
+    edge_index = torch.cat([hub, hub.flip(0)], 1)
+
+    def fresh():  # a view without kept pairs
+        view = PairView.build(edge_index, leaves + 1)
+        x = torch.randn(view.num_entries, CHANNELS)
+        return resolve_targets(x, view, 2, 2)
+
+    view, targets = fresh()
     q, k, v = (torch.randn(view.num_entries, 2, 3) for _ in range(3))
     built = []
     pairs = higher_order_attention.group_pairs
@@ -293,12 +298,14 @@ def test_size_limit_guards_enumerated_softmax_pairs(monkeypatch):
         args = (cls, target, view, 2, q[:target.num_rows], k, v)
         out, (index, _) = softmax_class_attention(*args)
         elements = index.size(1) * 2 * 9  # the pairs it kept, H x 3 d
-        built.clear()
-        with size_limit(elements - 1), pytest.raises(
-                SizeLimitError, match=f"softmax attention of class "
-                f"{cls.name} over its .* \\(query, key\\) pairs"):
-            softmax_class_attention(*args)
-        assert built == []
+        match = (f"softmax attention of class {cls.name} over its .* "
+                 f"\\(query, key\\) pairs")
+        for on_view in (fresh()[0], view):  # enumerating, or kept pairs
+            built.clear()
+            with size_limit(elements - 1), pytest.raises(SizeLimitError,
+                                                         match=match):
+                softmax_class_attention(cls, target, on_view, *args[3:])
+            assert built == []  # raised before enumerating
         with size_limit(100 * elements):
             assert torch.equal(softmax_class_attention(*args)[0], out)
 

@@ -148,14 +148,16 @@ def _(query_group, key_group, key_position, num_groups, query_ids, key_ids):
     return query_group.new_empty(pairs), key_position.new_empty(pairs)
 
 
-def class_pairs(cls: EquivariantClass, target: Target, view,
-                in_order: int) -> Tuple[Tensor, Tensor]:
+def class_pairs(cls: EquivariantClass, target: Target, view, in_order: int,
+                width: int = 1) -> Tuple[Tensor, Tensor]:
     r"""The (query row, input row) pairs a class attends over: every key of
     the query's group that no exclusion removes (the operator
     ``torch_geometric_hot::class_pairs``: one node of a compiled graph,
     whose pair count is a data-dependent size). Kept with the view
     (:class:`~torch_geometric_hot.data.PlanCache`), so that the layers of a
-    model enumerate them once per batch.
+    model enumerate them once per batch. Eagerly, the pairs are counted
+    first and checked against the size limit at :obj:`width` elements per
+    pair (a row of a hub holds :math:`\deg^2` of them).
 
     Returns:
         (query [pairs], input row [pairs])
@@ -163,8 +165,15 @@ def class_pairs(cls: EquivariantClass, target: Target, view,
     def build() -> Tuple[Tensor, Tensor]:
         summary, selector = cls.pool
         pool = SummaryKeys(summary, view, in_order)
+        query_group = target.index(summary, selector)[0]
+        if not torch.compiler.is_compiling():  # host synchronisation
+            pairs = int(torch.bincount(pool.group,
+                                       minlength=pool.num_groups)
+                        .index_select(0, query_group).sum())
+            check_size(pairs * width, f"softmax attention of class "
+                       f"{cls.name} over its {pairs:,} (query, key) pairs")
         ids = exclusion_ids(cls, target, view, pool)
-        return _class_pairs(target.index(summary, selector)[0], pool.group,
+        return _class_pairs(query_group, pool.group,
                             pool.position, pool.num_groups,
                             [q for q, _ in ids], [k for _, k in ids])
 
@@ -195,12 +204,10 @@ def softmax_class_attention(
         the attention :obj:`(index [2, pairs], alpha [pairs, H])` where
         :obj:`index` holds (query row, input row).
     """
-    query, key = class_pairs(cls, target, view, in_order)
-    if not torch.compiler.is_compiling():  # a row of a hub: deg^2 pairs
-        check_size(query.numel() * q.size(1) *
-                   (q.size(-1) + k.size(-1) + v.size(-1)),
-                   f"softmax attention of class {cls.name} over its "
-                   f"{query.numel():,} (query, key) pairs")
+    width = q.size(1) * (q.size(-1) + k.size(-1) + v.size(-1))
+    query, key = class_pairs(cls, target, view, in_order, width)
+    check_size(query.numel() * width, f"softmax attention of class "
+               f"{cls.name} over its {query.numel():,} (query, key) pairs")
     logits = (q.index_select(0, query) * k.index_select(0, key)).sum(-1)
     alpha = grouped_softmax(logits, query, target.num_rows)
     weights = torch.nn.functional.dropout(alpha, dropout, training)
