@@ -145,10 +145,10 @@ def test_pooled_combination(mode, dtype, projected):
         weight = torch.randn(3 * H * D, 5, dtype=dtype,
                              generator=gen).requires_grad_()
     args = (phi_k, phi_q, values, weight, index, structure, H, D, 0.05)
-    # natively, the rows of the summary outputs past the summarised groups
-    # are not written (unspecified): eager and compiled outputs are
-    # compared on the classes by the compile test below instead
-    _check(OPS.pooled_combination, args, mode, None if mode == 'off' else (
+    # the rows of the summary outputs past the summarised groups are not
+    # written (unspecified): eager and compiled outputs are compared on the
+    # classes by the compile test below instead
+    _check(OPS.pooled_combination, args, mode, (
         'test_schema', 'test_autograd_registration', 'test_faketensor'))
     with native.use_native(mode), torch.no_grad():
         out = OPS.pooled_combination(*args)

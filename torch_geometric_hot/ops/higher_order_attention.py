@@ -29,7 +29,7 @@ from torch_geometric_hot.ops.equivariant import Target, class_counts, \
 from torch_geometric_hot.ops.kernel_attention import KeySummary, Reading
 from torch_geometric_hot.ops.pooled_combination import CombinationPart, \
     ValueProjection, pooled_combination
-from torch_geometric_hot.ops.scatter import scatter_sum
+from torch_geometric_hot.ops.scatter import group_pairs, scatter_sum
 from torch_geometric_hot.ops.softmax import grouped_softmax
 from torch_geometric_hot.ops.validation import check_size
 
@@ -78,29 +78,6 @@ def key_position(summary: str, selector, target: Target,
     if summary == 'D':
         position = view.diag_pos.index_select(0, position)
     return position, mask
-
-
-def group_pairs(query_group: Tensor, key_group: Tensor,
-                num_groups: int) -> Tuple[Tensor, Tensor]:
-    r"""All (query, key) pairs that share a group, in
-    :math:`O(\text{pairs} + K \log K)`.
-
-    Returns:
-        (query [pairs], key [pairs]): indices into the query and key lists.
-    """
-    order = torch.argsort(key_group, stable=True)
-    counts = torch.bincount(key_group, minlength=num_groups)
-    start = counts.cumsum(0) - counts
-    per_query = counts.index_select(0, query_group)
-    query = torch.repeat_interleave(
-        torch.arange(query_group.numel(), device=query_group.device),
-        per_query)
-    first = per_query.cumsum(0) - per_query
-    offset = torch.arange(query.numel(), device=query.device) - \
-        first.index_select(0, query)
-    key = order.index_select(0, start.index_select(0, query_group)
-                             .index_select(0, query) + offset)
-    return query, key
 
 
 def exclusion_ids(cls: EquivariantClass, target: Target, view,

@@ -21,7 +21,9 @@ work for them (:func:`plan_pool_readings`) live here too: natively a group
 of few keys (a node's row or column in a sparse graph) is read straight
 from its keys, :math:`o = \sum_j (q^\top k_j) [v_j, 1]`, where that costs
 fewer products than its summary (:data:`DIRECT_MAX_KEYS`,
-:data:`DIRECT_COST_RATIO`). Naive references
+:data:`DIRECT_COST_RATIO`); the torch implementation
+(:func:`torch_pool_readings`, every device) does the same by its own rule
+(:data:`TORCH_DIRECT_COST_RATIO`). Naive references
 (:func:`segment_outer_sum_reference`, :func:`gather_contract_reference`)
 hold everything at once and exist for tests.
 """
@@ -31,6 +33,7 @@ import torch
 from torch import Tensor
 
 from torch_geometric_hot.ops import native
+from torch_geometric_hot.ops.scatter import group_pairs
 
 #: Elements of the largest temporary a chunk may create (small enough to
 #: stay in cache between the product and the reduction that reads it).
@@ -418,11 +421,10 @@ def _value_columns(slots: Sequence[int], H: int, D: int) -> Tensor:
 
 
 def _direct(key_counts: Tensor, query_counts: Tensor, R: int, C: int,
-            limit: int) -> Optional[Tensor]:
+            limit: int, ratio: float = DIRECT_COST_RATIO) -> Optional[Tensor]:
     # the groups read directly (see DIRECT_COST_RATIO), None when none is
     n, m = key_counts, query_counts
-    direct = (n <= limit) & (m * n * (R + C) <= DIRECT_COST_RATIO *
-                             (n + m) * R * C)
+    direct = (n <= limit) & (m * n * (R + C) <= ratio * (n + m) * R * C)
     return direct if bool(direct.any()) else None
 
 
@@ -584,6 +586,211 @@ def native_pool_readings_backward(plan: PoolPlan, k: Tensor, values: Tensor,
                 grad_q, grad_k, flat_grad_v)
 
 
+#: :data:`DIRECT_COST_RATIO` of the torch implementation, whose direct
+#: readings are gathers and an index_add per pair, slower per product than
+#: a summary's outer products and contractions.
+TORCH_DIRECT_COST_RATIO = 0.25
+
+
+class TorchPool(NamedTuple):
+    r"""How the torch implementation of :func:`pool_readings` computes a
+    pool's readings: its groups of few keys (the rule of
+    :data:`DIRECT_MAX_KEYS`, :obj:`direct [groups]`, :obj:`None` when there
+    is none) are read straight from their keys, the others through
+    summaries of the pool's keys :obj:`summarised [K']` in groups renumbered
+    :obj:`0 .. num_summarised - 1` (:obj:`renumber [groups]`)."""
+    direct: Optional[Tensor]
+    summarised: Tensor
+    renumber: Tensor
+    num_summarised: int
+
+
+def torch_pool(pool: KeySummary, reads: Sequence[Reading], R: int,
+               D: int) -> TorchPool:
+    r"""The :class:`TorchPool` of :obj:`pool`, read by :obj:`reads` (keys
+    and queries of :obj:`R` features, values of :obj:`D` channels per
+    slot). Host synchronisation: the number of summarised groups."""
+    counts = torch.bincount(pool.index, minlength=pool.num_groups)
+    queries = sum((torch.bincount(r.index, minlength=pool.num_groups)
+                   for r in reads), torch.zeros_like(counts))
+    direct = _direct(counts, queries, R, len(pool.slots) * D + 1,
+                     DIRECT_MAX_KEYS, TORCH_DIRECT_COST_RATIO) \
+        if DIRECT_MAX_KEYS > 0 else None
+    if direct is None:
+        every = torch.arange(pool.index.numel(), device=pool.index.device)
+        return TorchPool(None, every, torch.arange(
+            pool.num_groups, device=pool.index.device), pool.num_groups)
+    summarised = ~direct
+    renumber = summarised.long().cumsum(0) - 1
+    keys = summarised.index_select(0, pool.index).nonzero().view(-1)
+    return TorchPool(direct, keys, renumber, int(summarised.sum()))
+
+
+def _summarised(pool: KeySummary, split: TorchPool) -> KeySummary:
+    # the pool's summarised keys, in their renumbered groups
+    if split.direct is None:
+        return pool
+    return KeySummary(pool.position.index_select(0, split.summarised),
+                      split.renumber.index_select(
+                          0, pool.index.index_select(0, split.summarised)),
+                      split.num_summarised, pool.slots)
+
+
+def _direct_pairs(pool: KeySummary, split: TorchPool,
+                  read: Reading) -> Tuple[Tensor, Tensor]:
+    # (query row within the reading, input row of the key) of every pair of
+    # a directly read group
+    assert split.direct is not None
+    rows = split.direct.index_select(0, read.index).nonzero().view(-1)
+    keys = split.direct.index_select(0, pool.index).nonzero().view(-1)
+    query, key = group_pairs(read.index.index_select(0, rows),
+                             pool.index.index_select(0, keys),
+                             pool.num_groups)
+    return (rows.index_select(0, query),
+            pool.position.index_select(0, keys.index_select(0, key)))
+
+
+def _rows(x: Tensor, position: Tensor) -> Tensor:
+    # x[position], gathered as flat 2-D rows (see ops.scatter)
+    return x.flatten(1).index_select(0, position).view((-1, ) + x.shape[1:])
+
+
+def _key_rows(values: Tensor, slots: Sequence[int], position: Tensor
+              ) -> Tensor:
+    # [keys, H, len(slots) * D + 1]: the keys' values of the slots, then 1
+    v = _rows(values, position)
+    if len(slots) < values.size(1) or list(slots) != list(range(len(slots))):
+        v = v[:, list(slots)]
+    return torch.cat([v.transpose(1, 2).flatten(2),
+                      v.new_ones(position.numel(), values.size(2), 1)], -1)
+
+
+def _add_to_slots(grad_v: Tensor, position: Tensor, slots: Sequence[int],
+                  grad: Tensor) -> None:
+    # grad [keys, H, len(slots) * D (+ 1)] into grad_v [P, slots, H, D]
+    H, D = grad_v.size(2), grad_v.size(3)
+    grad = grad[..., :len(slots) * D].reshape(-1, H, len(slots), D)
+    for i, slot in enumerate(slots):
+        grad_v[:, slot].index_add_(0, position, grad[:, :, i])
+
+
+#: Elements of the largest :obj:`[pairs, H, C]` temporary of a direct
+#: reading's chunk (larger than :data:`CHUNK_ELEMENTS`: each chunk is a few
+#: gathers and an index_add whose cost per call outweighs the cache).
+PAIR_CHUNK_ELEMENTS = 1 << 22
+
+
+def _pair_chunks(pairs: int, per_pair: int) -> List[Tuple[int, int]]:
+    step = max(1, PAIR_CHUNK_ELEMENTS // max(per_pair, 1))
+    return [(start, min(start + step, pairs))
+            for start in range(0, pairs, step)]
+
+
+def torch_pool_readings(k: Tensor, values: Tensor, q: Tensor,
+                        pools: Sequence[KeySummary], reads: Sequence[Reading],
+                        splits: Sequence[TorchPool],
+                        buffers: Sequence[Tensor]) -> List[Tensor]:
+    r"""The readings of :func:`pool_readings` with torch operations on any
+    device, the groups of each pool read as its :class:`TorchPool` says
+    (no summary is computed for a group read from its keys); the summaries
+    of the other groups are written to the first rows of :obj:`buffers`
+    (per pool, :obj:`[groups, H, R, C]`)."""
+    D = values.size(-1)
+    summaries = [buffer[:s.num_summarised].copy_(pool_outer_sum_reference(
+        k, values, _summarised(p, s))) if s.num_summarised else None
+                 for p, s, buffer in zip(pools, splits, buffers)]
+    outs = []
+    for read in reads:
+        pool, split = pools[read.pool], splits[read.pool]
+        columns = read_columns(pool, read, D)
+        q_r = q[read.rows]
+        if split.direct is None:
+            outs.append(gather_contract(q_r, summaries[read.pool],
+                                        read.index)[..., columns])
+            continue
+        out = q.new_zeros(read.index.numel(), q.size(1), columns.numel())
+        rows = (~split.direct.index_select(0, read.index)).nonzero().view(-1)
+        if rows.numel():
+            out.index_copy_(0, rows, gather_contract(
+                q_r.index_select(0, rows), summaries[read.pool],
+                split.renumber.index_select(
+                    0, read.index.index_select(0, rows)))[..., columns])
+        query, key = _direct_pairs(pool, split, read)
+        slots = pool.slots if read.slots is None else read.slots
+        for start, end in _pair_chunks(query.numel(),
+                                       q.size(1) * columns.numel()):
+            qi, ki = query[start:end], key[start:end]
+            dot = (q_r.index_select(0, qi) * _rows(k, ki)).sum(-1)
+            out.index_add_(0, qi, dot.unsqueeze(-1) *
+                           _key_rows(values, slots, ki))
+        outs.append(out)
+    return outs
+
+
+def torch_pool_readings_backward(k: Tensor, values: Tensor, q: Tensor,
+                                 pools: Sequence[KeySummary],
+                                 reads: Sequence[Reading],
+                                 splits: Sequence[TorchPool],
+                                 buffers: Sequence[Tensor],
+                                 grads: Sequence[Tensor], grad_k: Tensor,
+                                 grad_v: Tensor, grad_q: Tensor) -> None:
+    r"""The adjoint of :func:`torch_pool_readings` (with the summaries it
+    wrote to :obj:`buffers`): adds the gradients of the readings
+    :obj:`grads` to :obj:`grad_k`, :obj:`grad_v` (laid out as
+    :obj:`values`) and :obj:`grad_q`."""
+    D = values.size(-1)
+    summarised = [_summarised(p, s) for p, s in zip(pools, splits)]
+    summaries = [buffer[:s.num_summarised] if s.num_summarised else None
+                 for s, buffer in zip(splits, buffers)]
+    grad_summaries = [None if s is None else torch.zeros_like(s)
+                      for s in summaries]
+    for read, g_read in zip(reads, grads):
+        pool, split = pools[read.pool], splits[read.pool]
+        summary = summaries[read.pool]
+        columns = read_columns(pool, read, D).to(q.device)
+        q_r, grad_q_r = q[read.rows], grad_q[read.rows]
+        rows = None if split.direct is None else \
+            (~split.direct.index_select(0, read.index)).nonzero().view(-1)
+        if summary is not None and (rows is None or rows.numel()):
+            index = read.index if rows is None else \
+                split.renumber.index_select(0, read.index.index_select(0,
+                                                                      rows))
+            q_s = q_r if rows is None else q_r.index_select(0, rows)
+            g_s = g_read if rows is None else g_read.index_select(0, rows)
+            s_cols = summary.index_select(-1, columns)
+            g_q = _contract(g_s, s_cols.transpose(-1, -2).contiguous(), index)
+            if rows is None:
+                grad_q_r += g_q
+            else:
+                grad_q_r.index_add_(0, rows, g_q)
+            grad_summaries[read.pool].index_add_(-1, columns, _outer_sum(
+                q_s, g_s, index, summary.size(0)))
+        if split.direct is None:
+            continue
+        query, key = _direct_pairs(pool, split, read)
+        slots = pool.slots if read.slots is None else read.slots
+        for start, end in _pair_chunks(query.numel(),
+                                       q.size(1) * columns.numel()):
+            qi, ki = query[start:end], key[start:end]
+            q_p, k_p = q_r.index_select(0, qi), k.index_select(0, ki)
+            g_p = g_read.index_select(0, qi)  # [c, H, columns]
+            w = _key_rows(values, slots, ki)
+            g_dot = (g_p * w).sum(-1, keepdim=True)  # [c, H, 1]
+            grad_q_r.index_add_(0, qi, g_dot * k_p)
+            grad_k.index_add_(0, ki, g_dot * q_p)
+            _add_to_slots(grad_v, ki, slots,
+                          (q_p * k_p).sum(-1, keepdim=True) * g_p)
+    for pool, g_s in zip(summarised, grad_summaries):
+        if g_s is None:
+            continue
+        k_p = k.index_select(0, pool.position)
+        v_p = _key_rows(values, pool.slots, pool.position)
+        grad_k.index_add_(0, pool.position, _contract(
+            v_p, g_s.transpose(-1, -2).contiguous(), pool.index))
+        _add_to_slots(grad_v, pool.position, pool.slots,
+                      _contract(k_p, g_s, pool.index))
+
+
 def check_pool_readings(k: Tensor, values: Tensor, q: Tensor,
                         pools: Sequence[KeySummary], reads: Sequence[Reading],
                         ranges: bool) -> None:
@@ -644,14 +851,9 @@ def pool_outer_sum_reference(k: Tensor, values: Tensor,
                              pool: KeySummary) -> Tensor:
     r"""The summaries of one pool of :func:`pool_readings`, from gathered
     and concatenated copies."""
-    def rows(x: Tensor) -> Tensor:  # flat 2-D gather: see ops.scatter
-        return x.flatten(1).index_select(0, pool.position).view(
-            (-1, ) + x.shape[1:])
-
-    v = rows(values[:, list(pool.slots)])
-    v = torch.cat([v.transpose(1, 2).flatten(2),
-                   v.new_ones(v.size(0), v.size(2), 1)], dim=-1)
-    return segment_outer_sum(rows(k), v, pool.index, pool.num_groups)
+    return segment_outer_sum(_rows(k, pool.position),
+                             _key_rows(values, pool.slots, pool.position),
+                             pool.index, pool.num_groups)
 
 
 def segment_outer_sum_reference(k: Tensor, v: Tensor, index: Tensor,

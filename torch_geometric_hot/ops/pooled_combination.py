@@ -42,9 +42,9 @@ from torch_geometric_hot.ops.class_combination import READING, \
     CombinationTerm, check_combination, combination_table, \
     combine_classes_reference
 from torch_geometric_hot.ops.kernel_attention import KeySummary, PoolPlan, \
-    Reading, _contract, _outer_sum, check_pool_readings, \
-    native_pool_readings, native_pool_readings_backward, \
-    plan_pool_readings, pool_outer_sum_reference, read_columns
+    Reading, TorchPool, check_pool_readings, native_pool_readings, \
+    native_pool_readings_backward, plan_pool_readings, torch_pool, \
+    torch_pool_readings, torch_pool_readings_backward
 
 
 class ValueProjection(NamedTuple):
@@ -198,19 +198,23 @@ def _values(values: Tensor, weight: Optional[Tensor], heads: int,
         values, weight, heads, head_channels).values()
 
 
+def _torch_splits(pools: Sequence[KeySummary], reads: Sequence[Reading],
+                  R: int, D: int) -> List[TorchPool]:
+    return [torch_pool(pool, [r for r in reads if r.pool == p], R, D)
+            for p, pool in enumerate(pools)]
+
+
 def _torch_forward(phi_k: Tensor, phi_q: Tensor, values: Tensor,
                    pools: Sequence[KeySummary], reads: Sequence[Reading],
-                   parts: Sequence[_Part], eps: float
-                   ) -> Tuple[List[Tensor], List[Tensor], List[Tensor]]:
-    # the classes, denominators and summaries with torch operations
-    # (differentiable outside the operator)
-    D = values.size(-1)
-    summaries = [pool_outer_sum_reference(phi_k, values, pool)
-                 for pool in pools]
-    readings = [_contract(phi_q[read.rows], summaries[read.pool],
-                          read.index)[..., read_columns(
-                              pools[read.pool], read, D)]
-                for read in reads]
+                   parts: Sequence[_Part], eps: float,
+                   buffers: Sequence[Tensor]
+                   ) -> Tuple[List[Tensor], List[Tensor]]:
+    # the classes and denominators with torch operations, the summaries
+    # written to the first rows of the buffers
+    readings = torch_pool_readings(
+        phi_k, values, phi_q, pools, reads,
+        _torch_splits(pools, reads, phi_k.size(-1), values.size(-1)),
+        buffers)
     outs, dens = [], []
     for part in parts:
         out, den = combine_classes_reference(
@@ -219,7 +223,7 @@ def _torch_forward(phi_k: Tensor, phi_q: Tensor, values: Tensor,
             part.nonempty, eps, with_denominators=True)
         outs.append(out)
         dens.append(den)
-    return outs, dens, summaries
+    return outs, dens
 
 
 @torch.library.custom_op('torch_geometric_hot::pooled_combination',
@@ -237,17 +241,21 @@ def _pooled_combination(phi_k: Tensor, phi_q: Tensor, values: Tensor,
 
 
 #: The implementations that may have made the summaries a backward pass
-#: reads: the torch one (every group's) and the native one (the groups not
-#: read directly, renumbered, in the first rows; the others not written).
+#: reads, each by its own rule for the groups it reads directly: the torch
+#: one (:func:`~torch_geometric_hot.ops.kernel_attention.torch_pool`) and
+#: the native one (:func:`~torch_geometric_hot.ops.kernel_attention.\
+#: plan_pool_readings`). Either writes the summaries of the other groups,
+#: renumbered, to the first rows; the others are not written.
 TORCH, NATIVE = 0, 1
 
 
 def _torch_outputs(phi_k, phi_q, values, weight, pools, reads, parts, heads,
                    head_channels, eps) -> List[Tensor]:
-    outs, dens, summaries = _torch_forward(
+    buffers = _summary_buffers(phi_q, pools, head_channels)
+    outs, dens = _torch_forward(
         phi_k, phi_q, _values(values, weight, heads, head_channels), pools,
-        reads, parts, eps)
-    return outs + dens + summaries + [
+        reads, parts, eps, buffers)
+    return outs + dens + buffers + [
         torch.full((1, ), TORCH, dtype=torch.long, device=phi_q.device)]
 
 
@@ -401,9 +409,9 @@ def _pooled_combination_backward(
     # the gradients of phi_k, phi_q, values (or the projection's input)
     # and the weight (when there is one); [0]-shaped where not needed
     pools, reads, parts = _decode(index, structure)
-    return _torch_backward(grads, outs, dens, phi_k, phi_q, values, weight,
-                           pools, reads, parts, heads, head_channels, eps,
-                           needs)
+    return _torch_backward(grads, outs, dens, summaries, phi_k, phi_q, values,
+                           weight, pools, reads, parts, heads, head_channels,
+                           eps, needs)
 
 
 @_pooled_combination_backward.register_fake
@@ -414,10 +422,11 @@ def _(grads, outs, dens, summaries, made_by, phi_k, phi_q, values, weight,
             for t, need in zip(inputs, needs)]
 
 
-def _torch_backward(grads, outs, dens, phi_k, phi_q, x, weight, pools,
-                    reads, parts, heads, head_channels, eps,
+def _torch_backward(grads, outs, dens, summaries, phi_k, phi_q, x, weight,
+                    pools, reads, parts, heads, head_channels, eps,
                     needs) -> List[Tensor]:
-    # the adjoint of _torch_forward, step by step in reverse
+    # the adjoint of _torch_forward, step by step in reverse (the summaries
+    # those of _torch_forward)
     values = _values(x, weight, heads, head_channels)
     D = values.size(-1)
     grad_k, grad_q = torch.zeros_like(phi_k), torch.zeros_like(phi_q)
@@ -450,28 +459,10 @@ def _torch_backward(grads, outs, dens, phi_k, phi_q, x, weight, pools,
                 grad_k.index_add_(0, position, g_dot.unsqueeze(-1) * q)
                 grad_v[:, slot].index_add_(
                     0, position, t.sign * dot.unsqueeze(-1) * g_num)
-    summaries = [pool_outer_sum_reference(phi_k, values, pool)
-                 for pool in pools]
-    grad_summaries = [torch.zeros_like(s) for s in summaries]
-    for read, g_read in zip(reads, grad_readings):
-        columns = read_columns(pools[read.pool], read, D).to(phi_q.device)
-        summary = summaries[read.pool].index_select(-1, columns)
-        grad_q[read.rows] += _contract(
-            g_read, summary.transpose(-1, -2).contiguous(), read.index)
-        grad_summaries[read.pool].index_add_(-1, columns, _outer_sum(
-            phi_q[read.rows], g_read, read.index, summary.size(0)))
-    for pool, g_s in zip(pools, grad_summaries):
-        k_p = phi_k.index_select(0, pool.position)
-        v_p = values[:, list(pool.slots)].index_select(0, pool.position)
-        K, H = k_p.shape[:2]
-        v_p = torch.cat([v_p.transpose(1, 2).flatten(2),
-                         v_p.new_ones(K, H, 1)], dim=-1)
-        grad_k.index_add_(0, pool.position, _contract(
-            v_p, g_s.transpose(-1, -2).contiguous(), pool.index))
-        g_v = _contract(k_p, g_s, pool.index)[..., :-1].reshape(
-            K, H, len(pool.slots), D).transpose(1, 2)
-        for i, slot in enumerate(pool.slots):
-            grad_v[:, slot].index_add_(0, pool.position, g_v[:, i])
+    torch_pool_readings_backward(
+        phi_k, values, phi_q, pools, reads,
+        _torch_splits(pools, reads, phi_k.size(-1), D), summaries,
+        grad_readings, grad_k, grad_v, grad_q)
     if weight is None:
         result = [grad_k, grad_q, grad_v]
     else:
@@ -484,7 +475,7 @@ def _torch_backward(grads, outs, dens, phi_k, phi_q, x, weight, pools,
 def _(grads, outs, dens, summaries, made_by, phi_k, phi_q, values, weight,
       index, structure, heads, head_channels, eps, needs):
     pools, reads, parts = _decode(index, structure)
-    # the native kernels read the summaries of the native forward pass
+    # each implementation reads the summaries of its own forward pass
     if int(made_by) == NATIVE:  # whatever the native mode is by now
         phi_k, phi_q, values, projection, tables, plan = _native_inputs(
             phi_k, phi_q, values, weight, pools, reads, parts, index,
@@ -493,9 +484,9 @@ def _(grads, outs, dens, summaries, made_by, phi_k, phi_q, values, weight,
             grads, outs, dens, [s[:n] for s, n in zip(
                 summaries, plan.summary_groups)], phi_k, phi_q, values,
             projection, parts, tables, plan, reads, eps, needs)
-    return _torch_backward(grads, outs, dens, phi_k, phi_q, values, weight,
-                           pools, reads, parts, heads, head_channels, eps,
-                           needs)
+    return _torch_backward(grads, outs, dens, summaries, phi_k, phi_q, values,
+                           weight, pools, reads, parts, heads, head_channels,
+                           eps, needs)
 
 
 def _native_backward(grads, outs, dens, summaries, phi_k, phi_q, values,

@@ -15,7 +15,7 @@ import contextvars
 import importlib.util
 import math
 import os
-from typing import Iterator, Optional
+from typing import Iterator, Optional, Tuple
 
 import torch
 from torch import Tensor
@@ -119,3 +119,26 @@ def segment_counts(index: Tensor, dim_size: int) -> Tensor:
         return index.new_zeros(dim_size, dtype=torch.long).index_add_(
             0, index, torch.ones_like(index, dtype=torch.long))
     return torch.bincount(index, minlength=dim_size)
+
+
+def group_pairs(query_group: Tensor, key_group: Tensor,
+                num_groups: int) -> Tuple[Tensor, Tensor]:
+    r"""All (query, key) pairs that share a group, in
+    :math:`O(\text{pairs} + K \log K)`.
+
+    Returns:
+        (query [pairs], key [pairs]): indices into the query and key lists.
+    """
+    order = torch.argsort(key_group, stable=True)
+    counts = torch.bincount(key_group, minlength=num_groups)
+    start = counts.cumsum(0) - counts
+    per_query = counts.index_select(0, query_group)
+    query = torch.repeat_interleave(
+        torch.arange(query_group.numel(), device=query_group.device),
+        per_query)
+    first = per_query.cumsum(0) - per_query
+    offset = torch.arange(query.numel(), device=query.device) - \
+        first.index_select(0, query)
+    key = order.index_select(0, start.index_select(0, query_group)
+                             .index_select(0, query) + offset)
+    return query, key
