@@ -659,7 +659,7 @@ def _key_rows(values: Tensor, slots: Sequence[int], position: Tensor
               ) -> Tensor:
     # [keys, H, len(slots) * D + 1]: the keys' values of the slots, then 1
     v = _rows(values, position)
-    if len(slots) < values.size(1) or list(slots) != list(range(len(slots))):
+    if list(slots) != list(range(values.size(1))):  # not all, in order
         v = v[:, list(slots)]
     return torch.cat([v.transpose(1, 2).flatten(2),
                       v.new_ones(position.numel(), values.size(2), 1)], -1)
@@ -674,14 +674,8 @@ def _add_to_slots(grad_v: Tensor, position: Tensor, slots: Sequence[int],
         grad_v[:, slot].index_add_(0, position, grad[:, :, i])
 
 
-#: Elements of the largest :obj:`[pairs, H, C]` temporary of a direct
-#: reading's chunk (larger than :data:`CHUNK_ELEMENTS`: each chunk is a few
-#: gathers and an index_add whose cost per call outweighs the cache).
-PAIR_CHUNK_ELEMENTS = 1 << 22
-
-
 def _pair_chunks(pairs: int, per_pair: int) -> List[Tuple[int, int]]:
-    step = max(1, PAIR_CHUNK_ELEMENTS // max(per_pair, 1))
+    step = _chunk_rows(pairs, per_pair)
     return [(start, min(start + step, pairs))
             for start in range(0, pairs, step)]
 
