@@ -99,24 +99,16 @@ def exclusion_ids(cls: EquivariantClass, target: Target, view,
     return out
 
 
-def _pairs_without(query_group: Tensor, key_group: Tensor,
-                   key_position: Tensor, num_groups: int,
-                   query_ids: List[Tensor], key_ids: List[Tensor]
-                   ) -> Tuple[Tensor, Tensor]:
-    query, key = group_pairs(query_group, key_group, num_groups)
-    keep = torch.ones_like(query, dtype=torch.bool)
-    for q_ids, k_ids in zip(query_ids, key_ids):
-        keep &= q_ids.index_select(0, query) != k_ids.index_select(0, key)
-    return query[keep], key_position.index_select(0, key[keep])
-
-
 @torch.library.custom_op('torch_geometric_hot::class_pairs', mutates_args=())
 def _class_pairs(query_group: Tensor, key_group: Tensor,
                  key_position: Tensor, num_groups: int,
                  query_ids: List[Tensor], key_ids: List[Tensor]
                  ) -> Tuple[Tensor, Tensor]:
-    return _pairs_without(query_group, key_group, key_position, num_groups,
-                          query_ids, key_ids)
+    query, key = group_pairs(query_group, key_group, num_groups)
+    keep = torch.ones_like(query, dtype=torch.bool)
+    for q_ids, k_ids in zip(query_ids, key_ids):
+        keep &= q_ids.index_select(0, query) != k_ids.index_select(0, key)
+    return query[keep], key_position.index_select(0, key[keep])
 
 
 @_class_pairs.register_fake

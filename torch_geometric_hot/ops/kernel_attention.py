@@ -595,13 +595,14 @@ TORCH_DIRECT_COST_RATIO = 0.25
 class TorchPool(NamedTuple):
     r"""How the torch implementation of :func:`pool_readings` computes a
     pool's readings: its groups of few keys (the rule of
-    :data:`DIRECT_MAX_KEYS`, :obj:`direct [groups]`, :obj:`None` when there
-    is none) are read straight from their keys, the others through
-    summaries of the pool's keys :obj:`summarised [K']` in groups renumbered
-    :obj:`0 .. num_summarised - 1` (:obj:`renumber [groups]`)."""
+    :data:`DIRECT_MAX_KEYS`, :obj:`direct [groups]`) are read straight from
+    their keys, the others through summaries of the pool's keys
+    :obj:`summarised [K']` in groups renumbered :obj:`0 .. num_summarised -
+    1` (:obj:`renumber [groups]`). When no group is read directly, the
+    three tensors are :obj:`None` and every group is summarised as it is."""
     direct: Optional[Tensor]
-    summarised: Tensor
-    renumber: Tensor
+    summarised: Optional[Tensor]
+    renumber: Optional[Tensor]
     num_summarised: int
 
 
@@ -617,9 +618,7 @@ def torch_pool(pool: KeySummary, reads: Sequence[Reading], R: int,
                      DIRECT_MAX_KEYS, TORCH_DIRECT_COST_RATIO) \
         if DIRECT_MAX_KEYS > 0 else None
     if direct is None:
-        every = torch.arange(pool.index.numel(), device=pool.index.device)
-        return TorchPool(None, every, torch.arange(
-            pool.num_groups, device=pool.index.device), pool.num_groups)
+        return TorchPool(None, None, None, pool.num_groups)
     summarised = ~direct
     renumber = summarised.long().cumsum(0) - 1
     keys = summarised.index_select(0, pool.index).nonzero().view(-1)
@@ -634,6 +633,21 @@ def _summarised(pool: KeySummary, split: TorchPool) -> KeySummary:
                       split.renumber.index_select(
                           0, pool.index.index_select(0, split.summarised)),
                       split.num_summarised, pool.slots)
+
+
+def _summary_rows(split: TorchPool, read: Reading
+                  ) -> Tuple[Optional[Tensor], Tensor]:
+    # the reading's rows in summarised groups (None: all of them) and their
+    # groups as the summaries number them
+    if split.direct is None:
+        return None, read.index
+    rows = (~split.direct.index_select(0, read.index)).nonzero().view(-1)
+    return rows, split.renumber.index_select(0, read.index.index_select(0,
+                                                                        rows))
+
+
+def _select(x: Tensor, rows: Optional[Tensor]) -> Tensor:
+    return x if rows is None else x.index_select(0, rows)
 
 
 def _direct_pairs(pool: KeySummary, split: TorchPool,
@@ -698,17 +712,16 @@ def torch_pool_readings(k: Tensor, values: Tensor, q: Tensor,
         pool, split = pools[read.pool], splits[read.pool]
         columns = read_columns(pool, read, D)
         q_r = q[read.rows]
-        if split.direct is None:
-            outs.append(gather_contract(q_r, summaries[read.pool],
-                                        read.index)[..., columns])
+        rows, index = _summary_rows(split, read)
+        if rows is None:
+            outs.append(_contract(q_r, summaries[read.pool],
+                                  index)[..., columns])
             continue
         out = q.new_zeros(read.index.numel(), q.size(1), columns.numel())
-        rows = (~split.direct.index_select(0, read.index)).nonzero().view(-1)
         if rows.numel():
-            out.index_copy_(0, rows, gather_contract(
+            out.index_copy_(0, rows, _contract(
                 q_r.index_select(0, rows), summaries[read.pool],
-                split.renumber.index_select(
-                    0, read.index.index_select(0, rows)))[..., columns])
+                index)[..., columns])
         query, key = _direct_pairs(pool, split, read)
         slots = pool.slots if read.slots is None else read.slots
         for start, end in _pair_chunks(query.numel(),
@@ -741,16 +754,11 @@ def torch_pool_readings_backward(k: Tensor, values: Tensor, q: Tensor,
     for read, g_read in zip(reads, grads):
         pool, split = pools[read.pool], splits[read.pool]
         summary = summaries[read.pool]
-        columns = read_columns(pool, read, D).to(q.device)
+        columns = read_columns(pool, read, D)
         q_r, grad_q_r = q[read.rows], grad_q[read.rows]
-        rows = None if split.direct is None else \
-            (~split.direct.index_select(0, read.index)).nonzero().view(-1)
+        rows, index = _summary_rows(split, read)
         if summary is not None and (rows is None or rows.numel()):
-            index = read.index if rows is None else \
-                split.renumber.index_select(0, read.index.index_select(0,
-                                                                      rows))
-            q_s = q_r if rows is None else q_r.index_select(0, rows)
-            g_s = g_read if rows is None else g_read.index_select(0, rows)
+            q_s, g_s = _select(q_r, rows), _select(g_read, rows)
             s_cols = summary.index_select(-1, columns)
             g_q = _contract(g_s, s_cols.transpose(-1, -2).contiguous(), index)
             if rows is None:
@@ -766,7 +774,7 @@ def torch_pool_readings_backward(k: Tensor, values: Tensor, q: Tensor,
         for start, end in _pair_chunks(query.numel(),
                                        q.size(1) * columns.numel()):
             qi, ki = query[start:end], key[start:end]
-            q_p, k_p = q_r.index_select(0, qi), k.index_select(0, ki)
+            q_p, k_p = q_r.index_select(0, qi), _rows(k, ki)
             g_p = g_read.index_select(0, qi)  # [c, H, columns]
             w = _key_rows(values, slots, ki)
             g_dot = (g_p * w).sum(-1, keepdim=True)  # [c, H, 1]
@@ -777,7 +785,7 @@ def torch_pool_readings_backward(k: Tensor, values: Tensor, q: Tensor,
     for pool, g_s in zip(summarised, grad_summaries):
         if g_s is None:
             continue
-        k_p = k.index_select(0, pool.position)
+        k_p = _rows(k, pool.position)
         v_p = _key_rows(values, pool.slots, pool.position)
         grad_k.index_add_(0, pool.position, _contract(
             v_p, g_s.transpose(-1, -2).contiguous(), pool.index))
