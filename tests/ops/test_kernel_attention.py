@@ -41,7 +41,8 @@ def test_mask_zeroes_rows():
 
 
 @pytest.mark.parametrize('dtype', [torch.float32, torch.float64])
-def test_torch_readings_split_groups_as_the_summaries(dtype, monkeypatch):
+def test_torch_readings_split_groups_as_the_summaries(dtype, device,
+                                                      monkeypatch):
     # one pool of a 40-key group (summarised: over DIRECT_MAX_KEYS) and
     # groups of 1-3 keys (read from their keys, at any cost), one of no
     # key; readings of all or some slots: the same readings and gradients
@@ -49,16 +50,16 @@ def test_torch_readings_split_groups_as_the_summaries(dtype, monkeypatch):
     monkeypatch.setattr(ka, 'TORCH_DIRECT_COST_RATIO', 1e9)
     gen = torch.Generator().manual_seed(0)
     H, R, D, P = 2, 3, 2, 60
-    k = torch.rand(P, H, R, dtype=dtype, generator=gen)
-    values = torch.randn(P, 3, H, D, dtype=dtype, generator=gen)
-    q = torch.rand(30, H, R, dtype=dtype, generator=gen)
+    k = torch.rand(P, H, R, dtype=dtype, generator=gen).to(device)
+    values = torch.randn(P, 3, H, D, dtype=dtype, generator=gen).to(device)
+    q = torch.rand(30, H, R, dtype=dtype, generator=gen).to(device)
     group = torch.cat([torch.zeros(40, dtype=torch.long),
                        torch.randint(1, 6, (12, ), generator=gen)])
-    pool = ka.KeySummary(torch.randperm(P, generator=gen)[:52], group, 7,
-                         (2, 0))
-    reads = [ka.Reading(0, torch.randint(7, (30, ), generator=gen)),
-             ka.Reading(0, torch.randint(7, (10, ), generator=gen), (0, ),
-                        start=20)]
+    pool = ka.KeySummary(torch.randperm(P, generator=gen)[:52].to(device),
+                         group.to(device), 7, (2, 0))
+    reads = [ka.Reading(0, torch.randint(7, (30, ), generator=gen).to(
+        device)), ka.Reading(0, torch.randint(7, (10, ), generator=gen).to(
+            device), (0, ), start=20)]
     split = ka.torch_pool(pool, reads, R, D)
     assert split.direct is not None and not bool(split.direct[0])
     assert bool(split.direct[1:].all()) and split.num_summarised == 1
@@ -66,7 +67,7 @@ def test_torch_readings_split_groups_as_the_summaries(dtype, monkeypatch):
     expected = ka.pool_readings(*leaves, [pool], reads)
     grads = [torch.randn_like(e) for e in expected]
     expected_grads = torch.autograd.grad(expected, leaves, grads)
-    buffers = [torch.empty(7, H, R, 2 * D + 1, dtype=dtype)]
+    buffers = [torch.empty(7, H, R, 2 * D + 1, dtype=dtype, device=device)]
     out = ka.torch_pool_readings(k, values, q, [pool], reads, [split],
                                  buffers)
     got_grads = [torch.zeros_like(t) for t in (k, values, q)]
