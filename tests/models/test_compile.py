@@ -121,7 +121,8 @@ def test_compiles_as_one_graph_with_the_eager_output(name):
     torch.testing.assert_close(out, expected)
 
 
-@pytest.mark.parametrize('name', ['tokengt_softmax', 'simplicial'])
+@pytest.mark.parametrize('name', ['hot_softmax', 'tokengt_softmax',
+                                  'simplicial'])
 def test_compiled_gradients_equal_eager(name):
     b = molecule_like_batch([6, 8])
     model = build(name).eval()  # no random draws
@@ -135,6 +136,24 @@ def test_compiled_gradients_equal_eager(name):
     assert grads[0].keys() == grads[1].keys() and len(grads[0]) > 5
     for key in grads[0]:
         torch.testing.assert_close(grads[1][key], grads[0][key], msg=key)
+
+
+@pytest.mark.parametrize('name', ['hot_kernel', 'hot_softmax',
+                                  'tokengt_performer'])
+def test_compiles_without_data_dependent_sizes(name):
+    # models that read no size from the data compile as one graph without
+    # the settings that trace such sizes (HOT softmax: its classes'
+    # attention is one operator each)
+    b = molecule_like_batch([7, 4, 9])
+    model = build(name).eval()
+    backend = Counting()
+    with torch._dynamo.config.patch(capture_scalar_outputs=False,
+                                    capture_dynamic_output_shape_ops=False):
+        compiled = torch.compile(model, backend=backend, fullgraph=True)
+        with torch.no_grad():
+            out = call(name, compiled, b)
+    assert backend.graphs == 1
+    torch.testing.assert_close(out, call(name, model, b))
 
 
 @pytest.mark.parametrize('name', CONFIGS)

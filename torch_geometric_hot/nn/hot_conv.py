@@ -14,7 +14,7 @@ from torch_geometric_hot.ops.feature_maps import KERNELS, FeatureMap
 from torch_geometric_hot.ops.global_softmax_attention import \
     global_softmax_class_attention
 from torch_geometric_hot.ops.higher_order_attention import \
-    kernel_class_attention, softmax_class_attention
+    kernel_class_attention, softmax_class_attention, softmax_class_output
 from torch_geometric_hot.ops.packed_class_attention import \
     packed_class_attention, packed_pays
 from torch_geometric_hot.ops.pooled_combination import ValueProjection
@@ -293,8 +293,10 @@ class HOTConv(torch.nn.Module):
         for c, slot in zip(self._by_part[name], self._part_index[name]):
             args = (c, target, view, self.in_order, queries, keys,
                     v[slot], self.dropout, self.training)
-            if c.kind == 'global' and weights is None:
-                outs.append(global_softmax_class_attention(*args))
+            if weights is None:
+                outs.append(global_softmax_class_attention(*args)
+                            if c.kind == 'global' else
+                            softmax_class_output(*args))
                 continue
             out, attn = softmax_class_attention(*args)
             if weights is not None:

@@ -18,7 +18,12 @@ when the block would hold at least twice the score entries). Either way the
 padded blocks are checked against the size limit
 (:func:`~torch_geometric_hot.ops.validation.size_limit`) before they are
 allocated. The result is the same: the enumerated path is its test oracle.
+Under :func:`torch.compile` the attention is one operator,
+``torch_geometric_hot::global_class_softmax``
+(:mod:`~torch_geometric_hot.ops.recomputed_attention`).
 """
+from typing import List
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor
@@ -27,8 +32,9 @@ from torch_geometric_hot.ops.basis import EquivariantClass
 from torch_geometric_hot.ops.bucketed_global_softmax import (
     bucketed_global_attention, global_buckets, padded_elements)
 from torch_geometric_hot.ops.equivariant import Target
-from torch_geometric_hot.ops.higher_order_attention import SummaryKeys, \
-    exclusion_ids
+from torch_geometric_hot.ops.higher_order_attention import attention_index
+from torch_geometric_hot.ops.recomputed_attention import dropout_seed, \
+    recomputed_attention
 from torch_geometric_hot.ops.token_attention import pad_by_graph, \
     token_positions
 from torch_geometric_hot.ops.validation import check_size
@@ -68,66 +74,73 @@ def global_softmax_class_attention(cls: EquivariantClass, target: Target,
     """
     if cls.kind != 'global':
         raise ValueError(f"class {cls.name} is {cls.kind}, not global")
-    pool = SummaryKeys(cls.pool[0], view, in_order)
-    num_graphs = pool.num_groups
+    p = dropout if training else 0.0
+    args = (q, k, v, *attention_index(cls, target, view, in_order), p)
+    if torch.compiler.is_compiling():  # one node of the compiled graph
+        return _global_class_softmax(*args, dropout_seed(p, q.device))
+    return global_block_attention(*args)
+
+
+def global_block_attention(q: Tensor, k: Tensor, v: Tensor,
+                           query_graph: Tensor, key_graph: Tensor,
+                           key_position: Tensor, num_graphs: int,
+                           query_ids: List[Tensor], key_ids: List[Tensor],
+                           dropout: float = 0.0) -> Tensor:
+    r"""The attention of :func:`global_softmax_class_attention` from index
+    tensors: the graph of every query row :obj:`[rows]`, the graph and the
+    input row of every key :obj:`[K]`, and the exclusions as ids (see
+    :func:`~torch_geometric_hot.ops.higher_order_attention.exclusion_ids`).
+
+    :rtype: :class:`torch.Tensor` :obj:`[rows, H, d_v]`
+    """
     rows, heads = q.size(0), q.size(1)
     if rows == 0:
         return v.new_zeros(0, heads, v.size(-1))
-    q_pos, q_len = token_positions(target.graph, num_graphs)
-    k_pos, k_len = token_positions(pool.group, num_graphs)
+    ids = list(zip(query_ids, key_ids))
+    q_pos, q_len = token_positions(query_graph, num_graphs)
+    k_pos, k_len = token_positions(key_graph, num_graphs)
     widths = (heads * q.size(-1), heads * (k.size(-1) + v.size(-1)))
-    # compiled: one padded block (the buckets' number and shapes are read
-    # from the data, a compiled graph has one shape per batch)
-    buckets = None if torch.compiler.is_compiling() else global_buckets(
-        target.graph, q_pos, q_len, pool.group, k_pos, k_len,
-        widths)  # checks the buckets' size
+    buckets = global_buckets(query_graph, q_pos, q_len, key_graph, k_pos,
+                             k_len, widths)  # checks the buckets' size
     if buckets is not None:  # graphs of very different sizes
         return bucketed_global_attention(
-            q, k.index_select(0, pool.position),
-            v.index_select(0, pool.position),
-            exclusion_ids(cls, target, view, pool), buckets, BLOCK_ELEMENTS,
-            dropout if training else 0.0)
+            q, k.index_select(0, key_position),
+            v.index_select(0, key_position), ids, buckets, BLOCK_ELEMENTS,
+            dropout)
     # host synchronisation: the padded lengths are the largest graph's
-    # (the key length as one symbol: inductor binds sizes of the backward
-    # graph to symbols, not to expressions such as u + 1)
-    len_q, len_k = int(q_len.max()), int(k_len.max() + 1)  # + zero key
-    torch._check(len_q > 0)  # rows > 0 (tells the compiler's symbols)
-    torch._check(len_k > 0)
-    if not torch.compiler.is_compiling():  # (sizes are symbols there)
-        check_size(padded_elements([(num_graphs, len_q, len_k)], widths),
-                   f"global softmax attention's padded blocks ({num_graphs} "
-                   f"graphs x {len_k} keys of the largest)")
+    len_q, len_k = int(q_len.max()), int(k_len.max()) + 1  # + zero key
+    check_size(padded_elements([(num_graphs, len_q, len_k)], widths),
+               f"global softmax attention's padded blocks ({num_graphs} "
+               f"graphs x {len_k} keys of the largest)")
 
     def key_blocks(x: Tensor) -> Tensor:  # [K, H, d] -> [B, H, L_k, d]
-        return pad_by_graph(x.index_select(0, pool.position), pool.group,
+        return pad_by_graph(x.index_select(0, key_position), key_graph,
                             k_pos, num_graphs, len_k).transpose(1, 2)
 
     keys, values = key_blocks(k), key_blocks(v)
-    queries = pad_by_graph(q, target.graph, q_pos, num_graphs,
+    queries = pad_by_graph(q, query_graph, q_pos, num_graphs,
                            len_q).transpose(1, 2)  # [B, H, L_q, d]
     # key slots that hold a key: [B, L_k]
     real = torch.arange(len_k, device=q.device) < k_len.view(-1, 1)
-    ids = [(pad_by_graph(qi, target.graph, q_pos, num_graphs, len_q, -2),
-            pad_by_graph(ki, pool.group, k_pos, num_graphs, len_k, -3))
-           for qi, ki in exclusion_ids(cls, target, view, pool)]
-
+    id_blocks = [(pad_by_graph(qi, query_graph, q_pos, num_graphs, len_q, -2),
+                  pad_by_graph(ki, key_graph, k_pos, num_graphs, len_k, -3))
+                 for qi, ki in ids]
     step = max(1, BLOCK_ELEMENTS // (num_graphs * len_k))
-    # compiled: the queries in one chunk (a count of chunks read from the
-    # data cannot be traced; the memory bound holds eagerly)
-    chunks = [(0, len_q)] if torch.compiler.is_compiling() else [
-        (start, min(start + step, len_q))
-        for start in range(0, len_q, step)]
     outs = []
-    for start, end in chunks:
+    for start in range(0, len_q, step):
+        end = min(start + step, len_q)
         allowed = real.unsqueeze(1).expand(num_graphs, end - start,
                                            len_k).clone()
-        for q_ids, k_ids in ids:
+        for q_ids, k_ids in id_blocks:
             allowed &= q_ids[:, start:end].unsqueeze(-1) != \
                 k_ids.unsqueeze(1)
         allowed[..., -1] = ~allowed.any(-1)  # empty group: the zero key
         outs.append(F.scaled_dot_product_attention(
             queries[:, :, start:end], keys, values,
-            attn_mask=allowed.unsqueeze(1),
-            dropout_p=dropout if training else 0.0, scale=1.0))
+            attn_mask=allowed.unsqueeze(1), dropout_p=dropout, scale=1.0))
     out = torch.cat(outs, 2) if len(outs) > 1 else outs[0]
-    return out.transpose(1, 2)[target.graph, q_pos]  # [rows, H, d_v]
+    return out.transpose(1, 2)[query_graph, q_pos]  # [rows, H, d_v]
+
+
+_global_class_softmax = recomputed_attention('global_class_softmax',
+                                             global_block_attention)

@@ -29,6 +29,8 @@ from torch_geometric_hot.ops.equivariant import Target, class_counts, \
 from torch_geometric_hot.ops.kernel_attention import KeySummary, Reading
 from torch_geometric_hot.ops.pooled_combination import CombinationPart, \
     ValueProjection, pooled_combination
+from torch_geometric_hot.ops.recomputed_attention import dropout_seed, \
+    recomputed_attention
 from torch_geometric_hot.ops.scatter import group_pairs, scatter_sum
 from torch_geometric_hot.ops.softmax import grouped_softmax
 from torch_geometric_hot.ops.validation import check_size
@@ -132,23 +134,77 @@ def class_pairs(cls: EquivariantClass, target: Target, view, in_order: int,
         (query [pairs], input row [pairs])
     """
     def build() -> Tuple[Tensor, Tensor]:
-        summary, selector = cls.pool
-        pool = SummaryKeys(summary, view, in_order)
-        query_group = target.index(summary, selector)[0]
-        if not torch.compiler.is_compiling():  # host synchronisation
-            pairs = int(torch.bincount(pool.group,
-                                       minlength=pool.num_groups)
-                        .index_select(0, query_group).sum())
-            check_size(pairs * width, f"softmax attention of class "
-                       f"{cls.name} over its {pairs:,} (query, key) pairs")
-        ids = exclusion_ids(cls, target, view, pool)
-        return _class_pairs(query_group, pool.group,
-                            pool.position, pool.num_groups,
-                            [q for q, _ in ids], [k for _, k in ids])
+        args = attention_index(cls, target, view, in_order)
+        if not torch.compiler.is_compiling():
+            _check_pair_count(args[0], args[1], args[3], width,
+                              f'class {cls.name}')
+        return _class_pairs(*args)
 
     if not hasattr(view, 'plan') or target.part == 'hyperedge':
         return build()  # (hyperedges come with the call, not the view)
     return view.plan(('class_pairs', in_order, target.part, cls), build)
+
+
+def attention_index(cls: EquivariantClass, target: Target, view,
+                    in_order: int
+                    ) -> Tuple[Tensor, Tensor, Tensor, int, List[Tensor],
+                               List[Tensor]]:
+    r"""The index tensors of one class's softmax attention, as its
+    operators take them (:mod:`~torch_geometric_hot.ops.\
+    recomputed_attention`): the group of every query row, the group and
+    the input row of every key of the class's pool, the number of groups,
+    and the exclusions as ids (:func:`exclusion_ids`: per exclusion the
+    ids of the query rows, then per exclusion those of the keys)."""
+    summary, selector = cls.pool
+    pool = SummaryKeys(summary, view, in_order)
+    ids = exclusion_ids(cls, target, view, pool)
+    return (target.index(summary, selector)[0], pool.group, pool.position,
+            pool.num_groups, [q for q, _ in ids], [k for _, k in ids])
+
+
+def _check_pair_count(query_group: Tensor, key_group: Tensor,
+                      num_groups: int, width: int, what: str) -> None:
+    # the size limit on the pairs before they are enumerated (host
+    # synchronisation: their count)
+    pairs = int(torch.bincount(key_group, minlength=num_groups)
+                .index_select(0, query_group).sum())
+    check_size(pairs * width, f"softmax attention of {what} over its "
+               f"{pairs:,} (query, key) pairs")
+
+
+def _pair_attention(q: Tensor, k: Tensor, v: Tensor, query: Tensor,
+                    key: Tensor, dropout: float,
+                    training: bool) -> Tuple[Tensor, Tensor]:
+    # grouped softmax over the enumerated pairs: the output and the weights
+    logits = (q.index_select(0, query) * k.index_select(0, key)).sum(-1)
+    alpha = grouped_softmax(logits, query, q.size(0))
+    weights = torch.nn.functional.dropout(alpha, dropout, training)
+    out = scatter_sum(weights.unsqueeze(-1) * v.index_select(0, key), query,
+                      q.size(0))
+    return out, alpha
+
+
+def local_pair_attention(q: Tensor, k: Tensor, v: Tensor,
+                         query_group: Tensor, key_group: Tensor,
+                         key_position: Tensor, num_groups: int,
+                         query_ids: List[Tensor], key_ids: List[Tensor],
+                         dropout: float = 0.0) -> Tensor:
+    r"""The output of :func:`softmax_class_attention` from index tensors
+    (those of the operator ``torch_geometric_hot::class_pairs``), its pairs
+    enumerated and checked against the size limit on every call.
+
+    :rtype: :class:`torch.Tensor` :obj:`[rows, H, d_v]`
+    """
+    width = q.size(1) * (q.size(-1) + k.size(-1) + v.size(-1))
+    _check_pair_count(query_group, key_group, num_groups, width,
+                      'a local class')
+    query, key = _class_pairs(query_group, key_group, key_position,
+                              num_groups, query_ids, key_ids)
+    return _pair_attention(q, k, v, query, key, dropout, dropout > 0)[0]
+
+
+_local_class_softmax = recomputed_attention('local_class_softmax',
+                                            local_pair_attention)
 
 
 def softmax_class_attention(
@@ -177,12 +233,29 @@ def softmax_class_attention(
     query, key = class_pairs(cls, target, view, in_order, width)
     check_size(query.numel() * width, f"softmax attention of class "
                f"{cls.name} over its {query.numel():,} (query, key) pairs")
-    logits = (q.index_select(0, query) * k.index_select(0, key)).sum(-1)
-    alpha = grouped_softmax(logits, query, target.num_rows)
-    weights = torch.nn.functional.dropout(alpha, dropout, training)
-    out = scatter_sum(weights.unsqueeze(-1) * v.index_select(0, key), query,
-                      target.num_rows)
+    out, alpha = _pair_attention(q, k, v, query, key, dropout, training)
     return out, (torch.stack([query, key]), alpha)
+
+
+def softmax_class_output(cls: EquivariantClass, target: Target, view,
+                         in_order: int, q: Tensor, k: Tensor, v: Tensor,
+                         dropout: float = 0.0,
+                         training: bool = False) -> Tensor:
+    r"""The output of :func:`softmax_class_attention` alone. Under
+    :func:`torch.compile` it is one operator,
+    ``torch_geometric_hot::local_class_softmax``
+    (:mod:`~torch_geometric_hot.ops.recomputed_attention`): the compiled
+    graph holds no pair count.
+
+    :rtype: :class:`torch.Tensor` :obj:`[rows, H, d_v]`
+    """
+    if not torch.compiler.is_compiling():
+        return softmax_class_attention(cls, target, view, in_order, q, k, v,
+                                       dropout, training)[0]
+    p = dropout if training else 0.0
+    return _local_class_softmax(
+        q, k, v, *attention_index(cls, target, view, in_order), p,
+        dropout_seed(p, q.device))
 
 
 def kernel_class_attention(classes: Sequence[Sequence[EquivariantClass]],

@@ -47,7 +47,7 @@ from torch import Tensor
 from torch_geometric_hot.ops.basis import EquivariantClass
 from torch_geometric_hot.ops.equivariant import Target
 from torch_geometric_hot.ops.higher_order_attention import SummaryKeys, \
-    exclusion_ids, kernel_class_attention, softmax_class_attention
+    exclusion_ids, kernel_class_attention, softmax_class_output
 from torch_geometric_hot.ops.native import applies as native_applies
 from torch_geometric_hot.ops.packed_layout import PackedLayout, \
     cached_layout, pack, unpack
@@ -287,9 +287,9 @@ def _sparse(attention: str, classes, targets, view, in_order: int,
     slot = 0
     for p in parts:
         for c in local[p]:
-            outs[p][c] = softmax_class_attention(
+            outs[p][c] = softmax_class_output(
                 classes[p][c], targets[p], view, in_order, part_queries[p],
-                keys, v[slot], dropout, training)[0]
+                keys, v[slot], dropout, training)
             slot += 1
 
 

@@ -1,6 +1,6 @@
 r"""Inputs of every order for testing higher-order layers on a graph."""
 import itertools
-from typing import Optional
+from typing import Optional, Sequence
 
 import torch
 from torch import Tensor
@@ -70,6 +70,15 @@ def global_class_cases(data: Data, in_order: int, out_order: int,
     class's part), keys and values of shape :obj:`[rows, heads,
     head_channels]`, all requiring gradients, on the device of the inputs;
     keys and values are shared by the classes."""
+    return class_cases(data, in_order, out_order, heads, head_channels,
+                       seed, kinds=('global', ))
+
+
+def class_cases(data: Data, in_order: int, out_order: int, heads: int,
+                head_channels: int, seed: int = 0,
+                kinds: Sequence[str] = ('local', 'global')):
+    r"""The cases of :func:`global_class_cases` for every class of the
+    :obj:`kinds` (``'local'``, ``'global'``)."""
     x = data.pair_x if in_order == 2 else data.x
     view, targets = resolve_targets(x, PairView.from_data(data), in_order,
                                     out_order)
@@ -80,10 +89,10 @@ def global_class_cases(data: Data, in_order: int, out_order: int,
                            dtype=torch.float64).to(x.device).requires_grad_()
 
     k, v = draw(x.size(0)), draw(x.size(0))
-    classes = [c for c in basis(in_order, out_order) if c.kind == 'global']
+    classes = [c for c in basis(in_order, out_order) if c.kind in kinds]
     if not classes:
-        raise ValueError(f"the {in_order}->{out_order} basis has no global "
-                         f"class")
+        raise ValueError(f"the {in_order}->{out_order} basis has no "
+                         f"{' or '.join(kinds)} class")
     for cls in classes:
         target = targets[cls.part]
         yield cls, target, view, draw(target.num_rows), k, v
