@@ -1,6 +1,5 @@
 import pytest
 import torch
-from torch_geometric.data import Batch
 
 from torch_geometric_hot.data import PairView
 from torch_geometric_hot.data.targets import resolve_targets
@@ -8,27 +7,17 @@ from torch_geometric_hot.ops import softmax_class_attention
 from torch_geometric_hot.ops.basis import basis
 from torch_geometric_hot.ops.global_softmax_attention import \
     global_softmax_class_attention
-from torch_geometric_hot.testing import (attach_order_inputs,
-                                         edge_case_graphs,
-                                         global_class_cases, random_graph)
+from torch_geometric_hot.testing import edge_case_batch, global_class_cases
 
 ORDERS = [(2, 2), (2, 1), (2, 0), (1, 1), (1, 0), (1, 2)]
 H, D = 2, 3
-
-
-def batch(out_order):
-    graphs = edge_case_graphs() + [random_graph(6, 9, seed=3),
-                                   random_graph(4, 5, seed=4)]
-    return Batch.from_data_list(
-        [attach_order_inputs(g, out_order, seed=i)
-         for i, g in enumerate(graphs)])
 
 
 @pytest.mark.parametrize('orders', ORDERS)
 def test_blocks_equal_enumerated_pairs(orders):
     in_order, out_order = orders
     for cls, target, view, q, k, v in global_class_cases(
-            batch(out_order), in_order, out_order, H, D):
+            edge_case_batch(out_order), in_order, out_order, H, D):
         out = global_softmax_class_attention(cls, target, view, in_order,
                                              q, k, v)
         expected = softmax_class_attention(cls, target, view, in_order, q,
@@ -46,7 +35,7 @@ def test_empty_group_outputs_zero_and_small_query_blocks(monkeypatch):
     # entries) has no key; its output and gradients are 0, not NaN. Tiny
     # query blocks must give the same result as one block.
     import torch_geometric_hot.ops.global_softmax_attention as module
-    data = batch(2)
+    data = edge_case_batch(2)
     view = PairView.from_data(data)
     view, targets = resolve_targets(data.pair_x, view, 2, 2)
     cls = next(c for c in basis(2, 2) if c.name == '12')
@@ -69,7 +58,7 @@ def test_empty_group_outputs_zero_and_small_query_blocks(monkeypatch):
 
 
 def test_rejects_local_class():
-    data = batch(2)
+    data = edge_case_batch(2)
     view = PairView.from_data(data)
     view, targets = resolve_targets(data.pair_x, view, 2, 2)
     cls = next(c for c in basis(2, 2) if c.kind == 'local')

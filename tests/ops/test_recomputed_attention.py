@@ -7,30 +7,20 @@ recomputation draws the forward pass's mask from the seed), and
 import pytest
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
-from torch_geometric.data import Batch
 
 from torch_geometric_hot.ops.higher_order_attention import attention_index
 from torch_geometric_hot.ops.recomputed_attention import _seeded
 from torch_geometric_hot.ops.validation import SizeLimitError, size_limit
-from torch_geometric_hot.testing import (attach_order_inputs, class_cases,
-                                         edge_case_graphs, random_graph)
+from torch_geometric_hot.testing import class_cases, edge_case_batch
 
 OPS = torch.ops.torch_geometric_hot
 ORDERS = [(2, 2), (2, 1), (2, 0), (1, 1), (1, 0), (1, 2)]
 H, D = 2, 3
 
 
-def batch(out_order):
-    graphs = edge_case_graphs() + [random_graph(6, 9, seed=3),
-                                   random_graph(4, 5, seed=4)]
-    return Batch.from_data_list(
-        [attach_order_inputs(g, out_order, seed=i)
-         for i, g in enumerate(graphs)])
-
-
 def cases(in_order, out_order):
-    for cls, target, view, q, k, v in class_cases(batch(out_order), in_order,
-                                                  out_order, H, D):
+    for cls, target, view, q, k, v in class_cases(
+            edge_case_batch(out_order), in_order, out_order, H, D):
         op = OPS.global_class_softmax if cls.kind == 'global' else \
             OPS.local_class_softmax
         yield cls, op, (q, k, v), attention_index(cls, target, view,

@@ -23,12 +23,13 @@ from torch_geometric_hot.testing.dense_attention import dense_class_attention
 __all__ += ['dense_class_attention']
 from torch_geometric_hot.testing.orders import (attach_order_inputs,
                                                 class_cases, distinct_tuples,
+                                                edge_case_batch,
                                                 global_class_cases, run_layer,
                                                 rows_per_graph)
 
 __all__ += [
     'attach_order_inputs', 'class_cases', 'distinct_tuples',
-    'global_class_cases', 'run_layer', 'rows_per_graph'
+    'edge_case_batch', 'global_class_cases', 'run_layer', 'rows_per_graph'
 ]
 from torch_geometric_hot.testing.tokengt_reference import (
     dense_tokengt_reference)

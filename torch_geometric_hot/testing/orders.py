@@ -4,11 +4,12 @@ from typing import Optional, Sequence
 
 import torch
 from torch import Tensor
-from torch_geometric.data import Data
+from torch_geometric.data import Batch, Data
 
 from torch_geometric_hot.data import PairView
 from torch_geometric_hot.data.targets import resolve_targets
 from torch_geometric_hot.ops.basis import basis
+from torch_geometric_hot.testing.graphs import edge_case_graphs, random_graph
 from torch_geometric_hot.transforms import AddSecondOrderView
 from torch_geometric_hot.transforms.data_device import data_device
 
@@ -59,6 +60,17 @@ def rows_per_graph(out_order: int):
         1: 'node',
         0: 'graph'
     }.get(out_order, 'hyperedge_index')
+
+
+def edge_case_batch(out_order: int) -> Batch:
+    r"""The :func:`edge_case_graphs` and two random graphs (6 nodes and 9
+    edges, 4 nodes and 5 edges), each with the inputs of
+    :func:`attach_order_inputs` for :obj:`out_order`, as one batch."""
+    graphs = edge_case_graphs() + [random_graph(6, 9, seed=3),
+                                   random_graph(4, 5, seed=4)]
+    return Batch.from_data_list(
+        [attach_order_inputs(g, out_order, seed=i)
+         for i, g in enumerate(graphs)])
 
 
 def global_class_cases(data: Data, in_order: int, out_order: int,
