@@ -18,9 +18,10 @@ ORDERS = [(2, 2), (2, 1), (2, 0), (1, 1), (1, 0), (1, 2)]
 H, D = 2, 3
 
 
-def cases(in_order, out_order):
+def cases(in_order, out_order, device=torch.device('cpu')):
     for cls, target, view, q, k, v in class_cases(
-            edge_case_batch(out_order), in_order, out_order, H, D):
+            edge_case_batch(out_order).to(device), in_order, out_order, H,
+            D):
         op = OPS.global_class_softmax if cls.kind == 'global' else \
             OPS.local_class_softmax
         yield cls, op, (q, k, v), attention_index(cls, target, view,
@@ -39,9 +40,10 @@ def _eager(op):
 
 @pytest.mark.parametrize('orders', ORDERS)
 @pytest.mark.parametrize('dropout', [0.0, 0.5])
-def test_operator_equals_eager_attention_and_gradients(orders, dropout):
-    for cls, op, qkv, index in cases(*orders):
-        seed = torch.tensor(7) if dropout else None
+def test_operator_equals_eager_attention_and_gradients(orders, dropout,
+                                                      device):
+    for cls, op, qkv, index in cases(*orders, device):
+        seed = torch.tensor(7, device=device) if dropout else None
         out = op(*qkv, *index, dropout, seed)
         with _seeded(seed, out.device):
             expected = _eager(op)(*qkv, *index, dropout)
