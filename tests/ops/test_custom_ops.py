@@ -76,16 +76,21 @@ def test_favor_plus(mode, dtype):
 
 @pytest.mark.parametrize('mode', MODES)
 @pytest.mark.parametrize('dtype', DTYPES)
-def test_pair_entries(mode, dtype):
-    view = PairView.from_data(random_graph(6, 8, seed=0))
+@pytest.mark.parametrize('bias', [True, False])
+def test_pair_light_linear(mode, dtype, bias):
+    view = PairView.from_data(random_graph(6, 8, undirected=False, seed=0))
     gen = torch.Generator().manual_seed(2)
-    P, n, C = view.num_entries, view.num_nodes, 3
+    P, C, C_out = view.num_entries, 3, 2
     indices = (view.row, view.col, view.transpose, view.diag_pos)
-    y = _rand(P, 2 * C, dtype=dtype, gen=gen, grad=True)
-    nodes = _rand(n, 3 * C, dtype=dtype, gen=gen, grad=True)
-    _check(OPS.pair_gather, (y, nodes, *indices), mode)
-    grad = _rand(P, C, dtype=dtype, gen=gen, grad=True)
-    _check(OPS.pair_scatter, (grad, *indices, n), mode)
+    x = _rand(P, C, dtype=dtype, gen=gen, grad=True)
+    weight = _rand(5, C, C_out, dtype=dtype, gen=gen, grad=True)
+    b = _rand(2, C_out, dtype=dtype, gen=gen, grad=True) if bias else None
+    _check(OPS.pair_light_linear, (x, weight, b, *indices), mode)
+    grad = _rand(P, C_out, dtype=dtype, gen=gen)
+    for needs in [(True, True, bias), (True, False, False),
+                  (False, True, False), (False, False, bias)]:
+        _check(OPS.pair_light_linear_backward,
+               (grad, x.detach(), weight.detach(), *indices, *needs), mode)
 
 
 def test_class_pairs():

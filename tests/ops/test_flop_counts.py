@@ -95,3 +95,24 @@ def test_pooled_combination_counts_summaries_readings_and_projection():
     projection = 2 * K * F * H * C
     assert ops['torch_geometric_hot.pooled_combination_backward'] == \
         2 * (expected - projection) + 3 * projection
+
+
+def test_pair_light_linear_counts_its_two_products():
+    from torch_geometric_hot.data import PairView
+    from torch_geometric_hot.ops import pair_light_linear
+    from torch_geometric_hot.testing import random_graph
+    view = PairView.from_data(random_graph(6, 8, seed=0))
+    P, n, C_in, C_out = view.num_entries, view.num_nodes, 4, 3
+    x, weight = _inputs((P, C_in), (5, C_in, C_out), grad=True)
+    total, ops, out = _counted(pair_light_linear, x, view, weight)
+    forward = 2 * C_in * C_out * (2 * P + 3 * n)
+    assert ops == {'torch_geometric_hot.pair_light_linear': forward}
+    # the products of [x W_2 | x W_3] and x_diag [W_1 | W_4 | W_5]
+    dense, _, _ = _counted(lambda: (x @ weight[1:3].permute(1, 0, 2)
+                                    .reshape(C_in, -1),
+                                    x[:n] @ weight[[0, 3, 4]]
+                                    .permute(1, 0, 2).reshape(C_in, -1)))
+    assert total == dense
+    _, ops, _ = _counted(out.sum().backward)
+    assert ops == {'torch_geometric_hot.pair_light_linear_backward':
+                   2 * forward}

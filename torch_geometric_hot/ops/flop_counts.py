@@ -27,8 +27,12 @@ value columns:
   the projection recomputed, and one product per gradient of the
   projection asked for.
 
-The index gathers (``pair_gather``, ``pair_scatter``) are not products and
-count zero, as PyTorch's own gathers do.
+* ``pair_light_linear``: the entry-wise product :math:`2 P C \cdot 2C'`
+  and the node-wise one :math:`2 n C \cdot 3C'` for :math:`P` entries of
+  :math:`n` nodes, :math:`C` input and :math:`C'` output channels; its
+  backward that much per gradient of the input or the weights asked for.
+  Its passes over the entries are gathers, not products, and count zero,
+  as PyTorch's own gathers do.
 """
 from typing import List, Sequence
 
@@ -119,3 +123,25 @@ def pooled_combination_backward_flops(grads, outs, dens, summaries, made_by,
     asked = int(needs[2]) + (int(needs[3]) if len(needs) > 3 else 0)
     return 2 * _attention_flops(phi_q, phi_k, head_channels, index,
                                 structure) + projection * (1 + asked)
+
+
+@register_flop_formula(_ops.pair_light_linear, get_raw=True)
+def pair_light_linear_flops(x: Tensor, weight: Tensor, bias, row: Tensor,
+                            col: Tensor, transpose: Tensor,
+                            diag_pos: Tensor, **kwargs) -> int:
+    r""":math:`2 C C' (2 P + 3 n)`: the entry-wise and node-wise
+    products."""
+    return 2 * x.size(1) * weight.size(-1) * (2 * x.size(0) +
+                                              3 * diag_pos.numel())
+
+
+@register_flop_formula(_ops.pair_light_linear_backward, get_raw=True)
+def pair_light_linear_backward_flops(grad: Tensor, x: Tensor, weight: Tensor,
+                                     row: Tensor, col: Tensor,
+                                     transpose: Tensor, diag_pos: Tensor,
+                                     need_x: bool, need_weight: bool,
+                                     need_bias: bool, **kwargs) -> int:
+    r"""The forward's count per gradient of the input or the weights asked
+    for."""
+    return (int(need_x) + int(need_weight)) * pair_light_linear_flops(
+        x, weight, None, row, col, transpose, diag_pos)

@@ -9,21 +9,25 @@ HOT's light layers (§4.1) keep the five pointwise classes of
     + b_2 \qquad (i \ne j)
 
 Every block of a HOT encoder runs five of them (keys, queries, the
-attention's pointwise term and the two feed-forward layers), so they are
-written here as two matrix products and one pass over the entries: the
-entry-wise products :math:`Y = A [W_2 \,|\, W_3]` and the node-wise ones
-:math:`N = A_{\text{diag}} [W_1 \,|\, W_4 \,|\, W_5]`, then every entry
-gathers its terms from them (:func:`entry_gather`). The backward pass is
-the same shape transposed: one pass (:func:`entry_scatter`) lays out
-every entry's gradient next to its transpose's and sums the gradients of
-every node's row and column, then four products give the input's and the
-weights' gradients. Natively (:mod:`torch_geometric_hot.ops.native`,
-``pair_entries.c``) each pass is one loop over the entries; otherwise a
-few gathers and scatters. Nothing is kept for backward beyond the input.
-:func:`pair_light_linear_reference` (the class-by-class sum) is the
+attention's pointwise term and the two feed-forward layers), so each is
+one operator, ``torch_geometric_hot::pair_light_linear``: two matrix
+products, the entry-wise :math:`Y = A [W_2 \,|\, W_3]` and the node-wise
+:math:`N = A_{\text{diag}} [W_1 \,|\, W_4 \,|\, W_5]`, then one pass
+over the entries in which every entry gathers its terms from them
+(:func:`entry_gather`). Its backward operator,
+``torch_geometric_hot::pair_light_linear_backward``, is the same shape
+transposed: one pass (:func:`entry_scatter`) lays out every entry's
+gradient next to its transpose's and sums the gradients of every node's
+row and column, then one product per gradient asked for. Nothing is kept
+for the backward pass beyond the input and the weights. The passes are a
+few gathers and scatters in torch (any device) and, in the operators' CPU
+kernels, one native loop over the entries each
+(:mod:`torch_geometric_hot.ops.native`, ``pair_entries.c``) where the
+native kernels take the tensors. Under :func:`torch.compile` a light layer
+is one node of the graph. :func:`pair_light_linear_reference` (the class-by-class sum) is the
 oracle.
 """
-from typing import Optional, Tuple
+from typing import List, Optional, Tuple
 
 import torch
 from torch import Tensor
@@ -66,19 +70,9 @@ def _pair_scatter(grad: Tensor, row: Tensor, col: Tensor, transpose: Tensor,
     return entries, nodes
 
 
-@torch.library.custom_op('torch_geometric_hot::pair_gather', mutates_args=())
-def _pair_gather_op(y: Tensor, nodes: Tensor, row: Tensor, col: Tensor,
-                    transpose: Tensor, diag_pos: Tensor) -> Tensor:
-    return _pair_gather(y, nodes, row, col, transpose, diag_pos)
-
-
-@_pair_gather_op.register_fake
-def _(y, nodes, row, col, transpose, diag_pos):
-    return y.new_empty(y.size(0), nodes.size(1) // 3)
-
-
-@_pair_gather_op.register_kernel('cpu')
-def _(y, nodes, row, col, transpose, diag_pos):
+def _gather(y: Tensor, nodes: Tensor, row: Tensor, col: Tensor,
+            transpose: Tensor, diag_pos: Tensor) -> Tensor:
+    # the native pass where it takes the tensors, else torch's
     if not native.applies(y, nodes):
         return _pair_gather(y, nodes, row, col, transpose, diag_pos)
     return native.pair_gather(y.contiguous(), nodes.contiguous(),
@@ -86,55 +80,13 @@ def _(y, nodes, row, col, transpose, diag_pos):
                               transpose.contiguous())
 
 
-@torch.library.custom_op('torch_geometric_hot::pair_scatter', mutates_args=())
-def _pair_scatter_op(grad: Tensor, row: Tensor, col: Tensor,
-                     transpose: Tensor, diag_pos: Tensor,
-                     num_nodes: int) -> Tuple[Tensor, Tensor]:
-    return _pair_scatter(grad, row, col, transpose, diag_pos, num_nodes)
-
-
-@_pair_scatter_op.register_fake
-def _(grad, row, col, transpose, diag_pos, num_nodes):
-    return (grad.new_empty(grad.size(0), 2 * grad.size(1)),
-            grad.new_empty(num_nodes, 3 * grad.size(1)))
-
-
-@_pair_scatter_op.register_kernel('cpu')
-def _(grad, row, col, transpose, diag_pos, num_nodes):
+def _scatter(grad: Tensor, row: Tensor, col: Tensor, transpose: Tensor,
+             diag_pos: Tensor, num_nodes: int) -> Tuple[Tensor, Tensor]:
     if not native.applies(grad):
         return _pair_scatter(grad, row, col, transpose, diag_pos, num_nodes)
     return native.pair_scatter(grad.contiguous(), row.contiguous(),
                                col.contiguous(), transpose.contiguous(),
                                num_nodes)
-
-
-def _gather_setup(ctx, inputs, output) -> None:
-    y, nodes, *indices = inputs
-    ctx.save_for_backward(*indices)
-    ctx.num_nodes = nodes.size(0)
-
-
-def _scatter_setup(ctx, inputs, output) -> None:
-    _, *indices, ctx.num_nodes = inputs
-    ctx.save_for_backward(*indices)
-
-
-def _pair_gather_grad(ctx, grad):
-    entries, nodes = _pair_scatter_op(grad.contiguous(), *ctx.saved_tensors,
-                                      ctx.num_nodes)
-    return entries, nodes, None, None, None, None
-
-
-def _pair_scatter_grad(ctx, grad_entries, grad_nodes):
-    grad = _pair_gather_op(grad_entries.contiguous(),
-                           grad_nodes.contiguous(), *ctx.saved_tensors)
-    return grad, None, None, None, None, None
-
-
-_pair_gather_op.register_autograd(_pair_gather_grad,
-                                  setup_context=_gather_setup)
-_pair_scatter_op.register_autograd(_pair_scatter_grad,
-                                   setup_context=_scatter_setup)
 
 
 def _indices(view) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
@@ -148,57 +100,117 @@ def entry_gather(y: Tensor, nodes: Tensor, view) -> Tensor:
     :obj:`[n, 3C]`: a diagonal entry :math:`(i, i)` takes its node's first
     block, an off-diagonal :math:`(i, j)` adds its own first block of
     :obj:`y`, its transpose's second and the second and third node blocks
-    of :math:`i` and :math:`j` (the operator
-    ``torch_geometric_hot::pair_gather``, natively on CPU)."""
-    return _pair_gather_op(y, nodes, *_indices(view))
+    of :math:`i` and :math:`j` (natively on CPU)."""
+    return _gather(y, nodes, *_indices(view))
 
 
 def entry_scatter(grad: Tensor, view) -> Tuple[Tensor, Tensor]:
     r"""The adjoint of :func:`entry_gather`: the gradients of :obj:`y`
     (every off-diagonal entry's gradient and its transpose's; zero on the
     diagonal) and of :obj:`nodes` (per node, its diagonal entry's gradient
-    and the sums over its row's and its column's off-diagonal entries; the
-    operator ``torch_geometric_hot::pair_scatter``)."""
-    return _pair_scatter_op(grad, *_indices(view), view.num_nodes)
+    and the sums over its row's and its column's off-diagonal entries)."""
+    return _scatter(grad, *_indices(view), view.num_nodes)
 
 
-class _PairLightLinear(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x: Tensor, weight: Tensor, bias: Optional[Tensor],
-                view) -> Tensor:
-        x = x.contiguous()
-        w_diag, w_self, w_t, w_i, w_j = weight.unbind(0)
-        y = x @ torch.cat([w_self, w_t], dim=1)  # [P, 2C']
-        nodes = x.index_select(0, view.diag_pos) @ torch.cat(
-            [w_diag, w_i, w_j], dim=1)  # [n, 3C']
-        if bias is not None:
-            nodes[:, :2 * weight.size(-1)] += bias.view(1, -1)
-        ctx.view, ctx.has_bias = view, bias is not None
-        ctx.save_for_backward(x, weight)
-        return entry_gather(y, nodes, view)
+def _forward(gather, x: Tensor, weight: Tensor, bias: Optional[Tensor],
+             row: Tensor, col: Tensor, transpose: Tensor,
+             diag_pos: Tensor) -> Tensor:
+    # two products, then one pass over the entries (gather)
+    x = x.contiguous()
+    w_diag, w_self, w_t, w_i, w_j = weight.unbind(0)
+    y = x @ torch.cat([w_self, w_t], dim=1)  # [P, 2C']
+    nodes = x.index_select(0, diag_pos) @ torch.cat(
+        [w_diag, w_i, w_j], dim=1)  # [n, 3C']
+    if bias is not None:
+        nodes[:, :2 * weight.size(-1)] += bias.view(1, -1)
+    return gather(y, nodes, row, col, transpose, diag_pos)
 
-    @staticmethod
-    @torch.autograd.function.once_differentiable
-    def backward(ctx, grad: Tensor) -> Tuple:
-        x, weight = ctx.saved_tensors
-        view = ctx.view
-        need_x, need_w, need_b = ctx.needs_input_grad[:3]
-        w_diag, w_self, w_t, w_i, w_j = weight.unbind(0)
-        grad_y, grad_nodes = entry_scatter(grad, view)
-        grad_x = grad_w = grad_b = None
-        if need_x:
-            grad_x = grad_y @ torch.cat([w_self, w_t], dim=1).t()
-            grad_x.index_copy_(0, view.diag_pos, grad_nodes @ torch.cat(
-                [w_diag, w_i, w_j], dim=1).t())
-        if need_w:
-            entry_w = (x.t() @ grad_y).view(x.size(1), 2, -1)
-            node_w = (x.index_select(0, view.diag_pos).t() @ grad_nodes
-                      ).view(x.size(1), 3, -1)
-            grad_w = torch.stack([node_w[:, 0], entry_w[:, 0],
-                                  entry_w[:, 1], node_w[:, 1], node_w[:, 2]])
-        if need_b and ctx.has_bias:
-            grad_b = grad_nodes[:, :2 * weight.size(-1)].sum(0).view(2, -1)
-        return grad_x, grad_w, grad_b, None
+
+def _backward(scatter, grad: Tensor, x: Tensor, weight: Tensor, row: Tensor,
+              col: Tensor, transpose: Tensor, diag_pos: Tensor,
+              need_x: bool, need_weight: bool,
+              need_bias: bool) -> List[Tensor]:
+    # one pass over the entries (scatter), then one product per gradient
+    w_diag, w_self, w_t, w_i, w_j = weight.unbind(0)
+    grad_y, grad_nodes = scatter(grad.contiguous(), row, col, transpose,
+                                 diag_pos, diag_pos.size(0))
+    grads = []
+    if need_x:
+        grad_x = grad_y @ torch.cat([w_self, w_t], dim=1).t()
+        grads.append(grad_x.index_copy_(0, diag_pos, grad_nodes @ torch.cat(
+            [w_diag, w_i, w_j], dim=1).t()))
+    if need_weight:
+        entry_w = (x.t() @ grad_y).view(x.size(1), 2, -1)
+        node_w = (x.index_select(0, diag_pos).t() @ grad_nodes
+                  ).view(x.size(1), 3, -1)
+        grads.append(torch.stack([node_w[:, 0], entry_w[:, 0],
+                                  entry_w[:, 1], node_w[:, 1], node_w[:, 2]]))
+    if need_bias:
+        grads.append(grad_nodes[:, :2 * weight.size(-1)].sum(0).view(2, -1))
+    return grads
+
+
+@torch.library.custom_op('torch_geometric_hot::pair_light_linear',
+                         mutates_args=())
+def _light_op(x: Tensor, weight: Tensor, bias: Optional[Tensor],
+              row: Tensor, col: Tensor, transpose: Tensor,
+              diag_pos: Tensor) -> Tensor:
+    return _forward(_pair_gather, x, weight, bias, row, col, transpose,
+                    diag_pos)
+
+
+@_light_op.register_kernel('cpu')
+def _(x, weight, bias, row, col, transpose, diag_pos):
+    return _forward(_gather, x, weight, bias, row, col, transpose, diag_pos)
+
+
+@_light_op.register_fake
+def _(x, weight, bias, row, col, transpose, diag_pos):
+    return x.new_empty(x.size(0), weight.size(-1))
+
+
+@torch.library.custom_op('torch_geometric_hot::pair_light_linear_backward',
+                         mutates_args=())
+def _light_backward_op(grad: Tensor, x: Tensor, weight: Tensor, row: Tensor,
+                       col: Tensor, transpose: Tensor, diag_pos: Tensor,
+                       need_x: bool, need_weight: bool,
+                       need_bias: bool) -> List[Tensor]:
+    return _backward(_pair_scatter, grad, x, weight, row, col, transpose,
+                     diag_pos, need_x, need_weight, need_bias)
+
+
+@_light_backward_op.register_kernel('cpu')
+def _(grad, x, weight, row, col, transpose, diag_pos, need_x, need_weight,
+      need_bias):
+    return _backward(_scatter, grad, x, weight, row, col, transpose,
+                     diag_pos, need_x, need_weight, need_bias)
+
+
+@_light_backward_op.register_fake
+def _(grad, x, weight, row, col, transpose, diag_pos, need_x, need_weight,
+      need_bias):
+    shapes = [x.shape] * need_x + [weight.shape] * need_weight + \
+        [(2, weight.size(-1))] * need_bias
+    return [grad.new_empty(shape) for shape in shapes]
+
+
+def _setup(ctx, inputs, output) -> None:
+    x, weight, bias, *indices = inputs
+    ctx.has_bias = bias is not None
+    ctx.save_for_backward(x, weight, *indices)
+
+
+def _grad(ctx, grad: Tensor):
+    need_x, need_weight, need_bias = ctx.needs_input_grad[:3]
+    need_bias = need_bias and ctx.has_bias
+    grads = iter(_light_backward_op(grad, *ctx.saved_tensors, need_x,
+                                    need_weight, need_bias))
+    return (next(grads) if need_x else None,
+            next(grads) if need_weight else None,
+            next(grads) if need_bias else None, None, None, None, None)
+
+
+_light_op.register_autograd(_grad, setup_context=_setup)
 
 
 def pair_light_linear(x: Tensor, view, weight: Tensor,
@@ -223,7 +235,7 @@ def pair_light_linear(x: Tensor, view, weight: Tensor,
         raise ValueError(f"'bias' must be [2, {weight.size(-1)}], got "
                          f"{list(bias.shape)}")
     view.check_entries(x)
-    return _PairLightLinear.apply(x, weight, bias, view)
+    return _light_op(x, weight, bias, *_indices(view))
 
 
 def pair_light_linear_reference(x: Tensor, view, weight: Tensor,
