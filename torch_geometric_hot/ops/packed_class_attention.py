@@ -57,15 +57,14 @@ from torch_geometric_hot.ops.pooled_combination import ValueProjection
 #: most this many rows (nodes, plus pair entries when an order is 2) on
 #: average, each graph weighted by its rows: :math:`\sum_g L_g^2 \le`
 #: ``PACKED_BLOCK`` :math:`\cdot \sum_g L_g`, on the pure-torch operations
-#: (GPUs, or the native kernels off). There one HOTConv 2→2 layer (width
-#: 64, 4 heads, batches of about 6,000 entries, one CPU thread) took 0.06x
-#: the sparse time at 44 rows per graph. Where the native CPU kernels take
-#: the input, kernel attention stays sparse: a whole training step of the
-#: molecule benchmark was slower packed (the per-batch masks of all classes
-#: cost more than the kernels' index work).
+#: (GPUs, or the native kernels off), where per-class gathers and scatters
+#: cost more than dense blocks of that size. Where the native CPU kernels
+#: take the input, kernel attention stays sparse: the per-batch masks of
+#: all classes cost more than the kernels' index work
+#: (``docs/benchmarks.md``, "Molecule batches").
 PACKED_BLOCK = 384
-#: The same limit for softmax attention (any device): the layer took 0.89x
-#: to 0.99x the sparse time at 44 and 93 rows per graph and 1.1x at 188.
+#: The same limit for softmax attention (any device), lower: past it the
+#: masked blocks cost more than the sparse path's padded per-class blocks.
 PACKED_BLOCK_SOFTMAX = 96
 #: The kind of the rows of each output part, and of the keys of each pool.
 QUERY_KIND = {'diag': 'node', 'off': 'off', 'node': 'node',

@@ -42,11 +42,9 @@
 /* Queries whose weights the backward pass holds at once. */
 #define CHUNK 64
 /* Queries ahead (in a group's list) whose rows are prefetched, whole (all
-   heads) during the first head's pass: they lie all over their tensors (at
-   10^5 edges, one process: forward -12 %, backward -15 % against none; 12
-   ahead was no better; whole rows once instead of one head's part per head,
-   with only the next group's first queries fetched with its keys: forward
-   -1 to -2 %, backward -2 to -7 % on one layer's calls). */
+   heads) during the first head's pass: they lie all over their tensors, and
+   their loads would otherwise wait on memory. The next group's first
+   queries are fetched with its keys. */
 #define QUERY_AHEAD 6
 /* Prefetches the n elements from p (RW: 1 when they will be written). */
 #define FETCH_SPAN(p, n, RW)                                                  \
