@@ -4,7 +4,7 @@ from typing import Optional, Union
 import torch
 from torch import Tensor
 
-from torch_geometric_hot.data.plan_cache import PlanCache
+from torch_geometric_hot.ops.plan_cache import PlanCache
 from torch_geometric_hot.ops.scatter import segment_counts
 from torch_geometric_hot.ops.validation import check_batch
 

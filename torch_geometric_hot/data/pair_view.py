@@ -14,7 +14,7 @@ from typing import Optional, Tuple
 import torch
 from torch import Tensor
 
-from torch_geometric_hot.data.plan_cache import PlanCache
+from torch_geometric_hot.ops.plan_cache import PlanCache
 from torch_geometric_hot.ops.scatter import scatter_sum, segment_counts
 from torch_geometric_hot.ops.validation import (check_batch, check_device,
                                                 check_edge_index, check_rows,

@@ -31,7 +31,6 @@ pools, readings and parts travel as one list of index tensors and one list
 of integers (:func:`_encode`). Besides each part's classes, it returns
 their denominators and the summaries, which its backward pass reads.
 """
-import weakref
 from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 import torch
@@ -41,6 +40,7 @@ from torch_geometric_hot.ops import kernel_attention, native
 from torch_geometric_hot.ops.class_combination import READING, \
     CombinationTerm, check_combination, combination_table, \
     combine_classes_reference
+from torch_geometric_hot.ops.plan_cache import plans_for
 from torch_geometric_hot.ops.kernel_attention import KeySummary, PoolPlan, \
     Reading, TorchPool, check_pool_readings, native_pool_readings, \
     native_pool_readings_backward, plan_pool_readings, torch_pool, \
@@ -313,49 +313,14 @@ def _build_native_plan(pools: Sequence[KeySummary], reads: Sequence[Reading],
                                       phi_k.size(-1), D)
 
 
-class _NativePlans:
-    r"""The native kernels' index work for the latest calls, keyed by the
-    identity of the index tensors (alive and unchanged: weak references
-    and version counters) and the shapes and settings it depends on: the
-    layers of a model that share a batch's index tensors, and each layer's
-    backward pass, build it once. At most :data:`SIZE` entries. Tensors
-    made under :func:`torch.inference_mode` have no version counter: they
-    are matched by identity alone."""
-    SIZE = 16
-
-    def __init__(self) -> None:
-        self.entries: Dict[Tuple, Tuple[List, List, object]] = {}
-
-    @staticmethod
-    def _versions(index: Sequence[Tensor]) -> List[Optional[int]]:
-        return [None if t.is_inference() else t._version for t in index]
-
-    def get(self, index: Sequence[Tensor], key: Tuple, build):
-        key = (tuple(id(t) for t in index), key)
-        entry = self.entries.pop(key, None)
-        if entry is not None:
-            refs, versions, plan = entry
-            if all(r() is t for r, t in zip(refs, index)) and \
-                    versions == self._versions(index):
-                self.entries[key] = entry  # most recent last
-                return plan
-        plan = build()
-        self.entries[key] = ([weakref.ref(t) for t in index],
-                             self._versions(index), plan)
-        while len(self.entries) > self.SIZE:
-            self.entries.pop(next(iter(self.entries)))
-        return plan
-
-
-_native_plans = _NativePlans()
-
-
 def _native_plan(pools, reads, parts, index, structure, phi_q, phi_k,
                  shape):
-    key = (tuple(structure), phi_k.dtype, phi_q.shape, phi_k.shape, shape,
-           kernel_attention.DIRECT_MAX_KEYS,
+    # kept with the operator's index tensors: the layers of a model that
+    # share a batch's indices, and each layer's backward pass, build it once
+    key = ('native_combination', tuple(structure), phi_k.dtype, phi_q.shape,
+           phi_k.shape, shape, kernel_attention.DIRECT_MAX_KEYS,
            kernel_attention.DIRECT_COST_RATIO)
-    return _native_plans.get(index, key, lambda: _build_native_plan(
+    return plans_for(index).plan(key, lambda: _build_native_plan(
         pools, reads, parts, phi_q, phi_k, shape))
 
 

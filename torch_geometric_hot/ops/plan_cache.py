@@ -1,0 +1,84 @@
+r"""Index work kept for reuse: the one cache of the library.
+
+A *plan* is whatever a layer or an operator derives from a batch's index
+tensors alone (sorted visiting orders, key groups, padded layouts, masks,
+the native kernels' tables). It is kept in a :class:`PlanCache`, so that
+the layers of a forward pass, and the backward pass, derive it once per
+batch. A cache is found in one of two ways:
+
+* the index bundles (:class:`~torch_geometric_hot.data.PairView`,
+  :class:`~torch_geometric_hot.data.NodeView`) *are* caches: a layer asks
+  its view;
+* an operator, which is handed tensors and no view, asks
+  :func:`plans_for` for the cache of its index tensors: one per tuple of
+  tensors, kept while they are alive and unchanged (weak references and
+  version counters), for the :data:`RECENT` most recent tuples.
+
+The index tensors must not change in place after the first plan (they
+never do in the library; an operator's cache notices a change by the
+tensors' version counters and starts afresh). Under
+:func:`torch.compile` a traced layer builds its plans afresh on every call
+(no side effects while tracing); an operator runs eagerly inside the
+compiled graph and keeps its cache.
+"""
+import weakref
+from typing import Callable, Dict, Hashable, List, Optional, Sequence, \
+    Tuple, TypeVar
+
+import torch
+from torch import Tensor
+
+T = TypeVar('T')
+
+
+class PlanCache:
+    r"""Plans derived from one set of index tensors, each made once per
+    key: the base of the index bundles, and what :func:`plans_for` gives
+    an operator."""
+    def plan(self, key: Hashable, build: Callable[[], T]) -> T:
+        r"""The plan :obj:`key`, made by :obj:`build` on first use.
+
+        Args:
+            key (Hashable): Everything besides the index tensors that the
+                plan depends on.
+            build (callable): Makes the plan.
+        """
+        if torch.compiler.is_compiling():
+            return build()
+        plans: Dict[Hashable, object] = self.__dict__.setdefault(
+            '_plans', {})
+        if key not in plans:
+            plans[key] = build()
+        return plans[key]  # type: ignore[return-value]
+
+
+#: Tuples of index tensors whose caches :func:`plans_for` keeps.
+RECENT = 16
+
+_Entry = Tuple[List[weakref.ref], List[Optional[int]], PlanCache]
+_caches: Dict[Tuple[int, ...], _Entry] = {}
+
+
+def _versions(index: Sequence[Tensor]) -> List[Optional[int]]:
+    # tensors made under inference mode have no version counter: they are
+    # matched by identity alone
+    return [None if t.is_inference() else t._version for t in index]
+
+
+def plans_for(index: Sequence[Tensor]) -> PlanCache:
+    r"""The plan cache of an operator's index tensors :obj:`index`: the
+    same cache while these very tensors are alive and unchanged, a new one
+    otherwise."""
+    key = tuple(id(t) for t in index)
+    entry = _caches.pop(key, None)
+    if entry is not None:
+        refs, versions, cache = entry
+        if all(r() is t for r, t in zip(refs, index)) and \
+                versions == _versions(index):
+            _caches[key] = entry  # the most recent last
+            return cache
+    cache = PlanCache()
+    _caches[key] = ([weakref.ref(t) for t in index], _versions(index), cache)
+    while len(_caches) > RECENT:
+        _caches.pop(next(iter(_caches)))
+    return cache
