@@ -29,7 +29,11 @@ inside compiled graphs too:
 The operator's arguments are tensors, integers and lists of them: the
 pools, readings and parts travel as one list of index tensors and one list
 of integers (:func:`_encode`). Besides each part's classes, it returns
-their denominators and the summaries, which its backward pass reads.
+their denominators and the summaries, which its backward pass reads. The
+native kernels' tables and visiting orders are kept in the plan cache of
+those index tensors (:func:`~torch_geometric_hot.ops.plan_cache.plans_for`):
+the layers that share a batch's indices, and their backward passes, build
+them once.
 """
 from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
 
