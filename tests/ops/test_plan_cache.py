@@ -61,3 +61,13 @@ def test_a_dead_tensor_does_not_lend_its_cache_to_a_new_one():
     cache = plans_for([torch.arange(3)])
     for _ in range(8):
         assert plans_for([torch.arange(3)]) is not cache
+
+
+def test_an_operator_cache_goes_with_its_tensors():
+    import torch_geometric_hot.ops.plan_cache as module
+    a, b = torch.arange(4), torch.arange(3)
+    plans_for([a, b]).plan('k', lambda: torch.zeros(8))
+    key = (id(a), id(b))
+    assert key in module._caches
+    del b  # the plan no longer holds for any call
+    assert key not in module._caches

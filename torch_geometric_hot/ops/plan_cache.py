@@ -12,7 +12,8 @@ batch. A cache is found in one of two ways:
 * an operator, which is handed tensors and no view, asks
   :func:`plans_for` for the cache of its index tensors: one per tuple of
   tensors, kept while they are alive and unchanged (weak references and
-  version counters), for the :data:`RECENT` most recent tuples.
+  version counters), for the :data:`RECENT` most recent tuples, and
+  dropped with the first of them that dies.
 
 The index tensors must not change in place after the first plan (they
 never do in the library; an operator's cache notices a change by the
@@ -55,7 +56,25 @@ class PlanCache:
 #: Tuples of index tensors whose caches :func:`plans_for` keeps.
 RECENT = 16
 
-_Entry = Tuple[List[weakref.ref], List[Optional[int]], PlanCache]
+
+class _Entry:
+    # the cache of one tuple of tensors, with what identifies them
+    def __init__(self, key: Tuple[int, ...], index: Sequence[Tensor]) -> None:
+        self.refs = [weakref.ref(t, self._drop) for t in index]
+        self.versions = _versions(index)
+        self.cache = PlanCache()
+        self.key = key
+
+    def _drop(self, _) -> None:
+        # a tensor died: the plans derived from it go with it
+        if _caches.get(self.key) is self:
+            del _caches[self.key]
+
+    def holds(self, index: Sequence[Tensor]) -> bool:
+        return all(r() is t for r, t in zip(self.refs, index)) and \
+            self.versions == _versions(index)
+
+
 _caches: Dict[Tuple[int, ...], _Entry] = {}
 
 
@@ -68,17 +87,12 @@ def _versions(index: Sequence[Tensor]) -> List[Optional[int]]:
 def plans_for(index: Sequence[Tensor]) -> PlanCache:
     r"""The plan cache of an operator's index tensors :obj:`index`: the
     same cache while these very tensors are alive and unchanged, a new one
-    otherwise."""
+    otherwise. The cache is dropped when one of the tensors dies."""
     key = tuple(id(t) for t in index)
     entry = _caches.pop(key, None)
-    if entry is not None:
-        refs, versions, cache = entry
-        if all(r() is t for r, t in zip(refs, index)) and \
-                versions == _versions(index):
-            _caches[key] = entry  # the most recent last
-            return cache
-    cache = PlanCache()
-    _caches[key] = ([weakref.ref(t) for t in index], _versions(index), cache)
+    if entry is None or not entry.holds(index):
+        entry = _Entry(key, index)
+    _caches[key] = entry  # the most recent last
     while len(_caches) > RECENT:
-        _caches.pop(next(iter(_caches)))
-    return cache
+        del _caches[next(iter(_caches))]
+    return entry.cache
