@@ -5,9 +5,10 @@ Every grouped sum and maximum of the library goes through
 This script times the library's sum and maximum side by side with PyG's
 (``torch_geometric.utils.scatter`` with ``reduce='sum'`` and ``'max'``),
 and PyG's ``torch_geometric.utils.softmax`` against the same softmax
-written on the library's sum and maximum, on the shapes the layers use: rows grouped eight to a group (a node's incident
-entries), :obj:`[E, H]` scores and :obj:`[E, H, D]` messages, forward and
-backward (the maximum has no gradient: forward only). Both run in one
+written on the library's sum and maximum, on the shapes the layers use:
+rows grouped eight to a group (a node's incident entries), :obj:`[E, H]`
+scores and :obj:`[E, H, D]` messages, forward and backward (the maximum
+has no gradient: forward only). Both run in one
 process in alternating rounds; the ratio PyG / ours is the median of the
 rounds' ratios, so that the machine's drift hits both alike. The outputs
 are checked equal before timing.

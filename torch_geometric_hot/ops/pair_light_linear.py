@@ -24,8 +24,8 @@ few gathers and scatters in torch (any device) and, in the operators' CPU
 kernels, one native loop over the entries each
 (:mod:`torch_geometric_hot.ops.native`, ``pair_entries.c``) where the
 native kernels take the tensors. Under :func:`torch.compile` a light layer
-is one node of the graph. :func:`pair_light_linear_reference` (the class-by-class sum) is the
-oracle.
+is one node of the graph. :func:`pair_light_linear_reference` (the
+class-by-class sum) is the oracle.
 """
 from typing import List, Optional, Tuple
 
@@ -112,15 +112,22 @@ def entry_scatter(grad: Tensor, view) -> Tuple[Tensor, Tensor]:
     return _scatter(grad, *_indices(view), view.num_nodes)
 
 
+def _blocks(weight: Tensor) -> Tuple[Tensor, Tensor]:
+    # the entry-wise weights [W_2 | W_3] [C, 2C'] and the node-wise ones
+    # [W_1 | W_4 | W_5] [C, 3C']
+    w_diag, w_self, w_t, w_i, w_j = weight.unbind(0)
+    return (torch.cat([w_self, w_t], dim=1),
+            torch.cat([w_diag, w_i, w_j], dim=1))
+
+
 def _forward(gather, x: Tensor, weight: Tensor, bias: Optional[Tensor],
              row: Tensor, col: Tensor, transpose: Tensor,
              diag_pos: Tensor) -> Tensor:
     # two products, then one pass over the entries (gather)
     x = x.contiguous()
-    w_diag, w_self, w_t, w_i, w_j = weight.unbind(0)
-    y = x @ torch.cat([w_self, w_t], dim=1)  # [P, 2C']
-    nodes = x.index_select(0, diag_pos) @ torch.cat(
-        [w_diag, w_i, w_j], dim=1)  # [n, 3C']
+    entry_w, node_w = _blocks(weight)
+    y = x @ entry_w  # [P, 2C']
+    nodes = x.index_select(0, diag_pos) @ node_w  # [n, 3C']
     if bias is not None:
         nodes[:, :2 * weight.size(-1)] += bias.view(1, -1)
     return gather(y, nodes, row, col, transpose, diag_pos)
@@ -131,14 +138,13 @@ def _backward(scatter, grad: Tensor, x: Tensor, weight: Tensor, row: Tensor,
               need_x: bool, need_weight: bool,
               need_bias: bool) -> List[Tensor]:
     # one pass over the entries (scatter), then one product per gradient
-    w_diag, w_self, w_t, w_i, w_j = weight.unbind(0)
     grad_y, grad_nodes = scatter(grad.contiguous(), row, col, transpose,
                                  diag_pos, diag_pos.size(0))
     grads = []
     if need_x:
-        grad_x = grad_y @ torch.cat([w_self, w_t], dim=1).t()
-        grads.append(grad_x.index_copy_(0, diag_pos, grad_nodes @ torch.cat(
-            [w_diag, w_i, w_j], dim=1).t()))
+        entry_w, node_w = _blocks(weight)
+        grads.append((grad_y @ entry_w.t()).index_copy_(
+            0, diag_pos, grad_nodes @ node_w.t()))
     if need_weight:
         entry_w = (x.t() @ grad_y).view(x.size(1), 2, -1)
         node_w = (x.index_select(0, diag_pos).t() @ grad_nodes

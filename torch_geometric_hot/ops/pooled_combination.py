@@ -35,7 +35,7 @@ those index tensors (:func:`~torch_geometric_hot.ops.plan_cache.plans_for`):
 the layers that share a batch's indices, and their backward passes, build
 them once.
 """
-from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
+from typing import List, NamedTuple, Optional, Sequence, Tuple, Union
 
 import torch
 from torch import Tensor
@@ -44,11 +44,11 @@ from torch_geometric_hot.ops import kernel_attention, native
 from torch_geometric_hot.ops.class_combination import READING, \
     CombinationTerm, check_combination, combination_table, \
     combine_classes_reference
-from torch_geometric_hot.ops.plan_cache import plans_for
 from torch_geometric_hot.ops.kernel_attention import KeySummary, PoolPlan, \
     Reading, TorchPool, check_pool_readings, native_pool_readings, \
     native_pool_readings_backward, plan_pool_readings, torch_pool, \
     torch_pool_readings, torch_pool_readings_backward
+from torch_geometric_hot.ops.plan_cache import plans_for
 
 
 class ValueProjection(NamedTuple):
