@@ -478,6 +478,39 @@ def test_direct_readings_of_groups_with_many_queries(dtype, monkeypatch):
     assert on[0][reads[0].index == 3].abs().sum() == 0
 
 
+@pytest.mark.parametrize('dtype', [torch.float64, torch.float32])
+@pytest.mark.parametrize('needs', [(True, True, True), (False, True, True),
+                                   (True, False, False)])
+def test_direct_readings_of_small_and_larger_groups(dtype, needs,
+                                                    monkeypatch):
+    # groups of one to four keys take the direct kernels' row layout, larger
+    # ones their transposed panels: both, with readings of the pool's slots
+    # out of order (selections in several runs), of one slot and of all,
+    # and with frozen keys or values
+    monkeypatch.setattr(ka, 'DIRECT_COST_RATIO', float('inf'))
+    gen = torch.Generator().manual_seed(0)
+    k = torch.rand(60, 3, 7, dtype=dtype, generator=gen)
+    values = torch.randn(60, 3, 3, 5, dtype=dtype, generator=gen)
+    q = torch.rand(200, 3, 7, dtype=dtype, generator=gen)
+    sizes = [1, 2, 3, 4, 6, 11] * 4
+    groups = torch.repeat_interleave(torch.arange(len(sizes)),
+                                     torch.tensor(sizes))
+    pools = [ka.KeySummary(torch.randint(60, (groups.numel(), ),
+                                         generator=gen), groups, len(sizes),
+                           (1, 0, 2))]
+    reads = [ka.Reading(0, torch.randint(len(sizes), (200, ), generator=gen),
+                        slots) for slots in (None, (2, 1), (0, ))]
+    grads = [torch.randn(200, 3, _width(pools, r, 5), dtype=dtype,
+                         generator=gen) for r in reads]
+    on, off = _both_modes(lambda: _pool_run(k, values, q, pools, reads,
+                                            grads, needs))
+    tol = dict(rtol=1e-12, atol=1e-12) if dtype == torch.float64 else \
+        dict(rtol=1e-4, atol=1e-4)
+    assert len(on) == len(reads) + sum(needs)
+    for a, b in zip(on, off):
+        torch.testing.assert_close(a, b, **tol)
+
+
 @pytest.mark.parametrize('costs,threads,bounds', [
     ([10, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1], 2, [0, 1, 11]),
     ([1] * 9, 3, [0, 3, 6, 9]),

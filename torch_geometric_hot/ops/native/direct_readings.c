@@ -16,8 +16,13 @@
  * it reads). The backward pass recomputes the weights and, a chunk of
  * queries at a time, accumulates the group's key and value gradients in
  * transposed panels (register blocks over the chunk), added to the
- * gradient rows once per group and head. Lanes and rows past a group's n
- * keys hold stale data that no result reads. Groups (and so the rows
+ * gradient rows once per group and head. A group of at most
+ * ROW_LAYOUT_KEYS keys (a node's row or column in a sparse graph) would
+ * leave most lanes of those panels empty: its weights are dot products
+ * over the features instead, its panels and gradient blocks rows [n, R]
+ * and [n, C], and a reading's selected columns are handled as runs of
+ * consecutive columns. Lanes and rows past a group's n keys hold stale
+ * data that no result reads. Groups (and so the rows
  * they write) are distinct, so a caller may split the list of groups
  * across threads.
  *
@@ -37,6 +42,15 @@
 #define INLINE_D static inline __attribute__((always_inline))
 /* Vectors of keys a group may have (its weights stay in registers). */
 #define KEY_VECS 4
+/* Partial sums (vectors) a dot product over the features keeps. */
+#define ACC_VECS 4
+/* Groups of at most this many keys are read, forward and backward, in row
+   layout (small_group_read, small_group_backward): a transposed panel
+   would leave most lanes of its vectors empty. */
+#define ROW_LAYOUT_KEYS 4
+/* What panels_fill fills: keys transposed, keys, values, values
+   transposed. */
+enum { PANEL_KT = 1, PANEL_K = 2, PANEL_V = 4, PANEL_VT = 8 };
 /* Vectors of columns accumulated at once. */
 #define COL_VECS 4
 /* Queries whose weights the backward pass holds at once. */
@@ -126,6 +140,7 @@ typedef struct {                                                              \
     T *w, *a;           /* [CHUNK, NK] each: weights, their gradients */      \
     int64_t rp, cp;                                                           \
     int64_t v_lo, v_hi; /* the span of a values row the columns cover */      \
+    int64_t *runs, nruns; /* [nruns, 3]: column, source, length */           \
 } panels_##SUF;                                                               \
                                                                               \
 static int panels_alloc_##SUF(panels_##SUF *p, int64_t R, int64_t C,        \
@@ -144,34 +159,98 @@ static int panels_alloc_##SUF(panels_##SUF *p, int64_t R, int64_t C,        \
     p->vt = p->v + nk * p->cp; p->gk = p->vt + nk * C;                        \
     p->gv = p->gk + nk * R; p->w = p->gv + nk * C; p->a = p->w + nk * CHUNK;  \
     p->lanes = p->a + nk * CHUNK;                                             \
+    /* the columns as runs of consecutive sources, copied whole */           \
+    p->runs = malloc(sizeof(int64_t) * 3 * (C > 0 ? C : 1));                  \
+    if (!p->runs) { free(buf); return -1; }                                   \
+    p->nruns = 0;                                                             \
+    for (int64_t c = 0; c < C; ++c) {                                         \
+        int64_t *run = p->runs + 3 * (p->nruns - 1);                          \
+        if (p->nruns && src[c] == run[1] + run[2]) { ++run[2]; continue; }    \
+        run += 3; run[0] = c; run[1] = src[c]; run[2] = 1; ++p->nruns;        \
+    }                                                                         \
     return 0;                                                                 \
 }                                                                             \
                                                                               \
+static void panels_free_##SUF(panels_##SUF *p) {                             \
+    free(p->kt);                                                              \
+    free(p->runs);                                                            \
+}                                                                             \
+                                                                              \
+/* The panels of group g's keys kr[0, n) for head h that `what` names     \
+   (PANEL_* bits). */                                                        \
 static void panels_fill_##SUF(panels_##SUF *p, const T *k, const T *v,       \
                               const int64_t *kr, int64_t n, int64_t h,        \
                               int64_t H, int64_t R, int64_t C,                \
                               const int64_t *src, int64_t ldv, int64_t hb,    \
-                              int transposed_values) {                        \
+                              int what) {                                     \
     for (int64_t j = 0; j < n; ++j) {                                         \
         const T *kj = k + (kr[j] * H + h) * R;                                \
         const T *vj = v + kr[j] * ldv + h * hb;                               \
-        memcpy(p->k + j * p->rp, kj, sizeof(T) * R);                          \
-        for (int64_t r = 0; r < R; ++r) p->kt[r * NK_##SUF + j] = kj[r];      \
-        for (int64_t c = 0; c < C; ++c) p->v[j * p->cp + c] = vj[src[c]];     \
-        if (transposed_values)                                                \
+        if (what & PANEL_KT)                                                  \
+            for (int64_t r = 0; r < R; ++r) p->kt[r * NK_##SUF + j] = kj[r];  \
+        if (what & PANEL_K) memcpy(p->k + j * p->rp, kj, sizeof(T) * R);      \
+        if (what & PANEL_V)                                                   \
+            for (int64_t u = 0; u < p->nruns; ++u) {                          \
+                const int64_t *run = p->runs + 3 * u;                         \
+                memcpy(p->v + j * p->cp + run[0], vj + run[1],                \
+                       sizeof(T) * run[2]);                                   \
+            }                                                                 \
+        if (what & PANEL_VT)                                                  \
             for (int64_t c = 0; c < C; ++c)                                   \
                 p->vt[c * NK_##SUF + j] = vj[src[c]];                         \
     }                                                                         \
 }                                                                             \
                                                                               \
-/* w[0, NW) = sum_r qi[r] kt[r, :] (the weights of the group's keys). */     \
+/* a[0, len) . b[0, len) (any alignment). */                                 \
+INLINE_D T dot_##SUF(const T *a, const T *b, int64_t len) {                  \
+    dvec_##SUF s0 = {0}, s1 = {0};                                            \
+    int64_t i = 0;                                                            \
+    for (; i + 2 * DW_##SUF <= len; i += 2 * DW_##SUF) {                      \
+        s0 += dld_##SUF(a + i) * dld_##SUF(b + i);                            \
+        s1 += dld_##SUF(a + i + DW_##SUF) * dld_##SUF(b + i + DW_##SUF);      \
+    }                                                                         \
+    if (i + DW_##SUF <= len) {                                                \
+        s0 += dld_##SUF(a + i) * dld_##SUF(b + i);                            \
+        i += DW_##SUF;                                                        \
+    }                                                                         \
+    s0 += s1;                                                                 \
+    T out = 0;                                                                \
+    for (int l = 0; l < DW_##SUF; ++l) out += s0[l];                          \
+    for (; i < len; ++i) out += a[i] * b[i];                                  \
+    return out;                                                               \
+}                                                                             \
+                                                                              \
+/* y[0, len) += alpha x[0, len) (any alignment). */                          \
+INLINE_D void axpy_##SUF(T *y, T alpha, const T *x, int64_t len) {           \
+    int64_t i = 0;                                                            \
+    for (; i + DW_##SUF <= len; i += DW_##SUF)                                \
+        dst_##SUF(y + i, dld_##SUF(y + i) + alpha * dld_##SUF(x + i));        \
+    for (; i < len; ++i) y[i] += alpha * x[i];                                \
+}                                                                             \
+                                                                              \
+/* w[0, NW) = sum_r qi[r] kt[r, :] (the weights of the group's keys), in   \
+   ACC_VECS / NW interleaved partial sums over r: one sum's chain of R      \
+   dependent multiply-adds would wait on each add's latency. */              \
 INLINE_D void weights_##SUF(const T *qi, const T *kt, int64_t R,             \
                             dvec_##SUF *w, const int NW) {                    \
-    for (int v = 0; v < NW; ++v) w[v] = (dvec_##SUF){0};                     \
-    for (int64_t r = 0; r < R; ++r) {                                         \
-        const T a = qi[r];                                                    \
+    const int U = NW >= ACC_VECS ? 1 : ACC_VECS / NW;                         \
+    dvec_##SUF s[ACC_VECS][KEY_VECS];                                         \
+    for (int u = 0; u < U; ++u)                                               \
+        for (int v = 0; v < NW; ++v) s[u][v] = (dvec_##SUF){0};              \
+    int64_t r = 0;                                                            \
+    for (; r + U <= R; r += U)                                                \
+        for (int u = 0; u < U; ++u) {                                         \
+            const T a = qi[r + u];                                            \
+            for (int v = 0; v < NW; ++v)                                      \
+                s[u][v] += a * dld_##SUF(kt + (r + u) * NK_##SUF +            \
+                                         v * DW_##SUF);                       \
+        }                                                                     \
+    for (; r < R; ++r)                                                        \
         for (int v = 0; v < NW; ++v)                                          \
-            w[v] += a * dld_##SUF(kt + r * NK_##SUF + v * DW_##SUF);          \
+            s[0][v] += qi[r] * dld_##SUF(kt + r * NK_##SUF + v * DW_##SUF);   \
+    for (int v = 0; v < NW; ++v) {                                            \
+        w[v] = s[0][v];                                                       \
+        for (int u = 1; u < U; ++u) w[v] += s[u][v];                          \
     }                                                                         \
 }                                                                             \
                                                                               \
@@ -204,18 +283,74 @@ INLINE_D void weighted_rows_##SUF(const T *wj, const T *m, int64_t ldm,      \
     }                                                                         \
 }                                                                             \
                                                                               \
+/* The runs of a reading's selection sel[0, nsel) (output column, pool     \
+   column, length: consecutive columns of both) into runs [nsel, 3]; their  \
+   number. */                                                                \
+static int64_t selection_runs_##SUF(const int64_t *sel, int64_t nsel,        \
+                                    int64_t *runs) {                          \
+    int64_t count = 0;                                                        \
+    for (int64_t c = 0; c < nsel; ++c) {                                      \
+        int64_t *run = runs + 3 * (count - 1);                                \
+        if (count && sel[c] == run[1] + run[2]) { ++run[2]; continue; }       \
+        run += 3; run[0] = c; run[1] = sel[c]; run[2] = 1; ++count;           \
+    }                                                                         \
+    return count;                                                             \
+}                                                                             \
+                                                                              \
+/* The readings of one reading's queries rows[0, m) of a group of n <=     \
+   ROW_LAYOUT_KEYS keys (panels p->k, p->v filled), head h, in row layout:   \
+   the weights q . k_j as dot products, then each run of the selection as   \
+   the weighted sum of the keys' value rows. */                              \
+static void small_group_read_##SUF(const panels_##SUF *p, const T *q,        \
+                                   const int64_t *rows, int64_t m,            \
+                                   const int64_t *runs, int64_t nruns,        \
+                                   int64_t nsel, T *out, int64_t n,           \
+                                   int64_t h, int64_t H, int64_t R) {         \
+    for (int64_t t = 0; t < m; ++t) {                                         \
+        const int64_t i = rows[t] * H + h;                                    \
+        if (h == 0 && t + QUERY_AHEAD < m) {                                  \
+            const int64_t f = rows[t + QUERY_AHEAD] * H;                      \
+            FETCH_SPAN(q + f * R, H * R, 0);                                  \
+            FETCH_SPAN(out + f * (nsel + 1), H * (nsel + 1), 1);              \
+        }                                                                     \
+        const T *qi = q + i * R;                                              \
+        T *o = out + i * (nsel + 1), w[ROW_LAYOUT_KEYS], den = 0;              \
+        for (int64_t j = 0; j < n; ++j)                                       \
+            den += w[j] = dot_##SUF(qi, p->k + j * p->rp, R);                 \
+        memset(o, 0, sizeof(T) * nsel);                                       \
+        for (int64_t j = 0; j < n; ++j)                                       \
+            for (int64_t u = 0; u < nruns; ++u) {                             \
+                const int64_t *run = runs + 3 * u;                            \
+                axpy_##SUF(o + run[0], w[j], p->v + j * p->cp + run[1],       \
+                           run[2]);                                           \
+            }                                                                 \
+        o[nsel] = den;                                                        \
+    }                                                                         \
+}                                                                             \
+                                                                              \
+/* The span [lo, hi) of the pool's columns that a reading's selection     \
+   sel[0, nsel) covers; whether it is the selection, in order. */           \
+static int selection_span_##SUF(const int64_t *sel, int64_t nsel,            \
+                                int64_t *lo, int64_t *hi) {                   \
+    *lo = nsel ? sel[0] : 0; *hi = *lo;                                       \
+    int in_order = 1;                                                         \
+    for (int64_t c = 0; c < nsel; ++c) {                                      \
+        if (sel[c] < *lo) *lo = sel[c];                                       \
+        if (sel[c] + 1 > *hi) *hi = sel[c] + 1;                               \
+        in_order &= sel[c] == sel[0] + c;                                     \
+    }                                                                         \
+    return in_order;                                                          \
+}                                                                             \
+                                                                              \
 /* The readings of one reading's queries of group g, head h (the weighted  \
-   sums of the span of columns its selection covers only). */               \
+   sums of the span [lo, hi) of columns its selection covers only; with    \
+   in_order, the selection is that span). */                                \
 INLINE_D void read_group_##SUF(const panels_##SUF *p, const T *q,            \
                                const int64_t *rows, int64_t m,                \
-                               const int64_t *sel, int64_t nsel, T *out,      \
-                               int64_t n, int64_t h, int64_t H, int64_t R,    \
+                               const int64_t *sel, int64_t nsel, int64_t lo,  \
+                               int64_t hi, int in_order, T *out, int64_t n,   \
+                               int64_t h, int64_t H, int64_t R,               \
                                const int NW) {                                \
-    int64_t lo = nsel ? sel[0] : 0, hi = lo;                                  \
-    for (int64_t c = 0; c < nsel; ++c) {                                      \
-        if (sel[c] < lo) lo = sel[c];                                         \
-        if (sel[c] + 1 > hi) hi = sel[c] + 1;                                 \
-    }                                                                         \
     for (int64_t t = 0; t < m; ++t) {                                         \
         if (h == 0 && t + QUERY_AHEAD < m) {                                  \
             const int64_t f = rows[t + QUERY_AHEAD] * H;                      \
@@ -229,7 +364,10 @@ INLINE_D void read_group_##SUF(const panels_##SUF *p, const T *q,            \
         for (int64_t j = 0; j < n; ++j) den += wj[j];                         \
         weighted_rows_##SUF(wj, p->v + lo, p->cp, n, hi - lo, p->lanes + lo); \
         T *o = out + (rows[t] * H + h) * (nsel + 1);                          \
-        for (int64_t c = 0; c < nsel; ++c) o[c] = p->lanes[sel[c]];           \
+        if (in_order)                                                         \
+            memcpy(o, p->lanes + lo, sizeof(T) * nsel);                       \
+        else                                                                  \
+            for (int64_t c = 0; c < nsel; ++c) o[c] = p->lanes[sel[c]];       \
         o[nsel] = den;                                                        \
     }                                                                         \
 }                                                                             \
@@ -249,6 +387,18 @@ int direct_read_##SUF(const T *k, const T *v, const T *const *q,              \
                       int64_t R, int64_t C, int64_t ldv, int64_t hb) {        \
     panels_##SUF p;                                                           \
     if (panels_alloc_##SUF(&p, R, C, src, H, hb)) return -1;                  \
+    int64_t total = 0;                                                        \
+    for (int64_t r = 0; r < nr; ++r) total += nsel[r];                        \
+    int64_t *span = malloc(sizeof(int64_t) * 4 * (nr > 0 ? nr : 1));          \
+    int64_t *runs = malloc(sizeof(int64_t) * 3 * (total > 0 ? total : 1));    \
+    if (!span || !runs) {                                                     \
+        free(span); free(runs); panels_free_##SUF(&p); return -1;             \
+    }                                                                         \
+    for (int64_t r = 0, at = 0; r < nr; at += 3 * nsel[r++]) {                \
+        span[4 * r + 2] = selection_span_##SUF(sel[r], nsel[r], span + 4 * r, \
+                                               span + 4 * r + 1);             \
+        span[4 * r + 3] = selection_runs_##SUF(sel[r], nsel[r], runs + at);   \
+    }                                                                         \
     for (int64_t i = 0; i < ng; ++i) {                                        \
         const int64_t g = groups[i], n = key_ptr[g + 1] - key_ptr[g];         \
         const int nw = (int)((n + DW_##SUF - 1) / DW_##SUF);                  \
@@ -256,9 +406,21 @@ int direct_read_##SUF(const T *k, const T *v, const T *const *q,              \
             fetch_group_##SUF(k, v, NULL, NULL, q, NULL, key_rows, key_ptr,   \
                               groups[i + 1], query_rows, query_ptr, nsel,     \
                               out, nr, H, R, ldv, p.v_lo, p.v_hi);            \
+        if (n <= ROW_LAYOUT_KEYS) {                                           \
+            for (int64_t h = 0; h < H; ++h) {                                 \
+                panels_fill_##SUF(&p, k, v, key_rows + key_ptr[g], n, h, H, R,\
+                                  C, src, ldv, hb, PANEL_K | PANEL_V);        \
+                for (int64_t r = 0, at = 0; r < nr; at += 3 * nsel[r++])      \
+                    small_group_read_##SUF(                                   \
+                        &p, q[r], query_rows[r] + query_ptr[r][g],            \
+                        query_ptr[r][g + 1] - query_ptr[r][g], runs + at,     \
+                        span[4 * r + 3], nsel[r], out[r], n, h, H, R);        \
+            }                                                                 \
+            continue;                                                         \
+        }                                                                     \
         for (int64_t h = 0; h < H; ++h) {                                     \
             panels_fill_##SUF(&p, k, v, key_rows + key_ptr[g], n, h, H, R, C, \
-                              src, ldv, hb, 0);                               \
+                              src, ldv, hb, PANEL_KT | PANEL_V);              \
             for (int64_t r = 0; r < nr; ++r) {                                \
                 const int64_t *rows = query_rows[r] + query_ptr[r][g];        \
                 const int64_t m = query_ptr[r][g + 1] - query_ptr[r][g];      \
@@ -271,7 +433,9 @@ int direct_read_##SUF(const T *k, const T *v, const T *const *q,              \
             }                                                                 \
         }                                                                     \
     }                                                                         \
-    free(p.kt);                                                               \
+    free(span);                                                               \
+    free(runs);                                                               \
+    panels_free_##SUF(&p);                                                    \
     return 0;                                                                 \
 }                                                                             \
                                                                               \
@@ -342,6 +506,50 @@ INLINE_D void read_group_backward_##SUF(                                      \
     }                                                                         \
 }                                                                             \
                                                                               \
+/* Backward of one reading's queries rows[0, m) of a group of n <=          \
+   ROW_LAYOUT_KEYS keys (panels p->k, p->v filled), head h, in row layout:   \
+   per query, the weights q . k_j and their gradients a_j = go . [v_j, 1]   \
+   as dot products, then grad_q += sum_j a_j k_j, and the rows gk[j] +=     \
+   a_j q and gv[j] += w_j go (at the selected columns) of the group's key   \
+   and value gradients (gk [n, R], gv [n, C]). */                            \
+static void small_group_backward_##SUF(                                      \
+        const panels_##SUF *p, const T *q, const T *grad,                     \
+        const int64_t *rows, int64_t m, const int64_t *runs, int64_t nruns,   \
+        int64_t nsel, int64_t n, int64_t h, int64_t H, int64_t R, int64_t C,  \
+        T *grad_q, T *gk, T *gv) {                                            \
+    for (int64_t t = 0; t < m; ++t) {                                         \
+        const int64_t i = rows[t] * H + h;                                    \
+        if (h == 0 && t + QUERY_AHEAD < m) {                                  \
+            const int64_t f = rows[t + QUERY_AHEAD] * H;                      \
+            FETCH_SPAN(q + f * R, H * R, 0);                                  \
+            FETCH_SPAN(grad + f * (nsel + 1), H * (nsel + 1), 0);             \
+            if (grad_q) FETCH_SPAN(grad_q + f * R, H * R, 1);                 \
+        }                                                                     \
+        const T *qi = q + i * R, *go = grad + i * (nsel + 1);                 \
+        T w[ROW_LAYOUT_KEYS], a[ROW_LAYOUT_KEYS];                              \
+        for (int64_t j = 0; j < n; ++j) {                                     \
+            const T *vj = p->v + j * p->cp;                                   \
+            T s = go[nsel];                                                   \
+            for (int64_t u = 0; u < nruns; ++u) {                             \
+                const int64_t *run = runs + 3 * u;                            \
+                s += dot_##SUF(go + run[0], vj + run[1], run[2]);             \
+            }                                                                 \
+            a[j] = s;                                                         \
+            if (gv) w[j] = dot_##SUF(qi, p->k + j * p->rp, R);                \
+        }                                                                     \
+        for (int64_t j = 0; j < n; ++j) {                                     \
+            if (grad_q) axpy_##SUF(grad_q + i * R, a[j], p->k + j * p->rp, R);\
+            if (gk) axpy_##SUF(gk + j * R, a[j], qi, R);                      \
+            if (gv)                                                           \
+                for (int64_t u = 0; u < nruns; ++u) {                         \
+                    const int64_t *run = runs + 3 * u;                        \
+                    axpy_##SUF(gv + j * C + run[1], w[j], go + run[0],        \
+                               run[2]);                                       \
+                }                                                             \
+        }                                                                     \
+    }                                                                         \
+}                                                                             \
+                                                                              \
 /* Backward of direct_read for the readings' gradients grad[r] (NULL: zero) \
    : adds to grad_q[r] (laid out as q[r]), grad_k (as k) and grad_v (as v,   \
    at the value columns; each skipped when NULL). */                         \
@@ -359,6 +567,14 @@ int direct_read_backward_##SUF(const T *k, const T *v, const T *const *q,    \
                                int64_t hb) {                                  \
     panels_##SUF p;                                                           \
     if (panels_alloc_##SUF(&p, R, C, src, H, hb)) return -1;                  \
+    int64_t total = 0, *nruns = malloc(sizeof(int64_t) * (nr > 0 ? nr : 1));  \
+    for (int64_t r = 0; r < nr; ++r) total += nsel[r];                        \
+    int64_t *runs = malloc(sizeof(int64_t) * 3 * (total > 0 ? total : 1));    \
+    if (!nruns || !runs) {                                                    \
+        free(nruns); free(runs); panels_free_##SUF(&p); return -1;            \
+    }                                                                         \
+    for (int64_t r = 0, at = 0; r < nr; at += 3 * nsel[r++])                  \
+        nruns[r] = selection_runs_##SUF(sel[r], nsel[r], runs + at);          \
     for (int64_t i = 0; i < ng; ++i) {                                        \
         const int64_t g = groups[i], n = key_ptr[g + 1] - key_ptr[g];         \
         const int64_t *kr = key_rows + key_ptr[g];                            \
@@ -370,8 +586,37 @@ int direct_read_backward_##SUF(const T *k, const T *v, const T *const *q,    \
                               (T *const *)grad, nr, H, R, ldv, p.v_lo,        \
                               p.v_hi);                                        \
         if (n == 0) continue; /* no key: no gradient */                       \
+        if (n <= ROW_LAYOUT_KEYS) {                                           \
+            for (int64_t h = 0; h < H; ++h) {                                 \
+                panels_fill_##SUF(&p, k, v, kr, n, h, H, R, C, src, ldv, hb,  \
+                                  PANEL_K | PANEL_V);                         \
+                memset(p.gk, 0, sizeof(T) * n * (R + C));                     \
+                T *gk = grad_k ? p.gk : NULL, *gv = grad_v ? p.gk + n * R     \
+                                                           : NULL;            \
+                for (int64_t r = 0, at = 0; r < nr; at += 3 * nsel[r++]) {    \
+                    if (!grad[r]) continue;                                   \
+                    small_group_backward_##SUF(                               \
+                        &p, q[r], grad[r], query_rows[r] + query_ptr[r][g],   \
+                        query_ptr[r][g + 1] - query_ptr[r][g], runs + at,     \
+                        nruns[r], nsel[r], n, h, H, R, C, grad_q[r], gk, gv); \
+                }                                                             \
+                for (int64_t j = 0; j < n; ++j) {                             \
+                    if (gk)                                                   \
+                        axpy_##SUF(grad_k + (kr[j] * H + h) * R, 1, gk + j * R,\
+                                   R);                                        \
+                    if (gv)                                                   \
+                        for (int64_t u = 0; u < p.nruns; ++u) {               \
+                            const int64_t *run = p.runs + 3 * u;              \
+                            axpy_##SUF(grad_v + kr[j] * ldv + h * hb + run[1],\
+                                       1, gv + j * C + run[0], run[2]);       \
+                        }                                                     \
+                }                                                             \
+            }                                                                 \
+            continue;                                                         \
+        }                                                                     \
         for (int64_t h = 0; h < H; ++h) {                                     \
-            panels_fill_##SUF(&p, k, v, kr, n, h, H, R, C, src, ldv, hb, 1);  \
+            panels_fill_##SUF(&p, k, v, kr, n, h, H, R, C, src, ldv, hb,      \
+                              PANEL_KT | PANEL_K | PANEL_VT);                 \
             memset(p.gk, 0, sizeof(T) * NK_##SUF * (R + C));                  \
             for (int64_t r = 0; r < nr; ++r) {                                \
                 if (!grad[r]) continue;                                       \
@@ -398,13 +643,16 @@ int direct_read_backward_##SUF(const T *k, const T *v, const T *const *q,    \
             }                                                                 \
         }                                                                     \
     }                                                                         \
-    free(p.kt);                                                               \
+    free(nruns);                                                              \
+    free(runs);                                                               \
+    panels_free_##SUF(&p);                                                    \
     return 0;                                                                 \
 }
 
 #define READ_GROUP(SUF, NW)                                                   \
-    read_group_##SUF(&p, q[r], rows, m, sel[r], nsel[r], out[r], n, h, H, R, \
-                     NW)
+    read_group_##SUF(&p, q[r], rows, m, sel[r], nsel[r], span[4 * r],       \
+                     span[4 * r + 1], (int)span[4 * r + 2], out[r], n, h, H, \
+                     R, NW)
 #define READ_GROUP_BACKWARD(SUF, NW)                                          \
     read_group_backward_##SUF(&p, q[r], grad[r], rows, m, sel[r], nsel[r], n,\
                               h, H, R, grad_q[r], grad_k != NULL,             \
