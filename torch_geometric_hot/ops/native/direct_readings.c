@@ -21,8 +21,11 @@
  * leave most lanes of those panels empty: its weights are dot products
  * over the features instead, its panels and gradient blocks rows [n, R]
  * and [n, C], and a reading's selected columns are handled as runs of
- * consecutive columns. Lanes and rows past a group's n keys hold stale
- * data that no result reads. Groups (and so the rows
+ * consecutive columns. While a group runs, the rows of the next one are
+ * prefetched a share at each of its heads and readings (a whole group's
+ * lines issued at once stall the core until most have arrived, which
+ * hides nothing). Lanes and rows past a group's n keys hold stale data
+ * that no result reads. Groups (and so the rows
  * they write) are distinct, so a caller may split the list of groups
  * across threads.
  *
@@ -69,6 +72,36 @@ enum { PANEL_KT = 1, PANEL_K = 2, PANEL_V = 4, PANEL_VT = 8 };
             __builtin_prefetch(s_ + o_, RW);                                  \
         __builtin_prefetch(s_ + b_ - 1, RW);                                  \
     } while (0)
+/* Most cache lines a call queues for prefetching at once (those past it are
+   prefetched as they are queued). */
+#define FETCH_QUEUE 4096
+
+/* The cache lines of the next group, prefetched a share at a time while the
+   current group runs: issued at once, a group's hundreds of lines would
+   hold up the core until most of them had arrived. */
+typedef struct {
+    const char **line;
+    int64_t count, issued;
+} fetch_queue;
+
+static void queue_fetches(fetch_queue *f, const void *p, int64_t bytes) {
+    for (int64_t b = 0; b < bytes; b += 64) {
+        if (f->count < FETCH_QUEUE) f->line[f->count++] = (const char *)p + b;
+        else __builtin_prefetch((const char *)p + b);
+    }
+}
+
+/* Issues the next n queued prefetches. */
+static inline void issue_fetches(fetch_queue *f, int64_t n) {
+    for (; n > 0 && f->issued < f->count; --n)
+        __builtin_prefetch(f->line[f->issued++]);
+}
+
+/* Issues what is left, then empties the queue. */
+static void restart_fetches(fetch_queue *f) {
+    issue_fetches(f, f->count);
+    f->count = f->issued = 0;
+}
 
 #define DEFINE_DIRECT(T, SUF)                                                 \
 typedef T dvec_##SUF __attribute__((vector_size(DV_BYTES), aligned(sizeof(T))));\
@@ -77,19 +110,13 @@ enum { DW_##SUF = DV_BYTES / sizeof(T), NK_##SUF = KEY_VECS * DW_##SUF };     \
 INLINE_D dvec_##SUF dld_##SUF(const T *p) { return *(const dvec_##SUF *)p; } \
 INLINE_D void dst_##SUF(T *p, dvec_##SUF x) { *(dvec_##SUF *)p = x; }        \
                                                                               \
-/* Prefetches `bytes` from p (the rows of the next group: its first touch  \
-   would otherwise stall on memory). */                                      \
-INLINE_D void fetch_##SUF(const void *p, int64_t bytes) {                    \
-    for (int64_t b = 0; b < bytes; b += 64)                                   \
-        __builtin_prefetch((const char *)p + b);                              \
-}                                                                             \
-                                                                              \
-/* Prefetches the key rows of group g (of k and v, and of their gradients  \
-   gk, gv when not NULL) and the rows of its first QUERY_AHEAD queries in   \
-   each of the nr readings (of its queries q[r], of gq[r] when gq and it    \
-   are not NULL, and their output or gradient rows; the loop over the      \
-   queries fetches the others). */                                           \
-static void fetch_group_##SUF(const T *k, const T *v, const T *gk,           \
+/* Queues for prefetching the key rows of group g (of k and v, and of their \
+   gradients gk, gv when not NULL) and the rows of its first QUERY_AHEAD    \
+   queries in each of the nr readings (of its queries q[r], of gq[r] when   \
+   gq and it are not NULL, and their output or gradient rows; the loop over \
+   the queries fetches the others). */                                       \
+static void fetch_group_##SUF(fetch_queue *f, const T *k, const T *v,        \
+                              const T *gk,                                    \
                               const T *gv, const T *const *q,                 \
                               T *const *gq,                                   \
                               const int64_t *key_rows, const int64_t *key_ptr,\
@@ -98,22 +125,23 @@ static void fetch_group_##SUF(const T *k, const T *v, const T *gk,           \
                               const int64_t *nsel, T *const *data,            \
                               int64_t nr, int64_t H, int64_t R, int64_t ldv,  \
                               int64_t v_lo, int64_t v_hi) {                   \
+    const int64_t span = sizeof(T) * (v_hi - v_lo);                          \
     for (int64_t t = key_ptr[g]; t < key_ptr[g + 1]; ++t) {                   \
         const int64_t x = key_rows[t];                                        \
-        fetch_##SUF(k + x * H * R, sizeof(T) * H * R);                        \
-        fetch_##SUF(v + x * ldv + v_lo, sizeof(T) * (v_hi - v_lo));           \
-        if (gk) fetch_##SUF(gk + x * H * R, sizeof(T) * H * R);               \
-        if (gv) fetch_##SUF(gv + x * ldv + v_lo, sizeof(T) * (v_hi - v_lo));  \
+        queue_fetches(f, k + x * H * R, sizeof(T) * H * R);                   \
+        queue_fetches(f, v + x * ldv + v_lo, span);                           \
+        if (gk) queue_fetches(f, gk + x * H * R, sizeof(T) * H * R);          \
+        if (gv) queue_fetches(f, gv + x * ldv + v_lo, span);                  \
     }                                                                         \
     for (int64_t r = 0; r < nr; ++r)                                          \
         for (int64_t t = query_ptr[r][g]; t < query_ptr[r][g + 1] &&          \
              t < query_ptr[r][g] + QUERY_AHEAD; ++t) {                        \
             const int64_t i = query_rows[r][t];                               \
-            fetch_##SUF(q[r] + i * H * R, sizeof(T) * H * R);                 \
+            queue_fetches(f, q[r] + i * H * R, sizeof(T) * H * R);            \
             if (gq && gq[r])                                                  \
-                fetch_##SUF(gq[r] + i * H * R, sizeof(T) * H * R);            \
+                queue_fetches(f, gq[r] + i * H * R, sizeof(T) * H * R);       \
             if (data[r])                                                      \
-                fetch_##SUF(data[r] + i * H * (nsel[r] + 1),                  \
+                queue_fetches(f, data[r] + i * H * (nsel[r] + 1),             \
                             sizeof(T) * H * (nsel[r] + 1));                   \
         }                                                                     \
 }                                                                             \
@@ -141,6 +169,7 @@ typedef struct {                                                              \
     int64_t rp, cp;                                                           \
     int64_t v_lo, v_hi; /* the span of a values row the columns cover */      \
     int64_t *runs, nruns; /* [nruns, 3]: column, source, length */           \
+    fetch_queue fetches;  /* the next group's cache lines */                 \
 } panels_##SUF;                                                               \
                                                                               \
 static int panels_alloc_##SUF(panels_##SUF *p, int64_t R, int64_t C,        \
@@ -161,7 +190,11 @@ static int panels_alloc_##SUF(panels_##SUF *p, int64_t R, int64_t C,        \
     p->lanes = p->a + nk * CHUNK;                                             \
     /* the columns as runs of consecutive sources, copied whole */           \
     p->runs = malloc(sizeof(int64_t) * 3 * (C > 0 ? C : 1));                  \
-    if (!p->runs) { free(buf); return -1; }                                   \
+    p->fetches.line = malloc(sizeof(const char *) * FETCH_QUEUE);             \
+    p->fetches.count = p->fetches.issued = 0;                                 \
+    if (!p->runs || !p->fetches.line) {                                       \
+        free(buf); free(p->runs); free(p->fetches.line); return -1;           \
+    }                                                                         \
     p->nruns = 0;                                                             \
     for (int64_t c = 0; c < C; ++c) {                                         \
         int64_t *run = p->runs + 3 * (p->nruns - 1);                          \
@@ -174,6 +207,7 @@ static int panels_alloc_##SUF(panels_##SUF *p, int64_t R, int64_t C,        \
 static void panels_free_##SUF(panels_##SUF *p) {                             \
     free(p->kt);                                                              \
     free(p->runs);                                                            \
+    free(p->fetches.line);                                                    \
 }                                                                             \
                                                                               \
 /* The panels of group g's keys kr[0, n) for head h that `what` names     \
@@ -402,19 +436,23 @@ int direct_read_##SUF(const T *k, const T *v, const T *const *q,              \
     for (int64_t i = 0; i < ng; ++i) {                                        \
         const int64_t g = groups[i], n = key_ptr[g + 1] - key_ptr[g];         \
         const int nw = (int)((n + DW_##SUF - 1) / DW_##SUF);                  \
+        restart_fetches(&p.fetches);                                          \
         if (i + 1 < ng)                                                       \
-            fetch_group_##SUF(k, v, NULL, NULL, q, NULL, key_rows, key_ptr,   \
-                              groups[i + 1], query_rows, query_ptr, nsel,     \
-                              out, nr, H, R, ldv, p.v_lo, p.v_hi);            \
+            fetch_group_##SUF(&p.fetches, k, v, NULL, NULL, q, NULL, key_rows,\
+                              key_ptr, groups[i + 1], query_rows, query_ptr,  \
+                              nsel, out, nr, H, R, ldv, p.v_lo, p.v_hi);      \
+        const int64_t share = p.fetches.count / (H * nr + 1) + 1;            \
         if (n <= ROW_LAYOUT_KEYS) {                                           \
             for (int64_t h = 0; h < H; ++h) {                                 \
                 panels_fill_##SUF(&p, k, v, key_rows + key_ptr[g], n, h, H, R,\
                                   C, src, ldv, hb, PANEL_K | PANEL_V);        \
-                for (int64_t r = 0, at = 0; r < nr; at += 3 * nsel[r++])      \
+                for (int64_t r = 0, at = 0; r < nr; at += 3 * nsel[r++]) {    \
+                    issue_fetches(&p.fetches, share);                         \
                     small_group_read_##SUF(                                   \
                         &p, q[r], query_rows[r] + query_ptr[r][g],            \
                         query_ptr[r][g + 1] - query_ptr[r][g], runs + at,     \
                         span[4 * r + 3], nsel[r], out[r], n, h, H, R);        \
+                }                                                             \
             }                                                                 \
             continue;                                                         \
         }                                                                     \
@@ -422,6 +460,7 @@ int direct_read_##SUF(const T *k, const T *v, const T *const *q,              \
             panels_fill_##SUF(&p, k, v, key_rows + key_ptr[g], n, h, H, R, C, \
                               src, ldv, hb, PANEL_KT | PANEL_V);              \
             for (int64_t r = 0; r < nr; ++r) {                                \
+                issue_fetches(&p.fetches, share);                             \
                 const int64_t *rows = query_rows[r] + query_ptr[r][g];        \
                 const int64_t m = query_ptr[r][g + 1] - query_ptr[r][g];      \
                 switch (nw) {                                                 \
@@ -579,12 +618,13 @@ int direct_read_backward_##SUF(const T *k, const T *v, const T *const *q,    \
         const int64_t g = groups[i], n = key_ptr[g + 1] - key_ptr[g];         \
         const int64_t *kr = key_rows + key_ptr[g];                            \
         const int nw = (int)((n + DW_##SUF - 1) / DW_##SUF);                  \
+        restart_fetches(&p.fetches);                                          \
         if (i + 1 < ng) /* (the gradient rows: read, like outputs) */         \
-            fetch_group_##SUF(k, v, grad_k, grad_v, q, grad_q, key_rows,      \
-                              key_ptr,                                        \
-                              groups[i + 1], query_rows, query_ptr, nsel,     \
-                              (T *const *)grad, nr, H, R, ldv, p.v_lo,        \
-                              p.v_hi);                                        \
+            fetch_group_##SUF(&p.fetches, k, v, grad_k, grad_v, q, grad_q,    \
+                              key_rows, key_ptr, groups[i + 1], query_rows,   \
+                              query_ptr, nsel, (T *const *)grad, nr, H, R,    \
+                              ldv, p.v_lo, p.v_hi);                           \
+        const int64_t share = p.fetches.count / (H * nr + 1) + 1;            \
         if (n == 0) continue; /* no key: no gradient */                       \
         if (n <= ROW_LAYOUT_KEYS) {                                           \
             for (int64_t h = 0; h < H; ++h) {                                 \
@@ -594,6 +634,7 @@ int direct_read_backward_##SUF(const T *k, const T *v, const T *const *q,    \
                 T *gk = grad_k ? p.gk : NULL, *gv = grad_v ? p.gk + n * R     \
                                                            : NULL;            \
                 for (int64_t r = 0, at = 0; r < nr; at += 3 * nsel[r++]) {    \
+                    issue_fetches(&p.fetches, share);                         \
                     if (!grad[r]) continue;                                   \
                     small_group_backward_##SUF(                               \
                         &p, q[r], grad[r], query_rows[r] + query_ptr[r][g],   \
@@ -619,6 +660,7 @@ int direct_read_backward_##SUF(const T *k, const T *v, const T *const *q,    \
                               PANEL_KT | PANEL_K | PANEL_VT);                 \
             memset(p.gk, 0, sizeof(T) * NK_##SUF * (R + C));                  \
             for (int64_t r = 0; r < nr; ++r) {                                \
+                issue_fetches(&p.fetches, share);                             \
                 if (!grad[r]) continue;                                       \
                 const int64_t *rows = query_rows[r] + query_ptr[r][g];        \
                 const int64_t m = query_ptr[r][g + 1] - query_ptr[r][g];      \
