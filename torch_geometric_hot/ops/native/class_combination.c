@@ -68,27 +68,27 @@ INLINE void prefetch_keys_##SUF(int64_t row, int64_t rows, int64_t nk,        \
     }                                                                         \
 }                                                                             \
                                                                               \
-/* Asks for the value rows that row `row`'s single-key terms read (and,       \
-   when grad_value is not NULL, the gradient rows they add to). */            \
-INLINE void prefetch_values_##SUF(int64_t row, int64_t rows, int64_t nc,      \
+/* Asks for the value rows that the single-key terms of class c of row `row` \
+   read (and, when grad_value is not NULL, the gradient rows they add to).   \
+   Called class by class: the lines of all classes at once would hold up    \
+   the core until most of them had arrived. */                               \
+INLINE void prefetch_values_##SUF(int64_t row, int64_t rows, int64_t c,       \
                                   const int64_t *start, const int64_t *kind,  \
                                   const int64_t *src,                         \
                                   int64_t *const *position,                   \
                                   T *const *value, T *const *grad_value,      \
                                   int64_t ldv, int64_t vsize) {               \
     if (row >= rows) return;                                                  \
-    for (int64_t c = 0; c < nc; ++c)                                          \
-        for (int64_t t = start[c]; t < start[c + 1]; ++t) {                   \
-            if (kind[t] == 0) continue;                                       \
-            const int64_t p = position[src[t]][row];                          \
-            if (p < 0) continue;                                              \
-            for (int64_t b = 0; b < vsize * (int64_t)sizeof(T); b += LINE) {  \
-                __builtin_prefetch((const char *)(value[c] + p * ldv) + b);   \
-                if (grad_value && grad_value[c])                              \
-                    __builtin_prefetch((char *)(grad_value[c] + p * ldv) + b, \
-                                       1);                                    \
-            }                                                                 \
+    for (int64_t t = start[c]; t < start[c + 1]; ++t) {                       \
+        if (kind[t] == 0) continue;                                           \
+        const int64_t p = position[src[t]][row];                              \
+        if (p < 0) continue;                                                  \
+        for (int64_t b = 0; b < vsize * (int64_t)sizeof(T); b += LINE) {      \
+            __builtin_prefetch((const char *)(value[c] + p * ldv) + b);       \
+            if (grad_value && grad_value[c])                                  \
+                __builtin_prefetch((char *)(grad_value[c] + p * ldv) + b, 1); \
         }                                                                     \
+    }                                                                         \
 }                                                                             \
                                                                               \
 /* dots[s, h] of the row's single-key sources (0 for missing keys) */         \
@@ -116,11 +116,11 @@ INLINE void combine_body_##SUF(COMBINE_PARAMS(T), T *out, T *den_out,         \
     for (int64_t row = 0; row < rows; ++row) {                                \
         prefetch_keys_##SUF(row + PREFETCH_ROWS, rows, nk, position, k,       \
                             (T *)0, H * R);                                   \
-        prefetch_values_##SUF(row + PREFETCH_ROWS, rows, nc, start, kind,     \
-                              src, position, value, (T *const *)0, ldv,       \
-                              H * Dc);                                        \
         row_dots_##SUF(COMBINE_ARGS, row, dots);                              \
         for (int64_t c = 0; c < nc; ++c) {                                    \
+            prefetch_values_##SUF(row + PREFETCH_ROWS, rows, c, start, kind,  \
+                                  src, position, value, (T *const *)0, ldv,   \
+                                  H * Dc);                                    \
             T *o = out + (row * nc + c) * H * Dc;                             \
             T *dn = den_out + (row * nc + c) * H;                             \
             for (int64_t j = 0; j < H * Dc; ++j) num[j] = 0;                  \
@@ -175,11 +175,12 @@ INLINE void combine_backward_body_##SUF(COMBINE_PARAMS(T), const T *out,     \
     for (int64_t row = 0; row < rows; ++row) {                                \
         prefetch_keys_##SUF(row + PREFETCH_ROWS, rows, nk, position, k,       \
                             grad_k, H * R);                                   \
-        prefetch_values_##SUF(row + PREFETCH_ROWS, rows, nc, start, kind,     \
-                              src, position, value, grad_value, ldv, H * Dc); \
         row_dots_##SUF(COMBINE_ARGS, row, dots);                              \
         for (int64_t j = 0; j < nk * H; ++j) g_dots[j] = 0;                   \
         for (int64_t c = 0; c < nc; ++c) {                                    \
+            prefetch_values_##SUF(row + PREFETCH_ROWS, rows, c, start, kind,  \
+                                  src, position, value, grad_value, ldv,      \
+                                  H * Dc);                                    \
             if (!nonempty[row * nc + c]) continue;                            \
             const int64_t base = (row * nc + c) * H;                          \
             for (int64_t h = 0; h < H; ++h) {                                 \
