@@ -103,6 +103,20 @@ static void restart_fetches(fetch_queue *f) {
     f->count = f->issued = 0;
 }
 
+/* The runs of the columns cols[0, n) (a pool's sources in a values row, or
+   a reading's selection of the pool's columns): (position in cols, column,
+   length) of every stretch of consecutive columns, into runs [n, 3]; their
+   number. */
+static int64_t column_runs(const int64_t *cols, int64_t n, int64_t *runs) {
+    int64_t count = 0;
+    for (int64_t c = 0; c < n; ++c) {
+        int64_t *run = runs + 3 * (count - 1);
+        if (count && cols[c] == run[1] + run[2]) { ++run[2]; continue; }
+        run += 3; run[0] = c; run[1] = cols[c]; run[2] = 1; ++count;
+    }
+    return count;
+}
+
 #define DEFINE_DIRECT(T, SUF)                                                 \
 typedef T dvec_##SUF __attribute__((vector_size(DV_BYTES), aligned(sizeof(T))));\
 enum { DW_##SUF = DV_BYTES / sizeof(T), NK_##SUF = KEY_VECS * DW_##SUF };     \
@@ -195,12 +209,7 @@ static int panels_alloc_##SUF(panels_##SUF *p, int64_t R, int64_t C,        \
     if (!p->runs || !p->fetches.line) {                                       \
         free(buf); free(p->runs); free(p->fetches.line); return -1;           \
     }                                                                         \
-    p->nruns = 0;                                                             \
-    for (int64_t c = 0; c < C; ++c) {                                         \
-        int64_t *run = p->runs + 3 * (p->nruns - 1);                          \
-        if (p->nruns && src[c] == run[1] + run[2]) { ++run[2]; continue; }    \
-        run += 3; run[0] = c; run[1] = src[c]; run[2] = 1; ++p->nruns;        \
-    }                                                                         \
+    p->nruns = column_runs(src, C, p->runs);                                  \
     return 0;                                                                 \
 }                                                                             \
                                                                               \
@@ -317,20 +326,6 @@ INLINE_D void weighted_rows_##SUF(const T *wj, const T *m, int64_t ldm,      \
     }                                                                         \
 }                                                                             \
                                                                               \
-/* The runs of a reading's selection sel[0, nsel) (output column, pool     \
-   column, length: consecutive columns of both) into runs [nsel, 3]; their  \
-   number. */                                                                \
-static int64_t selection_runs_##SUF(const int64_t *sel, int64_t nsel,        \
-                                    int64_t *runs) {                          \
-    int64_t count = 0;                                                        \
-    for (int64_t c = 0; c < nsel; ++c) {                                      \
-        int64_t *run = runs + 3 * (count - 1);                                \
-        if (count && sel[c] == run[1] + run[2]) { ++run[2]; continue; }       \
-        run += 3; run[0] = c; run[1] = sel[c]; run[2] = 1; ++count;           \
-    }                                                                         \
-    return count;                                                             \
-}                                                                             \
-                                                                              \
 /* The readings of one reading's queries rows[0, m) of a group of n <=     \
    ROW_LAYOUT_KEYS keys (panels p->k, p->v filled), head h, in row layout:   \
    the weights q . k_j as dot products, then each run of the selection as   \
@@ -431,7 +426,7 @@ int direct_read_##SUF(const T *k, const T *v, const T *const *q,              \
     for (int64_t r = 0, at = 0; r < nr; at += 3 * nsel[r++]) {                \
         span[4 * r + 2] = selection_span_##SUF(sel[r], nsel[r], span + 4 * r, \
                                                span + 4 * r + 1);             \
-        span[4 * r + 3] = selection_runs_##SUF(sel[r], nsel[r], runs + at);   \
+        span[4 * r + 3] = column_runs(sel[r], nsel[r], runs + at);            \
     }                                                                         \
     for (int64_t i = 0; i < ng; ++i) {                                        \
         const int64_t g = groups[i], n = key_ptr[g + 1] - key_ptr[g];         \
@@ -613,7 +608,7 @@ int direct_read_backward_##SUF(const T *k, const T *v, const T *const *q,    \
         free(nruns); free(runs); panels_free_##SUF(&p); return -1;            \
     }                                                                         \
     for (int64_t r = 0, at = 0; r < nr; at += 3 * nsel[r++])                  \
-        nruns[r] = selection_runs_##SUF(sel[r], nsel[r], runs + at);          \
+        nruns[r] = column_runs(sel[r], nsel[r], runs + at);                   \
     for (int64_t i = 0; i < ng; ++i) {                                        \
         const int64_t g = groups[i], n = key_ptr[g + 1] - key_ptr[g];         \
         const int64_t *kr = key_rows + key_ptr[g];                            \
