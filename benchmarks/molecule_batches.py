@@ -371,8 +371,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument('--packed', default='auto',
                         choices=('auto', 'on', 'off'),
                         help="HOT's packed per-graph attention: chosen per "
-                        "batch by its rule (auto), always where it serves "
-                        "(on) or never (off)")
+                        "batch by its rule (auto; softmax attention takes "
+                        "the native grouped kernel where it applies), "
+                        "always where it serves (on) or never (off)")
     parser.add_argument('--native', default='auto',
                         choices=('auto', 'on', 'off'),
                         help='the native CPU kernels (off: the pure-torch '
@@ -464,20 +465,24 @@ def format_table(rows: Dict[str, Dict]) -> str:
 def force_packed(mode: str) -> Iterator[None]:
     r"""Sets HOT's choice of the packed per-graph attention
     (:func:`~torch_geometric_hot.ops.packed_class_attention.packed_pays`)
-    for the duration: ``'auto'`` leaves its rule, ``'on'`` takes it
-    wherever it serves, ``'off'`` never."""
+    for the duration: ``'auto'`` leaves the layer's rules (softmax
+    attention on the native grouped kernel where that applies, else packed
+    by the rule), ``'on'`` takes the packed path wherever it serves,
+    ``'off'`` never (both: softmax attention off the grouped kernel)."""
+    import torch_geometric_hot.nn.hot_conv as hot_conv
     import torch_geometric_hot.ops.packed_class_attention as packed
     saved = (packed.PACKED_BLOCK, packed.PACKED_BLOCK_SOFTMAX,
-             packed.native_applies)
+             packed.native_applies, hot_conv.grouped_softmax_applies)
     if mode != 'auto':
         limit = float('inf') if mode == 'on' else -1
         packed.PACKED_BLOCK = packed.PACKED_BLOCK_SOFTMAX = limit
         packed.native_applies = lambda *tensors: False
+        hot_conv.grouped_softmax_applies = lambda *tensors, **kwargs: False
     try:
         yield
     finally:
         (packed.PACKED_BLOCK, packed.PACKED_BLOCK_SOFTMAX,
-         packed.native_applies) = saved
+         packed.native_applies, hot_conv.grouped_softmax_applies) = saved
 
 
 def main(argv=None) -> Dict:

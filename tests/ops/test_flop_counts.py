@@ -116,3 +116,20 @@ def test_pair_light_linear_counts_its_two_products():
     _, ops, _ = _counted(out.sum().backward)
     assert ops == {'torch_geometric_hot.pair_light_linear_backward':
                    2 * forward}
+
+
+def test_grouped_softmax_counts_its_pairs():
+    from torch_geometric_hot.ops.grouped_softmax_attention import (
+        grouped_softmax_attention, softmax_groups)
+
+    # groups of 2 and 3 queries with 4 and 1 keys: 11 pairs
+    groups = softmax_groups(torch.tensor([0, 1, 0, 1, 1]),
+                            torch.tensor([0, 0, 1, 0, 0]),
+                            torch.arange(5), 2, [], [])
+    q, k, v = _inputs((5, 2, 3), (5, 2, 3), (5, 2, 4), grad=True)
+    total, ops, out = _counted(grouped_softmax_attention, q, k, v, groups)
+    assert ops == {'torch_geometric_hot.grouped_softmax_attention':
+                   2 * 11 * 2 * (3 + 4)}
+    _, ops, _ = _counted(out.sum().backward)
+    assert ops == {'torch_geometric_hot.grouped_softmax_attention_backward':
+                   2 * 11 * 2 * (3 * 3 + 2 * 4)}

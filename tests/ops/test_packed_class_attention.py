@@ -34,6 +34,8 @@ def run(conv: HOTConv, data: Batch, path: str, monkeypatch):
         monkeypatch.setattr(packed, limit,
                             float('inf') if path == 'packed' else -1)
     monkeypatch.setattr(packed, 'native_applies', lambda *tensors: False)
+    monkeypatch.setattr('torch_geometric_hot.nn.hot_conv.'
+                        'grouped_softmax_applies', lambda *a, **k: False)
     calls = []
     original = packed.packed_class_attention
 

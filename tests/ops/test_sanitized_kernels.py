@@ -44,7 +44,7 @@ def compiler(tmp_path_factory):
 @pytest.mark.parametrize('harness', ['kernel_attention.c',
                                      'class_combination.c', 'favor_plus.c',
                                      'direct_readings.c',
-                                     'pair_entries.c'])
+                                     'pair_entries.c', 'grouped_softmax.c'])
 def test_kernels_under_sanitizers(harness, compiler, tmp_path):
     target = str(tmp_path / harness[:-2])
     built = _build(compiler, os.path.join(HERE, harness), target)

@@ -15,6 +15,8 @@ from torch_geometric_hot.ops.global_softmax_attention import \
     global_softmax_class_attention
 from torch_geometric_hot.ops.higher_order_attention import \
     kernel_class_attention, softmax_class_attention, softmax_class_output
+from torch_geometric_hot.ops.grouped_softmax_attention import \
+    grouped_class_attention, grouped_softmax_applies
 from torch_geometric_hot.ops.packed_class_attention import \
     packed_class_attention, packed_pays
 from torch_geometric_hot.ops.pooled_combination import ValueProjection
@@ -58,7 +60,12 @@ class HOTConv(torch.nn.Module):
     On a batch of many small graphs the classes may instead attend on
     per-graph dense blocks, with the same result
     (:func:`~torch_geometric_hot.ops.packed_class_attention.packed_pays`
-    decides per batch, by the graphs' average size).
+    decides per batch, by the graphs' average size). Softmax attention
+    runs on the native CPU kernel of
+    :mod:`~torch_geometric_hot.ops.grouped_softmax_attention` wherever
+    that applies (CPU tensors, no dropout on the attention weights; see
+    :func:`~torch_geometric_hot.ops.grouped_softmax_attention.\
+grouped_softmax_applies`).
 
     Args:
         in_channels (int): Input channels.
@@ -251,8 +258,17 @@ class HOTConv(torch.nn.Module):
         names = [name for name in targets if name in self._by_part]
         if not names:
             return {}
-        packed = weights is None and packed_pays(
+        grouped = self.attention == 'softmax' and weights is None and \
+            grouped_softmax_applies(queries, keys, dropout=self.dropout
+                                    if self.training else 0.0)
+        packed = weights is None and not grouped and packed_pays(
             view, self.in_order, self.out_order, keys, self.attention)
+        if grouped:  # the native CPU kernel, class by class
+            return dict(zip(names, grouped_class_attention(
+                [self._by_part[n] for n in names],
+                [targets[n] for n in names], view, self.in_order,
+                [queries[rows[n]] for n in names], keys, values,
+                [self._part_index[n] for n in names])))
         if self.attention == 'kernel' or packed:
             if len(names) < len(targets):  # the parts with classes only
                 queries = torch.cat([queries[rows[n]] for n in names])
@@ -293,14 +309,13 @@ class HOTConv(torch.nn.Module):
         for c, slot in zip(self._by_part[name], self._part_index[name]):
             args = (c, target, view, self.in_order, queries, keys,
                     v[slot], self.dropout, self.training)
-            if weights is None:
-                outs.append(global_softmax_class_attention(*args)
-                            if c.kind == 'global' else
-                            softmax_class_output(*args))
-                continue
-            out, attn = softmax_class_attention(*args)
             if weights is not None:
-                weights[f'{target.part}/{c.name}'] = attn
+                out, weights[f'{target.part}/{c.name}'] = \
+                    softmax_class_attention(*args)
+            elif c.kind == 'global':
+                out = global_softmax_class_attention(*args)
+            else:
+                out = softmax_class_output(*args)
             outs.append(out)
         return torch.stack(outs, 1)
 

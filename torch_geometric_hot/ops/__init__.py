@@ -23,6 +23,8 @@ from torch_geometric_hot.ops.higher_order_attention import (
     softmax_class_attention, kernel_class_attention)
 from torch_geometric_hot.ops.global_softmax_attention import \
     global_softmax_class_attention
+from torch_geometric_hot.ops.grouped_softmax_attention import (
+    grouped_class_attention, grouped_softmax_attention)
 
 __all__ = [
     'scatter_sum', 'scatter_max', 'segment_counts', 'use_backend',
@@ -34,7 +36,8 @@ __all__ = [
     'combine_classes', 'pooled_combination', 'CombinationPart',
     'ValueProjection',
     'softmax_class_attention',
-    'kernel_class_attention', 'global_softmax_class_attention'
+    'kernel_class_attention', 'global_softmax_class_attention',
+    'grouped_class_attention', 'grouped_softmax_attention'
 ]
 from torch_geometric_hot.ops.simplicial_attention import (
     simplicial_attention, simplicial_logits, multilinear_logits,

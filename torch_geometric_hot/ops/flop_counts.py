@@ -33,6 +33,12 @@ value columns:
   backward that much per gradient of the input or the weights asked for.
   Its passes over the entries are gathers, not products, and count zero,
   as PyTorch's own gathers do.
+
+* ``grouped_softmax_attention``: the logits and the weighted sum of the
+  values, :math:`2 P H (d + d_v)` over the :math:`P` (query, key) pairs of its
+  groups (excluded keys included: their logits are computed); its
+  backward :math:`2 P H (3 d + 2 d_v)` (the logits recomputed, the
+  products with the values and the three gradients).
 """
 from typing import List, Sequence
 
@@ -145,3 +151,28 @@ def pair_light_linear_backward_flops(grad: Tensor, x: Tensor, weight: Tensor,
     for."""
     return (int(need_x) + int(need_weight)) * pair_light_linear_flops(
         x, weight, None, row, col, transpose, diag_pos)
+
+
+def _group_pairs(rows: int, costs: Tensor) -> int:
+    # the (query, key) pairs of the groups: the costs are
+    # queries * (keys + 1) per group, every query row in one group
+    return int(costs.sum()) - rows
+
+
+@register_flop_formula(_ops.grouped_softmax_attention, get_raw=True)
+def grouped_softmax_flops(q: Tensor, k: Tensor, v: Tensor, *args,
+                          **kwargs) -> int:
+    r""":math:`2 P H (d + d_v)` for :math:`P` (query, key) pairs."""
+    costs = args[-1]
+    return 2 * _group_pairs(q.size(0), costs) * q.size(1) * (
+        q.size(2) + v.size(2))
+
+
+@register_flop_formula(_ops.grouped_softmax_attention_backward,
+                       get_raw=True)
+def grouped_softmax_backward_flops(grad: Tensor, q: Tensor, k: Tensor,
+                                   v: Tensor, *args, **kwargs) -> int:
+    r""":math:`2 P H (3 d + 2 d_v)`."""
+    costs = args[-1]
+    return 2 * _group_pairs(q.size(0), costs) * q.size(1) * (
+        3 * q.size(2) + 2 * v.size(2))

@@ -1,5 +1,5 @@
-r"""Optional native kernels for kernel attention, compiled from the C sources
-next to this file at first use:
+r"""Optional native kernels for kernel and softmax attention, compiled from
+the C sources next to this file at first use:
 
 * ``kernel_attention.c``: the two sparse primitives of
   :mod:`torch_geometric_hot.ops.kernel_attention` (per-group key--value
@@ -12,7 +12,10 @@ next to this file at first use:
 * ``direct_readings.c``: readings of small key groups straight from their
   keys (no summary), forward and backward;
 * ``pair_entries.c``: the entry-wise gather and scatter of
-  :mod:`torch_geometric_hot.ops.pair_light_linear`.
+  :mod:`torch_geometric_hot.ops.pair_light_linear`;
+* ``grouped_softmax.c``: softmax attention within key groups, exclusions
+  included (:mod:`torch_geometric_hot.ops.grouped_softmax_attention`),
+  and its backward pass.
 
 The sources are plain C11 (no torch headers, so they build in about a
 second);
@@ -66,9 +69,10 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 _SOURCES = [os.path.join(_HERE, name)
             for name in ('kernel_attention.c', 'class_combination.c',
                          'feature_maps.c', 'direct_readings.c',
-                         'pair_entries.c')]
+                         'pair_entries.c', 'grouped_softmax.c')]
 _FLAGS = [['-O3', '-march=native'], ['-O3']]  # the second if the first fails
 _COMMON = ['-std=gnu11', '-fopenmp-simd', '-shared', '-fPIC']
+_LIBRARIES = ['-lm']
 _MODES = ('auto', 'on', 'off')
 _FUNCTIONS = {  # name: (pointer arguments, integer arguments)
     'outer_sum': (6, 9),
@@ -77,6 +81,8 @@ _FUNCTIONS = {  # name: (pointer arguments, integer arguments)
     'outer_sum_backward': (8, 7),
     'direct_read': (12, 7),
     'direct_read_backward': (15, 7),
+    'grouped_softmax': (11, 12),
+    'grouped_softmax_backward': (15, 12),
 }
 
 
@@ -150,7 +156,8 @@ def _build() -> ctypes.CDLL:
         if not os.path.exists(target):
             partial = f'{target}.{os.getpid()}.tmp'
             result = subprocess.run(
-                [compiler, *flags, *_COMMON, '-o', partial, *_SOURCES],
+                [compiler, *flags, *_COMMON, '-o', partial, *_SOURCES,
+                 *_LIBRARIES],
                 capture_output=True, text=True)
             if result.returncode != 0:
                 errors.append(result.stderr.strip()[-500:])
@@ -904,3 +911,78 @@ def pair_scatter(grad: Tensor, row: Tensor, col: Tensor, transpose: Tensor,
     _split_rows(run, P)
     partials.add()
     return entries, nodes
+
+
+class SoftmaxGroups(NamedTuple):
+    r"""The key groups of :func:`grouped_softmax`: the query rows
+    (:obj:`queries`) and key data rows (:obj:`keys`) of every group, the
+    exclusions as int32 ids (:obj:`query_ids [E, rows]` by query row,
+    :obj:`key_ids [E, K]` in the order of :obj:`keys.rows`; a key is
+    excluded for a query when an id pair is equal), the most keys of a
+    group, and the cost of every group (its queries times its keys plus
+    one), by which calls split the groups across threads."""
+    queries: Groups
+    keys: Groups
+    query_ids: Tensor
+    key_ids: Tensor
+    max_keys: int
+    costs: Tensor
+
+
+def _grouped_call(name: str, groups: SoftmaxGroups, q: Tensor, k: Tensor,
+                  v: Tensor, pointers: Sequence[Optional[Tensor]],
+                  targets: Sequence[Tensor]) -> None:
+    # the groups split across threads at equal pair counts (a group writes
+    # rows of its own)
+    function = _function(name, q.dtype)
+    H, D, DV = q.size(1), q.size(2), v.size(2)
+    indices = [groups.queries.rows, groups.queries.ptr, groups.keys.rows,
+               groups.keys.ptr, groups.query_ids, groups.key_ids]
+
+    def run(start: int, stop: int) -> int:
+        return function(*(_ptr(t) for t in pointers),
+                        *(t.data_ptr() for t in indices),
+                        *(t.data_ptr() for t in targets), start, stop, H, D,
+                        DV, q.stride(0), k.stride(0), v.stride(0),
+                        groups.query_ids.size(0), q.size(0),
+                        groups.keys.rows.numel(), groups.max_keys)
+
+    _split_rows(run, groups.costs.numel(), name, costs=groups.costs,
+                fine=True)
+
+
+def _rows_of_heads(t: Tensor) -> Tensor:
+    # [rows, H, d] with heads and features contiguous within a row
+    return t if t.stride(2) == 1 and t.stride(1) == t.size(2) else \
+        t.contiguous()
+
+
+def grouped_softmax(q: Tensor, k: Tensor, v: Tensor,
+                    groups: SoftmaxGroups) -> Tuple[Tensor, Tensor]:
+    r"""Softmax attention of every query row over the keys of its group
+    that no exclusion removes (``grouped_softmax.c``): the output
+    :obj:`[rows, H, DV]` (0 for a query without keys) and the log-sum-exp
+    of the logits :obj:`[rows, H]` (:obj:`-inf` there). :obj:`q [rows, H,
+    D]`, :obj:`k [N, H, D]`, :obj:`v [N, H, DV]` (rows may be strided);
+    the indices long and in range."""
+    q, k, v = _rows_of_heads(q), _rows_of_heads(k), _rows_of_heads(v)
+    out = q.new_zeros(q.size(0), q.size(1), v.size(2))
+    lse = q.new_full((q.size(0), q.size(1)), -float('inf'))
+    _grouped_call('grouped_softmax', groups, q, k, v, [q, k, v], [out, lse])
+    return out, lse
+
+
+def grouped_softmax_backward(grad: Tensor, q: Tensor, k: Tensor, v: Tensor,
+                             out: Tensor, lse: Tensor, groups: SoftmaxGroups
+                             ) -> Tuple[Tensor, Tensor, Tensor]:
+    r"""The gradients of :func:`grouped_softmax` with respect to :obj:`q`,
+    :obj:`k` and :obj:`v` (contiguous; zero for rows that are no key),
+    from the gradient of its output and its results."""
+    q, k, v = _rows_of_heads(q), _rows_of_heads(k), _rows_of_heads(v)
+    grad, out, lse = grad.contiguous(), out.contiguous(), lse.contiguous()
+    grad_q = torch.zeros_like(q, memory_format=torch.contiguous_format)
+    grad_k = torch.zeros_like(k, memory_format=torch.contiguous_format)
+    grad_v = torch.zeros_like(v, memory_format=torch.contiguous_format)
+    _grouped_call('grouped_softmax_backward', groups, q, k, v,
+                  [q, k, v, out, lse, grad], [grad_q, grad_k, grad_v])
+    return grad_q, grad_k, grad_v

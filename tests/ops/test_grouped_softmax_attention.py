@@ -1,0 +1,193 @@
+import pytest
+import torch
+from torch_geometric.data import Batch, Data
+
+from torch_geometric_hot.data import PairView
+from torch_geometric_hot.nn import HOTConv
+from torch_geometric_hot.ops import softmax_class_attention
+from torch_geometric_hot.ops.grouped_softmax_attention import (
+    class_groups, grouped_softmax_applies, grouped_softmax_attention,
+    softmax_groups)
+from torch_geometric_hot.ops.higher_order_attention import SummaryKeys
+from torch_geometric_hot.ops.native import available, use_native
+from torch_geometric_hot.testing import (attach_order_inputs, class_cases,
+                                         edge_case_graphs, random_graph)
+
+ORDERS = [(2, 2), (2, 1), (2, 0), (1, 1), (1, 0), (1, 2)]
+MODES = ['on', 'off'] if available() else ['off']
+H, D = 2, 3
+
+
+def skewed_batch(out_order: int) -> Batch:
+    # 1-node and 0-edge graphs, an empty graph, small graphs and one graph
+    # much larger than the rest (key groups past the row-layout limit)
+    empty = Data(edge_index=torch.zeros(2, 0, dtype=torch.long),
+                 num_nodes=0)
+    graphs = edge_case_graphs() + [empty] + [
+        random_graph(3 + s % 3, 3, seed=s) for s in range(4)
+    ] + [random_graph(14, 40, seed=9)]
+    return Batch.from_data_list([
+        attach_order_inputs(g, out_order, seed=i)
+        for i, g in enumerate(graphs)
+    ])
+
+
+def assert_same(outs, expected, **tolerance):
+    for out, exp in zip(outs, expected):
+        torch.testing.assert_close(out, exp, **tolerance)
+
+
+@pytest.mark.parametrize('mode', MODES)
+@pytest.mark.parametrize('orders', ORDERS)
+def test_equals_enumerated_pairs(orders, mode):
+    # every local and global class, forward and backward, float64: the
+    # native kernel (on) and the operator's torch implementation (off)
+    in_order, out_order = orders
+    for cls, target, view, q, k, v in class_cases(
+            skewed_batch(out_order), in_order, out_order, H, D):
+        expected = softmax_class_attention(cls, target, view, in_order, q,
+                                           k, v)[0]
+        position = SummaryKeys(cls.pool[0], view, in_order).position
+        with use_native(mode):
+            out = grouped_softmax_attention(
+                q, k.index_select(0, position), v.index_select(0, position),
+                class_groups(cls, target, view, in_order))
+            w = torch.randn_like(out)
+            grads = torch.autograd.grad((out * w).sum(), (q, k, v))
+        torch.testing.assert_close(out, expected, atol=1e-12, rtol=1e-10)
+        assert_same(grads, torch.autograd.grad((expected * w).sum(),
+                                               (q, k, v)),
+                    atol=1e-12, rtol=1e-10)
+
+
+def random_groups(num_groups: int, rows: int, inputs: int, seed: int,
+                  exclusions: int = 2):
+    # queries and keys in random groups (some without queries or keys,
+    # sizes on both sides of the row-layout limit), exclusions by ids
+    gen = torch.Generator().manual_seed(seed)
+    query_group = torch.randint(num_groups, (rows, ), generator=gen)
+    big = inputs // 2  # group 0: more keys than the row layout takes
+    key_group = torch.cat([torch.randint(num_groups - 2, (inputs - big, ),
+                                         generator=gen),
+                           torch.zeros(big, dtype=torch.long)])
+    position = torch.randperm(inputs, generator=gen)
+    query_ids = [torch.randint(-1, 4, (rows, ), generator=gen)
+                 for _ in range(exclusions)]
+    key_ids = [torch.randint(0, 4, (inputs, ), generator=gen)
+               for _ in range(exclusions)]
+    return softmax_groups(query_group, key_group, position, num_groups,
+                          query_ids, key_ids)
+
+
+@pytest.mark.parametrize('dtype,tolerance', [
+    (torch.float64, dict(atol=1e-12, rtol=1e-12)),
+    (torch.float32, dict(atol=1e-5, rtol=1e-5)),
+])
+def test_native_equals_torch(dtype, tolerance):
+    if not available():
+        pytest.skip('native kernels unavailable')
+    groups = random_groups(12, 60, 70, seed=0)
+    gen = torch.Generator().manual_seed(1)
+    q = torch.randn(60, 3, 5, generator=gen, dtype=dtype)
+    k = torch.randn(70, 3, 5, generator=gen, dtype=dtype)
+    v = torch.randn(70, 2, 3, 3, generator=gen, dtype=dtype)[:, 1]  # strided
+    w = torch.randn(60, 3, 3, generator=gen, dtype=dtype)
+    results = []
+    for mode in ('on', 'off'):
+        inputs = [t.clone().requires_grad_() for t in (q, k, v)]
+        with use_native(mode):
+            out = grouped_softmax_attention(*inputs, groups)
+            grads = torch.autograd.grad((out * w).sum(), inputs)
+        results.append([out, *grads])
+    assert_same(*results, **tolerance)
+    assert results[0][0].abs().sum() > 0
+
+
+@pytest.mark.parametrize('mode', MODES)
+def test_gradcheck(mode):
+    groups = random_groups(5, 12, 20, seed=2, exclusions=1)
+    gen = torch.Generator().manual_seed(3)
+    inputs = [torch.randn(rows, 2, 3, generator=gen, dtype=torch.float64,
+                          requires_grad=True) for rows in (12, 20, 20)]
+    with use_native(mode):
+        assert torch.autograd.gradcheck(
+            lambda q, k, v: grouped_softmax_attention(q, k, v, groups),
+            inputs)
+
+
+@pytest.mark.parametrize('mode', MODES)
+def test_query_without_keys_outputs_zero(mode):
+    # every key of the group excluded, and a group without keys: zero
+    # output and zero, finite gradients
+    ids = torch.tensor([5, 5, 5])
+    groups = softmax_groups(torch.tensor([0, 0, 1]), torch.tensor([0, 0]),
+                            torch.tensor([1, 0]), 2,
+                            [torch.tensor([5, 7, 7])], [ids[:2]])
+    q, k, v = (torch.randn(3, 2, 4, dtype=torch.float64,
+                           requires_grad=True) for _ in range(3))
+    with use_native(mode):
+        out = grouped_softmax_attention(q, k[:2], v[:2], groups)
+        grads = torch.autograd.grad(out.sum(), (q, k, v))
+    assert out[0].abs().max() == 0 and out[2].abs().max() == 0
+    assert out[1].abs().max() > 0
+    assert all(torch.isfinite(g).all() for g in grads)
+    assert grads[0][0].abs().max() == 0 and grads[0][2].abs().max() == 0
+
+
+def test_ids_beyond_int32_take_the_torch_implementation():
+    groups = softmax_groups(torch.tensor([0, 0]), torch.tensor([0, 0]),
+                            torch.tensor([0, 1]), 1,
+                            [torch.tensor([2**40, 3])],
+                            [torch.tensor([2**40, 3])])
+    assert groups.key_ids.dtype == torch.long
+    q, k, v = (torch.randn(2, 1, 2, dtype=torch.float64) for _ in range(3))
+    out = grouped_softmax_attention(q, k, v, groups)
+    # each query sees the one key whose id differs from its own
+    torch.testing.assert_close(out, v.flip(0))
+
+
+@pytest.mark.parametrize('orders', ORDERS)
+def test_layer_equals_other_paths(orders, monkeypatch):
+    # HOTConv with the grouped path (native on) and with the packed or
+    # sparse paths (native off), on a batch of very different graphs
+    in_order, out_order = orders
+    data = skewed_batch(out_order)
+    torch.manual_seed(0)
+    conv = HOTConv(3, 5, in_order, out_order, heads=2, head_channels=3,
+                   attention='softmax').double()
+    with torch.no_grad():
+        conv.bias.normal_()
+    x = data.pair_x if in_order == 2 else data.x
+    calls = []
+    monkeypatch.setattr('torch_geometric_hot.nn.hot_conv.'
+                        'grouped_class_attention',
+                        _spy(calls, 'grouped_class_attention'))
+    results = []
+    for mode in MODES[:1] + ['off']:
+        inputs = x.clone().requires_grad_()
+        with use_native(mode):
+            out = conv(inputs, PairView.from_data(data))
+            grads = torch.autograd.grad(out.square().sum(),
+                                        [inputs, *conv.parameters()],
+                                        allow_unused=True)
+        results.append([out, *(g for g in grads if g is not None)])
+    assert bool(calls) == available()
+    assert_same(*results, atol=1e-10, rtol=1e-10)
+
+
+def _spy(calls, name):
+    import torch_geometric_hot.nn.hot_conv as hot_conv
+    original = getattr(hot_conv, name)
+
+    def spy(*args, **kwargs):
+        calls.append(1)
+        return original(*args, **kwargs)
+
+    return spy
+
+
+def test_applies_only_without_dropout():
+    x = torch.randn(3, 2, 2)
+    assert not grouped_softmax_applies(x, dropout=0.1)
+    assert grouped_softmax_applies(x) == available()
+    assert not grouped_softmax_applies(x.to(torch.float16))

@@ -1,0 +1,315 @@
+r"""Softmax attention of a class of the equivariant basis within its key
+groups, as one operator with an explicit backward pass
+(``docs/design.md``, "Softmax attention").
+
+Every query row :math:`i` of group :math:`g` (its graph for a global
+class, its node's row or column for a local one) attends over the keys of
+:math:`g` that no distinct-index exclusion removes:
+
+.. math::
+    o_i = \sum_{j \in K(i)} p_{ij} v_j, \qquad
+    p_{ij} = \exp(q_i^\top k_j - l_i), \qquad
+    l_i = \log \sum_{j \in K(i)} \exp(q_i^\top k_j),
+
+with :math:`o_i = 0` and :math:`l_i = -\infty` when :math:`K(i)` is
+empty. The backward pass needs only :math:`o` and :math:`l`: with
+:math:`\delta_i = g_i^\top o_i` and
+:math:`s_{ij} = p_{ij}(g_i^\top v_j - \delta_i)`,
+:math:`\partial q_i = \sum_j s_{ij} k_j`,
+:math:`\partial k_j = \sum_i s_{ij} q_i` and
+:math:`\partial v_j = \sum_i p_{ij} g_i`.
+
+The operator ``torch_geometric_hot::grouped_softmax_attention`` (and its
+backward pass, ``torch_geometric_hot::grouped_softmax_attention_backward``)
+enumerates the (query, key) pairs with torch operations on any device; on
+the CPU the native kernel (``ops/native/grouped_softmax.c``) runs it
+instead, a group at a time (a large group on cache-resident panels of its
+keys), without materialising a pair. The groups
+(:class:`~torch_geometric_hot.ops.native.SoftmaxGroups`) depend on the
+batch's indices only and are kept with the view
+(:class:`~torch_geometric_hot.data.PlanCache`).
+"""
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import torch
+from torch import Tensor
+
+from torch_geometric_hot.ops import native
+from torch_geometric_hot.ops.basis import EquivariantClass
+from torch_geometric_hot.ops.equivariant import Target
+from torch_geometric_hot.ops.higher_order_attention import SummaryKeys, \
+    attention_index
+from torch_geometric_hot.ops.native import Groups, SoftmaxGroups
+from torch_geometric_hot.ops.packed_class_attention import KEY_KIND
+from torch_geometric_hot.ops.pooled_combination import ValueProjection
+from torch_geometric_hot.ops.scatter import group_pairs, scatter_sum
+from torch_geometric_hot.ops.validation import check_size
+
+
+def softmax_groups(query_group: Tensor, key_group: Tensor,
+                   key_position: Tensor, num_groups: int,
+                   query_ids: List[Tensor],
+                   key_ids: List[Tensor]) -> SoftmaxGroups:
+    r"""The groups of :func:`grouped_softmax_attention` from the index
+    tensors of a class's attention
+    (:func:`~torch_geometric_hot.ops.higher_order_attention.attention_index`:
+    the group of every query row, the group and the input row of every key,
+    the number of groups, the exclusions as ids)."""
+    def grouped(index: Tensor) -> Tuple[Tensor, Tensor, Tensor]:
+        order = torch.argsort(index, stable=True)
+        counts = torch.bincount(index, minlength=num_groups)
+        return order, torch.cat([counts.new_zeros(1), counts.cumsum(0)]), \
+            counts
+
+    query_order, query_ptr, query_counts = grouped(query_group)
+    key_order, key_ptr, key_counts = grouped(key_group)
+    query_ids_ = torch.stack(query_ids) if query_ids else \
+        query_group.new_empty(0, query_group.numel())
+    key_ids_ = torch.stack(key_ids).index_select(1, key_order) if key_ids \
+        else key_group.new_empty(0, key_group.numel())
+    # host synchronisation: the largest group sizes the kernel's panels,
+    # the largest id whether the ids fit the kernel's int32
+    max_keys, max_id = torch.stack([
+        key_counts.max() if num_groups else key_counts.new_zeros(()),
+        torch.cat([query_ids_.flatten(), key_ids_.flatten(),
+                   key_counts.new_zeros(1)]).abs().max()]).tolist()
+    dtype = torch.int32 if max_id < 2**31 else torch.long
+    return SoftmaxGroups(
+        Groups(query_order, query_ptr),
+        Groups(key_position.index_select(0, key_order), key_ptr),
+        query_ids_.to(dtype).contiguous(), key_ids_.to(dtype).contiguous(),
+        max_keys, query_counts * (key_counts + 1))
+
+
+def _pairs(groups: SoftmaxGroups) -> Tuple[Tensor, Tensor]:
+    # the (query row, input row) pairs that no exclusion removes
+    num_groups = groups.queries.ptr.numel() - 1
+    ids = torch.arange(num_groups, device=groups.queries.ptr.device)
+    query_group = ids.repeat_interleave(groups.queries.ptr.diff())
+    key_group = ids.repeat_interleave(groups.keys.ptr.diff())
+    query, key = group_pairs(query_group, key_group, num_groups)
+    query = groups.queries.rows.index_select(0, query)
+    keep = (groups.query_ids.index_select(1, query) !=
+            groups.key_ids.index_select(1, key)).all(0)
+    return query[keep], groups.keys.rows.index_select(0, key[keep])
+
+
+def _check_pairs(groups: SoftmaxGroups, width: int) -> None:
+    # the size limit on the enumerated pairs (host synchronisation: their
+    # count)
+    pairs = int((groups.queries.ptr.diff() * groups.keys.ptr.diff()).sum())
+    check_size(pairs * width, f"grouped softmax attention over its "
+               f"{pairs:,} (query, key) pairs")
+
+
+def _groups(query_rows: Tensor, query_ptr: Tensor, key_rows: Tensor,
+            key_ptr: Tensor, query_ids: Tensor, key_ids: Tensor,
+            max_keys: int, costs: Tensor) -> SoftmaxGroups:
+    return SoftmaxGroups(Groups(query_rows, query_ptr),
+                         Groups(key_rows, key_ptr), query_ids, key_ids,
+                         max_keys, costs)
+
+
+def _attend(q: Tensor, k: Tensor, v: Tensor,
+            groups: SoftmaxGroups) -> Tuple[Tensor, Tensor]:
+    # the forward pass with torch operations, over the enumerated pairs
+    rows, H = q.size(0), q.size(1)
+    _check_pairs(groups, H * (q.size(-1) + k.size(-1) + v.size(-1)))
+    query, key = _pairs(groups)
+    logits = (q.index_select(0, query) * k.index_select(0, key)).sum(-1)
+    top = q.new_full((rows, H), -float('inf')).scatter_reduce(
+        0, query.view(-1, 1).expand_as(logits), logits, 'amax')
+    weights = (logits - top.index_select(0, query)).exp()
+    total = q.new_zeros(rows, H).index_add_(0, query, weights)
+    weights = weights / total.index_select(0, query)
+    out = scatter_sum(weights.unsqueeze(-1) * v.index_select(0, key), query,
+                      rows)
+    return out, top + total.log()
+
+
+def _attend_backward(grad: Tensor, q: Tensor, k: Tensor, v: Tensor,
+                     out: Tensor, lse: Tensor, groups: SoftmaxGroups
+                     ) -> Tuple[Tensor, Tensor, Tensor]:
+    # the backward pass with torch operations, over the enumerated pairs
+    query, key = _pairs(groups)
+    q_pairs, k_pairs = q.index_select(0, query), k.index_select(0, key)
+    g_pairs = grad.index_select(0, query)
+    weights = ((q_pairs * k_pairs).sum(-1) -
+               lse.index_select(0, query)).exp()
+    delta = (grad * out).sum(-1).index_select(0, query)
+    scores = (weights * ((g_pairs * v.index_select(0, key)).sum(-1) -
+                         delta)).unsqueeze(-1)
+    return (scatter_sum(scores * k_pairs, query, q.size(0)),
+            scatter_sum(scores * q_pairs, key, k.size(0)),
+            scatter_sum(weights.unsqueeze(-1) * g_pairs, key, v.size(0)))
+
+
+@torch.library.custom_op('torch_geometric_hot::grouped_softmax_attention',
+                         mutates_args=())
+def _grouped_softmax(q: Tensor, k: Tensor, v: Tensor, query_rows: Tensor,
+                     query_ptr: Tensor, key_rows: Tensor, key_ptr: Tensor,
+                     query_ids: Tensor, key_ids: Tensor, max_keys: int,
+                     costs: Tensor) -> Tuple[Tensor, Tensor]:
+    return _attend(q, k, v, _groups(query_rows, query_ptr, key_rows,
+                                    key_ptr, query_ids, key_ids, max_keys,
+                                    costs))
+
+
+@_grouped_softmax.register_fake
+def _(q, k, v, *args):
+    return (q.new_empty(q.size(0), q.size(1), v.size(-1)),
+            q.new_empty(q.size(0), q.size(1)))
+
+
+@_grouped_softmax.register_kernel('cpu')
+def _(q, k, v, *index):
+    groups = _groups(*index)
+    if native.applies(q, k, v) and groups.key_ids.dtype == torch.int32:
+        return native.grouped_softmax(q, k, v, groups)
+    return _attend(q, k, v, groups)
+
+
+@torch.library.custom_op(
+    'torch_geometric_hot::grouped_softmax_attention_backward',
+    mutates_args=())
+def _grouped_softmax_backward(
+        grad: Tensor, q: Tensor, k: Tensor, v: Tensor, out: Tensor,
+        lse: Tensor, query_rows: Tensor, query_ptr: Tensor, key_rows: Tensor,
+        key_ptr: Tensor, query_ids: Tensor, key_ids: Tensor, max_keys: int,
+        costs: Tensor) -> Tuple[Tensor, Tensor, Tensor]:
+    return _attend_backward(grad, q, k, v, out, lse, _groups(
+        query_rows, query_ptr, key_rows, key_ptr, query_ids, key_ids,
+        max_keys, costs))
+
+
+@_grouped_softmax_backward.register_fake
+def _(grad, q, k, v, *args):
+    return torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+
+
+@_grouped_softmax_backward.register_kernel('cpu')
+def _(grad, q, k, v, out, lse, *index):
+    groups = _groups(*index)
+    if native.applies(q, k, v, grad) and \
+            groups.key_ids.dtype == torch.int32:
+        return native.grouped_softmax_backward(grad, q, k, v, out, lse,
+                                               groups)
+    return _attend_backward(grad, q, k, v, out, lse, groups)
+
+
+def _setup_context(ctx, inputs, output) -> None:
+    q, k, v, *index = inputs
+    ctx.max_keys = index[6]
+    ctx.save_for_backward(q, k, v, *output, *index[:6], index[7])
+
+
+def _backward(ctx, grad: Tensor, _grad_lse: Optional[Tensor]):
+    q, k, v, out, lse, *index = ctx.saved_tensors
+    grads = _grouped_softmax_backward(
+        grad.contiguous(), q, k, v, out, lse, *index[:6], ctx.max_keys,
+        index[6])
+    return (*grads, None, None, None, None, None, None, None, None)
+
+
+_grouped_softmax.register_autograd(_backward, setup_context=_setup_context)
+
+
+def grouped_softmax_attention(q: Tensor, k: Tensor, v: Tensor,
+                              groups: SoftmaxGroups) -> Tensor:
+    r"""Softmax attention of every query row over the keys of its group
+    that no exclusion removes (the operator
+    ``torch_geometric_hot::grouped_softmax_attention``).
+
+    Args:
+        q (torch.Tensor): Queries :obj:`[rows, H, d]` (already scaled).
+        k (torch.Tensor): Keys :obj:`[inputs, H, d]`.
+        v (torch.Tensor): Values :obj:`[inputs, H, d_v]`.
+        groups (SoftmaxGroups): The groups (:func:`softmax_groups`).
+
+    :rtype: :class:`torch.Tensor` :obj:`[rows, H, d_v]`
+    """
+    return _grouped_softmax(q, k, v, *groups.queries, *groups.keys,
+                            groups.query_ids, groups.key_ids,
+                            groups.max_keys, groups.costs)[0]
+
+
+def grouped_softmax_applies(*tensors: Tensor, dropout: float = 0.0) -> bool:
+    r"""Whether softmax attention on these tensors takes
+    :func:`grouped_class_attention`: where the native CPU kernel runs it
+    (CPU float32/float64, kernels available), without dropout on the
+    attention weights, and not under :func:`torch.compile` (there the
+    classes are operators of their own,
+    :mod:`~torch_geometric_hot.ops.recomputed_attention`). Elsewhere the
+    per-graph blocks of the other paths are faster than enumerated
+    pairs."""
+    return dropout == 0.0 and not torch.compiler.is_compiling() and \
+        native.applies(*tensors)
+
+
+def class_groups(cls: EquivariantClass, target: Target, view,
+                 in_order: int) -> SoftmaxGroups:
+    r"""The groups of one aggregating class for
+    :func:`grouped_softmax_attention`, its keys numbered in the order of
+    its pool (:class:`~torch_geometric_hot.ops.higher_order_attention.\
+SummaryKeys`: the inputs of one kind), kept with the view."""
+    def build() -> SoftmaxGroups:
+        query_group, key_group, position, num_groups, query_ids, key_ids = \
+            attention_index(cls, target, view, in_order)
+        return softmax_groups(query_group, key_group,
+                              torch.arange(position.numel(),
+                                           device=position.device),
+                              num_groups, query_ids, key_ids)
+
+    if not hasattr(view, 'plan') or target.part == 'hyperedge':
+        return build()
+    return view.plan(('grouped_softmax', in_order, target.part, cls), build)
+
+
+def grouped_class_attention(classes: Sequence[Sequence[EquivariantClass]],
+                            targets: Sequence[Target], view, in_order: int,
+                            queries: Sequence[Tensor], keys: Tensor,
+                            values: ValueProjection,
+                            slots: Sequence[Sequence[int]]) -> List[Tensor]:
+    r"""Exact softmax attention of the aggregating classes of one or more
+    output parts by :func:`grouped_softmax_attention`, class by class. The
+    keys and the values are taken per kind of input the classes attend
+    over (nodes or diagonal entries; off-diagonal entries): the keys of a
+    kind gathered once, the values of all classes of a kind one product
+    of the kind's inputs with their value weights.
+
+    Args:
+        classes (list): Per output part, its aggregating classes.
+        targets (list): The output parts.
+        view: Index bundle.
+        in_order (int): Input order.
+        queries (list): Per part, its queries :obj:`[rows, H, d]` (already
+            scaled).
+        keys (torch.Tensor): Keys :obj:`[inputs, H, d]`.
+        values (ValueProjection): The value projection of all classes.
+        slots (list): Per part, per class, its value slot.
+
+    Returns:
+        Per part, its classes' outputs :obj:`[rows, classes, H, d_v]`.
+    """
+    H, D = values.heads, values.head_channels
+    weight = values.weight.view(-1, H * D, values.x.size(-1))
+    kinds: Dict[str, list] = {}
+    for p, (part, part_slots) in enumerate(zip(classes, slots)):
+        for c, (cls, slot) in enumerate(zip(part, part_slots)):
+            kinds.setdefault(KEY_KIND[cls.pool[0]], []).append(
+                (p, c, cls, slot))
+    outs: List[List[Tensor]] = [[] for _ in classes]
+    for members in kinds.values():
+        position = SummaryKeys(members[0][2].pool[0], view, in_order).position
+        kind_keys = keys.index_select(0, position)
+        kind_values = torch.nn.functional.linear(
+            values.x.index_select(0, position),
+            weight[[slot for *_, slot in members]].flatten(0, 1)).view(
+                position.numel(), len(members), H, D).unbind(1)  # one backward
+        for m, (p, c, cls, _) in enumerate(members):
+            outs[p].append((c, grouped_softmax_attention(
+                queries[p], kind_keys, kind_values[m],
+                class_groups(cls, target=targets[p], view=view,
+                             in_order=in_order))))
+    return [torch.stack([out for _, out in sorted(part, key=lambda t: t[0])],
+                        1) for part in outs]
