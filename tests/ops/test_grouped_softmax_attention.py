@@ -191,3 +191,28 @@ def test_applies_only_without_dropout():
     assert not grouped_softmax_applies(x, dropout=0.1)
     assert grouped_softmax_applies(x) == available()
     assert not grouped_softmax_applies(x.to(torch.float16))
+
+
+def test_groups_split_across_threads(monkeypatch):
+    # every group a part of its own on two threads: the same result as one
+    if not available():
+        pytest.skip('native kernels unavailable')
+    import torch_geometric_hot.ops.native as native
+    groups = random_groups(12, 60, 70, seed=4)
+    gen = torch.Generator().manual_seed(5)
+    inputs = [torch.randn(rows, 2, 4, generator=gen, dtype=torch.float64)
+              for rows in (60, 70, 70)]
+    w = torch.randn(60, 2, 4, generator=gen, dtype=torch.float64)
+    threads = torch.get_num_threads()
+    results = []
+    try:
+        for count, cost in ((1, native.MIN_COST_PER_THREAD), (2, 1)):
+            torch.set_num_threads(count)
+            monkeypatch.setattr(native, 'MIN_COST_PER_THREAD', cost)
+            leaves = [t.clone().requires_grad_() for t in inputs]
+            out = grouped_softmax_attention(*leaves, groups)
+            results.append([out, *torch.autograd.grad((out * w).sum(),
+                                                      leaves)])
+    finally:
+        torch.set_num_threads(threads)
+    assert_same(*results, atol=0, rtol=0)

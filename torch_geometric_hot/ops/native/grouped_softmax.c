@@ -44,6 +44,9 @@
 #define SMALL_KEYS 8
 /* Queries whose logits are computed at once on a group's panels. */
 #define QB 4
+/* Groups ahead whose rows a small group prefetches (they lie all over
+   their tensors). */
+#define SMALL_AHEAD 4
 
 /* 1 / k! for the Taylor polynomial of exp on |r| <= ln 2 / 2: degree 7
    (float, relative error below 1e-8) or 13 (double, below 1e-17). */
@@ -276,6 +279,19 @@ INLINE_G T row_logits_##SUF(const T *qi, const T *k, const int64_t *rows,    \
     return m;                                                                 \
 }                                                                             \
                                                                               \
+/* Prefetches `bytes` from each row base + rows[j] ld, j < n (rw: 1 when   \
+   they will be written). */                                                  \
+INLINE_G void fetch_listed_##SUF(const T *base, const int64_t *rows,         \
+                                 int64_t n, int64_t ld, int64_t bytes,       \
+                                 int rw) {                                    \
+    for (int64_t j = 0; j < n; ++j) {                                         \
+        const char *row = (const char *)(base + rows[j] * ld);                \
+        for (int64_t b = 0; b < bytes; b += 64)                               \
+            if (rw) __builtin_prefetch(row + b, 1);                           \
+            else __builtin_prefetch(row + b, 0);                              \
+    }                                                                         \
+}                                                                             \
+                                                                              \
 /* Prefetches share `part` of `parts` of the key and value rows of a      \
    group (data rows rows[0, n)): the next group's, while a group runs. */   \
 INLINE_G void fetch_rows_##SUF(const T *k, const T *v, const int64_t *rows, \
@@ -404,6 +420,8 @@ int grouped_softmax_##SUF(                                                    \
         int64_t ldv, int64_t E, int64_t Q, int64_t K, int64_t max_keys) {    \
     const int64_t nbmax = round_up_##SUF(max_keys);                           \
     const int64_t DVP = round_up_##SUF(DV);                                   \
+    const int64_t qbytes = (int64_t)sizeof(T) * H * D;                        \
+    const int64_t obytes = (int64_t)sizeof(T) * H * DV;                       \
     T *scratch = malloc(sizeof(T) * (size_t)(nbmax * (D + DVP + QB) + 1));    \
     I *ids = malloc(sizeof(I) * (size_t)(E * nbmax + 1));                     \
     if (!scratch || !ids) { free(scratch); free(ids); return -1; }           \
@@ -414,6 +432,17 @@ int grouped_softmax_##SUF(                                                    \
         const int64_t nb = round_up_##SUF(n);                                 \
         if (q0 == q1) continue;                                               \
         if (n <= SMALL_KEYS) {                                                \
+            const int64_t a = g + SMALL_AHEAD;                                \
+            if (a < g_hi && key_start[a + 1] - key_start[a] <= SMALL_KEYS) {  \
+                const int64_t *qa = query_order + query_start[a];             \
+                const int64_t *ka = key_rows + key_start[a];                  \
+                const int64_t nqa = query_start[a + 1] - query_start[a];      \
+                const int64_t nka = key_start[a + 1] - key_start[a];          \
+                fetch_listed_##SUF(q, qa, nqa, ldq, qbytes, 0);               \
+                fetch_listed_##SUF(out, qa, nqa, H * DV, obytes, 1);          \
+                fetch_listed_##SUF(k, ka, nka, ldk, qbytes, 0);               \
+                fetch_listed_##SUF(v, ka, nka, ldv, obytes, 0);               \
+            }                                                                 \
             small_group_##SUF(q, k, v, query_order + q0, q1 - q0,            \
                               key_rows + k0, key_ids + k0, query_ids, out,    \
                               lse, n, H, D, DV, ldq, ldk, ldv, E, Q, K);      \
@@ -471,6 +500,8 @@ int grouped_softmax_backward_##SUF(                                           \
         int64_t max_keys) {                                                   \
     const int64_t nbmax = round_up_##SUF(max_keys);                           \
     const int64_t DP = round_up_##SUF(D);                                     \
+    const int64_t qbytes = (int64_t)sizeof(T) * H * D;                        \
+    const int64_t obytes = (int64_t)sizeof(T) * H * DV;                       \
     T *scratch = malloc(sizeof(T) * (size_t)(                                 \
         nbmax * (2 * D + DP + 2 * DV + 2 * QB) + 1));                         \
     I *ids = malloc(sizeof(I) * (size_t)(E * nbmax + 1));                     \
@@ -484,6 +515,21 @@ int grouped_softmax_backward_##SUF(                                           \
         T *ds = s + QB * nb;                                                  \
         if (q0 == q1) continue;                                               \
         if (n <= SMALL_KEYS) {                                                \
+            const int64_t a = g + SMALL_AHEAD;                                \
+            if (a < g_hi && key_start[a + 1] - key_start[a] <= SMALL_KEYS) {  \
+                const int64_t *qa = query_order + query_start[a];             \
+                const int64_t *ka = key_rows + key_start[a];                  \
+                const int64_t nqa = query_start[a + 1] - query_start[a];      \
+                const int64_t nka = key_start[a + 1] - key_start[a];          \
+                fetch_listed_##SUF(q, qa, nqa, ldq, qbytes, 0);               \
+                fetch_listed_##SUF(grad, qa, nqa, H * DV, obytes, 0);         \
+                fetch_listed_##SUF(out, qa, nqa, H * DV, obytes, 0);          \
+                fetch_listed_##SUF(dq, qa, nqa, H * D, qbytes, 1);            \
+                fetch_listed_##SUF(k, ka, nka, ldk, qbytes, 0);               \
+                fetch_listed_##SUF(v, ka, nka, ldv, obytes, 0);               \
+                fetch_listed_##SUF(dk, ka, nka, H * D, qbytes, 1);            \
+                fetch_listed_##SUF(dv, ka, nka, H * DV, obytes, 1);           \
+            }                                                                 \
             small_group_backward_##SUF(                                       \
                 q, k, v, out, lse, grad, query_order + q0, q1 - q0,          \
                 key_rows + k0, key_ids + k0, query_ids, dq, dk, dv, n, H, D, \
