@@ -1,28 +1,15 @@
 import pytest
 import torch
-from torch_geometric.data import Batch
 
 import torch_geometric_hot.ops.global_softmax_attention as module
 from torch_geometric_hot.ops import bucketed_global_softmax, \
     softmax_class_attention, token_buckets
 from torch_geometric_hot.ops.global_softmax_attention import \
     global_softmax_class_attention
-from torch_geometric_hot.testing import (attach_order_inputs,
-                                         edge_case_graphs,
-                                         global_class_cases, random_graph)
+from torch_geometric_hot.testing import global_class_cases, skewed_batch
 
 ORDERS = [(2, 2), (2, 1), (2, 0), (1, 1), (1, 0), (1, 2)]
 H, D = 2, 3
-
-
-def skewed_batch(out_order):
-    # 1-node and 0-edge graphs, many small ones, one much larger graph.
-    graphs = edge_case_graphs() + [random_graph(3, 2, seed=s)
-                                   for s in range(6)]
-    graphs.append(random_graph(30, 70, seed=9))
-    return Batch.from_data_list(
-        [attach_order_inputs(g, out_order, seed=i)
-         for i, g in enumerate(graphs)])
 
 
 def attend_all(orders):

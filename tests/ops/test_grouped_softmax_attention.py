@@ -1,6 +1,5 @@
 import pytest
 import torch
-from torch_geometric.data import Batch, Data
 
 from torch_geometric_hot.data import PairView
 from torch_geometric_hot.nn import HOTConv
@@ -10,26 +9,11 @@ from torch_geometric_hot.ops.grouped_softmax_attention import (
     softmax_groups)
 from torch_geometric_hot.ops.higher_order_attention import SummaryKeys
 from torch_geometric_hot.ops.native import available, use_native
-from torch_geometric_hot.testing import (attach_order_inputs, class_cases,
-                                         edge_case_graphs, random_graph)
+from torch_geometric_hot.testing import class_cases, skewed_batch
 
 ORDERS = [(2, 2), (2, 1), (2, 0), (1, 1), (1, 0), (1, 2)]
 MODES = ['on', 'off'] if available() else ['off']
 H, D = 2, 3
-
-
-def skewed_batch(out_order: int) -> Batch:
-    # 1-node and 0-edge graphs, an empty graph, small graphs and one graph
-    # much larger than the rest (key groups past the row-layout limit)
-    empty = Data(edge_index=torch.zeros(2, 0, dtype=torch.long),
-                 num_nodes=0)
-    graphs = edge_case_graphs() + [empty] + [
-        random_graph(3 + s % 3, 3, seed=s) for s in range(4)
-    ] + [random_graph(14, 40, seed=9)]
-    return Batch.from_data_list([
-        attach_order_inputs(g, out_order, seed=i)
-        for i, g in enumerate(graphs)
-    ])
 
 
 def assert_same(outs, expected, **tolerance):

@@ -1,14 +1,14 @@
 import pytest
 import torch
-from torch_geometric.data import Batch, Data
+from torch_geometric.data import Batch
 
 import torch_geometric_hot.ops.packed_class_attention as packed
 from torch_geometric_hot.data import PairView
 from torch_geometric_hot.nn import HOTConv
 from torch_geometric_hot.ops.packed_layout import packed_layout, pack, \
     unpack
-from torch_geometric_hot.testing import attach_order_inputs, \
-    edge_case_graphs, random_graph
+from torch_geometric_hot import testing
+from torch_geometric_hot.testing import random_graph
 
 ORDERS = [(2, 2), (2, 1), (2, 0), (1, 1), (1, 0), (1, 2)]
 SERVED = [('softmax', 'favor+', True), ('kernel', 'favor+', True),
@@ -16,17 +16,7 @@ SERVED = [('softmax', 'favor+', True), ('kernel', 'favor+', True),
 
 
 def skewed_batch(out_order: int) -> Batch:
-    # 1-node and 0-edge graphs, an empty graph, many small ones and one
-    # much larger graph
-    empty = Data(edge_index=torch.zeros(2, 0, dtype=torch.long),
-                 num_nodes=0)
-    graphs = edge_case_graphs() + [empty] + [
-        random_graph(3 + s % 3, 3, seed=s) for s in range(6)
-    ] + [random_graph(30, 70, seed=9)]
-    return Batch.from_data_list([
-        attach_order_inputs(g, out_order, channels=6, seed=i)
-        for i, g in enumerate(graphs)
-    ])
+    return testing.skewed_batch(out_order, channels=6)
 
 
 def run(conv: HOTConv, data: Batch, path: str, monkeypatch):

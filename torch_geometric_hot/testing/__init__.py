@@ -25,11 +25,12 @@ from torch_geometric_hot.testing.orders import (attach_order_inputs,
                                                 class_cases, distinct_tuples,
                                                 edge_case_batch,
                                                 global_class_cases, run_layer,
-                                                rows_per_graph)
+                                                rows_per_graph, skewed_batch)
 
 __all__ += [
     'attach_order_inputs', 'class_cases', 'distinct_tuples',
-    'edge_case_batch', 'global_class_cases', 'run_layer', 'rows_per_graph'
+    'edge_case_batch', 'global_class_cases', 'run_layer', 'rows_per_graph',
+    'skewed_batch'
 ]
 from torch_geometric_hot.testing.tokengt_reference import (
     dense_tokengt_reference)

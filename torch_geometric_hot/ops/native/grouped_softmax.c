@@ -292,17 +292,62 @@ INLINE_G void fetch_listed_##SUF(const T *base, const int64_t *rows,         \
     }                                                                         \
 }                                                                             \
                                                                               \
-/* Prefetches share `part` of `parts` of the key and value rows of a      \
-   group (data rows rows[0, n)): the next group's, while a group runs. */   \
-INLINE_G void fetch_rows_##SUF(const T *k, const T *v, const int64_t *rows, \
-                               int64_t n, int64_t part, int64_t parts,       \
-                               int64_t kbytes, int64_t vbytes, int64_t ldk,  \
+/* Prefetches share h of H of the key and value rows of the group after g \
+   (if it is one of g_lo .. g_hi), while g runs its head h. */              \
+INLINE_G void fetch_next_##SUF(const T *k, const T *v,                       \
+                               const int64_t *key_rows,                       \
+                               const int64_t *key_start, int64_t g,           \
+                               int64_t g_hi, int64_t h, int64_t H,            \
+                               int64_t D, int64_t DV, int64_t ldk,            \
                                int64_t ldv) {                                 \
-    for (int64_t j = n * part / parts; j < n * (part + 1) / parts; ++j) {     \
-        const char *kj = (const char *)(k + rows[j] * ldk);                   \
-        const char *vj = (const char *)(v + rows[j] * ldv);                   \
-        for (int64_t b = 0; b < kbytes; b += 64) __builtin_prefetch(kj + b);  \
-        for (int64_t b = 0; b < vbytes; b += 64) __builtin_prefetch(vj + b);  \
+    if (g + 1 >= g_hi) return;                                                \
+    const int64_t *rows = key_rows + key_start[g + 1];                        \
+    const int64_t n = key_start[g + 2] - key_start[g + 1];                    \
+    fetch_listed_##SUF(k, rows + n * h / H, n * (h + 1) / H - n * h / H, ldk, \
+                       (int64_t)sizeof(T) * H * D, 0);                        \
+    fetch_listed_##SUF(v, rows + n * h / H, n * (h + 1) / H - n * h / H, ldv, \
+                       (int64_t)sizeof(T) * H * DV, 0);                       \
+}                                                                             \
+                                                                              \
+/* Prefetches the rows of group a, if it is one of g_lo .. g_hi and small:  \
+   of its queries from the tensors query_side[0, nqt) (row stride qld[t],   \
+   qbytes[t] bytes each; the last qw of them to be written), of its keys    \
+   from key_side[0, nkt) (the same with kld, kbytes; the last kw). */        \
+static void fetch_small_##SUF(int64_t a, int64_t g_hi,                        \
+                              const int64_t *query_order,                     \
+                              const int64_t *query_start,                     \
+                              const int64_t *key_rows,                        \
+                              const int64_t *key_start,                       \
+                              const T *const *query_side,                     \
+                              const int64_t *qld,                             \
+                              const int64_t *qbytes, int nqt, int qw,         \
+                              const T *const *key_side,                       \
+                              const int64_t *kld,                             \
+                              const int64_t *kbytes, int nkt, int kw) {       \
+    if (a >= g_hi || key_start[a + 1] - key_start[a] > SMALL_KEYS) return;    \
+    const int64_t *qa = query_order + query_start[a];                         \
+    const int64_t *ka = key_rows + key_start[a];                              \
+    for (int t = 0; t < nqt; ++t)                                             \
+        fetch_listed_##SUF(query_side[t], qa,                                 \
+                           query_start[a + 1] - query_start[a],               \
+                           qld[t], qbytes[t], t >= nqt - qw);                 \
+    for (int t = 0; t < nkt; ++t)                                             \
+        fetch_listed_##SUF(key_side[t], ka, key_start[a + 1] - key_start[a],  \
+                           kld[t], kbytes[t], t >= nkt - kw);                 \
+}                                                                             \
+                                                                              \
+/* A block of QB queries from position t0 of a group's list (ending at q1;  \
+   the last block repeats its last query): their rows, query rows of head  \
+   h and ids. */                                                              \
+INLINE_G void block_queries_##SUF(const int64_t *query_order, int64_t t0,    \
+                                  int64_t q1, const T *q, int64_t ldq,       \
+                                  int64_t h, int64_t D,                       \
+                                  const int32_t *query_ids, int64_t *rows,   \
+                                  const T **qs, const int32_t **qids) {      \
+    for (int u = 0; u < QB; ++u) {                                            \
+        rows[u] = query_order[t0 + u < q1 ? t0 + u : q1 - 1];                 \
+        qs[u] = q + rows[u] * ldq + h * D;                                    \
+        qids[u] = query_ids + rows[u];                                        \
     }                                                                         \
 }                                                                             \
                                                                               \
@@ -432,17 +477,12 @@ int grouped_softmax_##SUF(                                                    \
         const int64_t nb = round_up_##SUF(n);                                 \
         if (q0 == q1) continue;                                               \
         if (n <= SMALL_KEYS) {                                                \
-            const int64_t a = g + SMALL_AHEAD;                                \
-            if (a < g_hi && key_start[a + 1] - key_start[a] <= SMALL_KEYS) {  \
-                const int64_t *qa = query_order + query_start[a];             \
-                const int64_t *ka = key_rows + key_start[a];                  \
-                const int64_t nqa = query_start[a + 1] - query_start[a];      \
-                const int64_t nka = key_start[a + 1] - key_start[a];          \
-                fetch_listed_##SUF(q, qa, nqa, ldq, qbytes, 0);               \
-                fetch_listed_##SUF(out, qa, nqa, H * DV, obytes, 1);          \
-                fetch_listed_##SUF(k, ka, nka, ldk, qbytes, 0);               \
-                fetch_listed_##SUF(v, ka, nka, ldv, obytes, 0);               \
-            }                                                                 \
+            const T *query_side[] = {q, out}, *key_side[] = {k, v};          \
+            const int64_t qld[] = {ldq, H * DV}, kld[] = {ldk, ldv};          \
+            const int64_t qb[] = {qbytes, obytes}, kb[] = {qbytes, obytes};   \
+            fetch_small_##SUF(g + SMALL_AHEAD, g_hi, query_order,             \
+                              query_start, key_rows, key_start, query_side,   \
+                              qld, qb, 2, 1, key_side, kld, kb, 2, 0);        \
             small_group_##SUF(q, k, v, query_order + q0, q1 - q0,            \
                               key_rows + k0, key_ids + k0, query_ids, out,    \
                               lse, n, H, D, DV, ldq, ldk, ldv, E, Q, K);      \
@@ -452,21 +492,15 @@ int grouped_softmax_##SUF(                                                    \
         for (int64_t h = 0; h < H; ++h) {                                     \
             fill_##SUF(k, v, key_rows + k0, n, nb, h, D, DV, ldk, ldv, kt,   \
                        NULL, vr, NULL);                                       \
-            if (g + 1 < g_hi)                                                 \
-                fetch_rows_##SUF(k, v, key_rows + key_start[g + 1],           \
-                                 key_start[g + 2] - key_start[g + 1], h, H,   \
-                                 (int64_t)sizeof(T) * H * D,                  \
-                                 (int64_t)sizeof(T) * H * DV, ldk, ldv);      \
+            fetch_next_##SUF(k, v, key_rows, key_start, g, g_hi, h, H, D, DV, \
+                             ldk, ldv);                                       \
             for (int64_t t0 = q0; t0 < q1; t0 += QB) {                        \
                 const T *qs[QB];                                              \
                 const int32_t *qids[QB];                                      \
                 int64_t rows[QB];                                             \
                 T m[QB];                                                      \
-                for (int u = 0; u < QB; ++u) {  /* the last block: repeats */ \
-                    rows[u] = query_order[t0 + u < q1 ? t0 + u : q1 - 1];     \
-                    qs[u] = q + rows[u] * ldq + h * D;                        \
-                    qids[u] = query_ids + rows[u];                            \
-                }                                                             \
+                block_queries_##SUF(query_order, t0, q1, q, ldq, h, D,        \
+                                    query_ids, rows, qs, qids);               \
                 block_logits_##SUF(qs, qids, kt, ids, n, nb, D, E, Q, s, m); \
                 for (int u = 0; u < QB && t0 + u < q1; ++u) {                 \
                     const int64_t i = rows[u];                                \
@@ -515,21 +549,15 @@ int grouped_softmax_backward_##SUF(                                           \
         T *ds = s + QB * nb;                                                  \
         if (q0 == q1) continue;                                               \
         if (n <= SMALL_KEYS) {                                                \
-            const int64_t a = g + SMALL_AHEAD;                                \
-            if (a < g_hi && key_start[a + 1] - key_start[a] <= SMALL_KEYS) {  \
-                const int64_t *qa = query_order + query_start[a];             \
-                const int64_t *ka = key_rows + key_start[a];                  \
-                const int64_t nqa = query_start[a + 1] - query_start[a];      \
-                const int64_t nka = key_start[a + 1] - key_start[a];          \
-                fetch_listed_##SUF(q, qa, nqa, ldq, qbytes, 0);               \
-                fetch_listed_##SUF(grad, qa, nqa, H * DV, obytes, 0);         \
-                fetch_listed_##SUF(out, qa, nqa, H * DV, obytes, 0);          \
-                fetch_listed_##SUF(dq, qa, nqa, H * D, qbytes, 1);            \
-                fetch_listed_##SUF(k, ka, nka, ldk, qbytes, 0);               \
-                fetch_listed_##SUF(v, ka, nka, ldv, obytes, 0);               \
-                fetch_listed_##SUF(dk, ka, nka, H * D, qbytes, 1);            \
-                fetch_listed_##SUF(dv, ka, nka, H * DV, obytes, 1);           \
-            }                                                                 \
+            const T *query_side[] = {q, grad, out, dq};                      \
+            const T *key_side[] = {k, v, dk, dv};                            \
+            const int64_t qld[] = {ldq, H * DV, H * DV, H * D};               \
+            const int64_t kld[] = {ldk, ldv, H * D, H * DV};                  \
+            const int64_t qb[] = {qbytes, obytes, obytes, qbytes};            \
+            const int64_t kb[] = {qbytes, obytes, qbytes, obytes};            \
+            fetch_small_##SUF(g + SMALL_AHEAD, g_hi, query_order,             \
+                              query_start, key_rows, key_start, query_side,   \
+                              qld, qb, 4, 1, key_side, kld, kb, 4, 2);        \
             small_group_backward_##SUF(                                       \
                 q, k, v, out, lse, grad, query_order + q0, q1 - q0,          \
                 key_rows + k0, key_ids + k0, query_ids, dq, dk, dv, n, H, D, \
@@ -540,11 +568,8 @@ int grouped_softmax_backward_##SUF(                                           \
         for (int64_t h = 0; h < H; ++h) {                                     \
             fill_##SUF(k, v, key_rows + k0, n, nb, h, D, DV, ldk, ldv, kt,   \
                        kr, NULL, vt);                                         \
-            if (g + 1 < g_hi)                                                 \
-                fetch_rows_##SUF(k, v, key_rows + key_start[g + 1],           \
-                                 key_start[g + 2] - key_start[g + 1], h, H,   \
-                                 (int64_t)sizeof(T) * H * D,                  \
-                                 (int64_t)sizeof(T) * H * DV, ldk, ldv);      \
+            fetch_next_##SUF(k, v, key_rows, key_start, g, g_hi, h, H, D, DV, \
+                             ldk, ldv);                                       \
             memset(dkt, 0, sizeof(T) * (size_t)(nb * (D + DV)));              \
             for (int64_t t0 = q0; t0 < q1; t0 += QB) {                        \
                 const T *qs[QB], *gs[QB];                                     \
@@ -552,11 +577,10 @@ int grouped_softmax_backward_##SUF(                                           \
                 int64_t rows[QB];                                             \
                 T m[QB], delta[QB];                                           \
                 int live[QB];  /* a query of the block with keys */          \
-                for (int u = 0; u < QB; ++u) {  /* the last block: repeats */ \
-                    rows[u] = query_order[t0 + u < q1 ? t0 + u : q1 - 1];     \
-                    qs[u] = q + rows[u] * ldq + h * D;                        \
+                block_queries_##SUF(query_order, t0, q1, q, ldq, h, D,        \
+                                    query_ids, rows, qs, qids);               \
+                for (int u = 0; u < QB; ++u) {                                \
                     gs[u] = grad + (rows[u] * H + h) * DV;                    \
-                    qids[u] = query_ids + rows[u];                            \
                     live[u] = t0 + u < q1 &&                                  \
                               lse[rows[u] * H + h] != -(T)INFINITY;           \
                 }                                                             \
