@@ -156,6 +156,27 @@ def test_gradcheck(attention, device):
     assert torch.autograd.gradcheck(lambda x: layer(x, view), (x, ))
 
 
+@pytest.mark.parametrize('orders', [(2, 2), (2, 0), (1, 1), (1, 2)])
+@pytest.mark.parametrize('attention', ['softmax', 'kernel'])
+@pytest.mark.parametrize('mode', ['auto', 'off'])
+def test_trains_under_bfloat16_autocast(orders, attention, mode, device):
+    # the products after the library's operators run in bfloat16 and send
+    # them bfloat16 gradients: every gradient comes back finite and in its
+    # tensor's dtype
+    data = attach_order_inputs(random_graph(6, 9, seed=1, device=device),
+                               orders[1])
+    layer = make(orders, device, attention=attention).float()
+    x = (data.pair_x if orders[0] == 2 else data.x).float().requires_grad_()
+    with native.use_native(mode):
+        with torch.autocast(device.type, dtype=torch.bfloat16):
+            out = layer(x, PairView.from_data(data))
+        out.float().square().sum().backward()
+    tensors = [x] + [p for p in layer.parameters() if p.grad is not None]
+    assert len(tensors) > 3
+    for t in tensors:
+        assert t.grad.dtype == t.dtype and torch.isfinite(t.grad).all()
+
+
 def test_kernel_layers_sharing_a_view_share_its_plans(monkeypatch):
     # layers on one view (as in a model) equal each layer on a fresh view,
     # outputs and gradients; an identical layer reuses the first one's

@@ -132,11 +132,14 @@ def _(x, projection, is_query, group, num_groups):
 def _favor_gradient(x: Tensor, projection: Tensor, out: Tensor,
                     grad: Tensor) -> Tensor:
     # d phi_r / dx = phi_r (w_r - s x) s, s = d^{-1/4}
+    # in the features' dtype (under autocast the logits' product ran in a
+    # lower precision than x's), the gradient in x's
     s = x.size(-1)**-0.25
-    weighted = grad * out
-    grad_x = weighted @ projection.to(x.dtype)
-    grad_x.addcmul_(x, weighted.sum(dim=-1, keepdim=True), value=-s)
-    return grad_x.mul_(s)
+    weighted = grad.to(out.dtype) * out
+    grad_x = weighted @ projection.to(out.dtype)
+    grad_x.addcmul_(x.to(out.dtype), weighted.sum(dim=-1, keepdim=True),
+                    value=-s)
+    return grad_x.mul_(s).to(x.dtype)
 
 
 @torch.library.custom_op('torch_geometric_hot::favor_plus_backward',

@@ -203,17 +203,26 @@ def _(grad, x, weight, row, col, transpose, diag_pos, need_x, need_weight,
 def _setup(ctx, inputs, output) -> None:
     x, weight, bias, *indices = inputs
     ctx.has_bias = bias is not None
+    ctx.dtypes = (output.dtype, weight.dtype,
+                  None if bias is None else bias.dtype)
     ctx.save_for_backward(x, weight, *indices)
 
 
 def _grad(ctx, grad: Tensor):
     need_x, need_weight, need_bias = ctx.needs_input_grad[:3]
     need_bias = need_bias and ctx.has_bias
-    grads = iter(_light_backward_op(grad, *ctx.saved_tensors, need_x,
+    # The products run in the output's dtype, as they did forward (under
+    # autocast a lower precision than the weights'); each gradient is
+    # returned in its input's dtype.
+    dtype, weight_dtype, bias_dtype = ctx.dtypes
+    x, weight, *indices = ctx.saved_tensors
+    grads = iter(_light_backward_op(grad.to(dtype), x.to(dtype),
+                                    weight.to(dtype), *indices, need_x,
                                     need_weight, need_bias))
-    return (next(grads) if need_x else None,
-            next(grads) if need_weight else None,
-            next(grads) if need_bias else None, None, None, None, None)
+    return (next(grads).to(x.dtype) if need_x else None,
+            next(grads).to(weight_dtype) if need_weight else None,
+            next(grads).to(bias_dtype) if need_bias else None, None, None,
+            None, None)
 
 
 _light_op.register_autograd(_grad, setup_context=_setup)
