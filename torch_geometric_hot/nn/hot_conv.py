@@ -65,7 +65,7 @@ class HOTConv(torch.nn.Module):
     :mod:`~torch_geometric_hot.ops.grouped_softmax_attention` wherever
     that applies (CPU tensors, no dropout on the attention weights; see
     :func:`~torch_geometric_hot.ops.grouped_softmax_attention.\
-grouped_softmax_applies`).
+    grouped_softmax_applies`).
 
     Args:
         in_channels (int): Input channels.

@@ -251,7 +251,7 @@ def class_groups(cls: EquivariantClass, target: Target, view,
     r"""The groups of one aggregating class for
     :func:`grouped_softmax_attention`, its keys numbered in the order of
     its pool (:class:`~torch_geometric_hot.ops.higher_order_attention.\
-SummaryKeys`: the inputs of one kind), kept with the view."""
+    SummaryKeys`: the inputs of one kind), kept with the view."""
     def build() -> SoftmaxGroups:
         query_group, key_group, position, num_groups, query_ids, key_ids = \
             attention_index(cls, target, view, in_order)
