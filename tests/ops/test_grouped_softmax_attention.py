@@ -200,3 +200,19 @@ def test_groups_split_across_threads(monkeypatch):
     finally:
         torch.set_num_threads(threads)
     assert_same(*results, atol=0, rtol=0)
+
+
+def test_bad_input_names_the_argument():
+    groups = softmax_groups(torch.tensor([0, 0]), torch.tensor([0, 0, 0]),
+                            torch.arange(3), 1, [], [])
+    q, k, v = torch.randn(2, 2, 4), torch.randn(3, 2, 4), torch.randn(3, 2, 5)
+    with pytest.raises(ValueError, match="'k' must be"):
+        grouped_softmax_attention(q, k[:, :, :3], v, groups)
+    with pytest.raises(ValueError, match="'k' must be"):
+        grouped_softmax_attention(q, k, v[:2], groups)
+    with pytest.raises(ValueError, match="'v' must be"):
+        grouped_softmax_attention(q, k, v.flatten(1), groups)
+    with pytest.raises(ValueError, match="'groups' lists 2 query rows"):
+        grouped_softmax_attention(q[:1], k, v, groups)
+    with pytest.raises(ValueError, match="key rows up to 2 but 'k' has 2"):
+        grouped_softmax_attention(q, k[:2], v[:2], groups)

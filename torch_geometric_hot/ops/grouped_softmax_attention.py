@@ -43,7 +43,8 @@ from torch_geometric_hot.ops.native import Groups, SoftmaxGroups
 from torch_geometric_hot.ops.packed_class_attention import KEY_KIND
 from torch_geometric_hot.ops.pooled_combination import ValueProjection
 from torch_geometric_hot.ops.scatter import group_pairs, scatter_sum
-from torch_geometric_hot.ops.validation import check_size
+from torch_geometric_hot.ops.validation import check_device, check_size, \
+    validating
 
 
 def softmax_groups(query_group: Tensor, key_group: Tensor,
@@ -228,9 +229,38 @@ def grouped_softmax_attention(q: Tensor, k: Tensor, v: Tensor,
 
     :rtype: :class:`torch.Tensor` :obj:`[rows, H, d_v]`
     """
+    _check_inputs(q, k, v, groups)
     return _grouped_softmax(q, k, v, *groups.queries, *groups.keys,
                             groups.query_ids, groups.key_ids,
                             groups.max_keys, groups.costs)[0]
+
+
+def _check_inputs(q: Tensor, k: Tensor, v: Tensor,
+                  groups: SoftmaxGroups) -> None:
+    # the shapes always (the native kernel reads rows by them), the key
+    # rows while validating (host synchronisation: their largest)
+    for name, t in (('q', q), ('k', k), ('v', v)):
+        if not isinstance(t, Tensor) or t.dim() != 3 or \
+                not t.is_floating_point():
+            raise ValueError(f"'{name}' must be a floating-point tensor "
+                             f"[rows, heads, channels], got "
+                             f"{getattr(t, 'shape', type(t).__name__)}")
+        check_device(t, q.device, name, "'q'")
+    if k.shape[:2] != v.shape[:2] or k.size(1) != q.size(1) or \
+            k.size(2) != q.size(2):
+        raise ValueError(f"'k' must be [inputs, {q.size(1)}, {q.size(2)}] "
+                         f"(the heads and channels of 'q') and 'v' [inputs, "
+                         f"{q.size(1)}, d_v] with the rows of 'k', got "
+                         f"{list(k.shape)} and {list(v.shape)}")
+    check_device(groups.queries.rows, q.device, 'groups', "'q'")
+    if groups.queries.rows.numel() != q.size(0):
+        raise ValueError(f"'groups' lists {groups.queries.rows.numel()} "
+                         f"query rows but 'q' has {q.size(0)}")
+    if validating() and groups.keys.rows.numel() and \
+            int(groups.keys.rows.max()) >= k.size(0):
+        raise ValueError(f"'groups' lists key rows up to "
+                         f"{int(groups.keys.rows.max())} but 'k' has "
+                         f"{k.size(0)} rows")
 
 
 def grouped_softmax_applies(*tensors: Tensor, dropout: float = 0.0) -> bool:
