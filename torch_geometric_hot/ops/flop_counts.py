@@ -47,6 +47,7 @@ from torch import Tensor
 from torch.utils.flop_counter import register_flop_formula
 
 from torch_geometric_hot.ops.class_combination import SINGLE_KEY
+from torch_geometric_hot.ops.grouped_softmax_attention import pair_count
 from torch_geometric_hot.ops.pooled_combination import _decode
 
 _ops = torch.ops.torch_geometric_hot
@@ -153,18 +154,12 @@ def pair_light_linear_backward_flops(grad: Tensor, x: Tensor, weight: Tensor,
         x, weight, None, row, col, transpose, diag_pos)
 
 
-def _group_pairs(rows: int, costs: Tensor) -> int:
-    # the (query, key) pairs of the groups: the costs are
-    # queries * (keys + 1) per group, every query row in one group
-    return int(costs.sum()) - rows
-
-
 @register_flop_formula(_ops.grouped_softmax_attention, get_raw=True)
 def grouped_softmax_flops(q: Tensor, k: Tensor, v: Tensor, *args,
                           **kwargs) -> int:
     r""":math:`2 P H (d + d_v)` for :math:`P` (query, key) pairs."""
     costs = args[-1]
-    return 2 * _group_pairs(q.size(0), costs) * q.size(1) * (
+    return 2 * pair_count(q.size(0), costs) * q.size(1) * (
         q.size(2) + v.size(2))
 
 
@@ -174,5 +169,5 @@ def grouped_softmax_backward_flops(grad: Tensor, q: Tensor, k: Tensor,
                                    v: Tensor, *args, **kwargs) -> int:
     r""":math:`2 P H (3 d + 2 d_v)`."""
     costs = args[-1]
-    return 2 * _group_pairs(q.size(0), costs) * q.size(1) * (
+    return 2 * pair_count(q.size(0), costs) * q.size(1) * (
         3 * q.size(2) + 2 * v.size(2))

@@ -56,18 +56,15 @@ def softmax_groups(query_group: Tensor, key_group: Tensor,
     (:func:`~torch_geometric_hot.ops.higher_order_attention.attention_index`:
     the group of every query row, the group and the input row of every key,
     the number of groups, the exclusions as ids)."""
-    def grouped(index: Tensor) -> Tuple[Tensor, Tensor, Tensor]:
-        order = torch.argsort(index, stable=True)
-        counts = torch.bincount(index, minlength=num_groups)
-        return order, torch.cat([counts.new_zeros(1), counts.cumsum(0)]), \
-            counts
-
-    query_order, query_ptr, query_counts = grouped(query_group)
-    key_order, key_ptr, key_counts = grouped(key_group)
+    query_runs = native.runs(query_group, num_groups)
+    key_runs = native.runs(key_group, num_groups)
+    queries = Groups.of(query_runs, num_groups)
+    keys = Groups.of(key_runs.through(key_position), num_groups)
+    key_counts = keys.ptr.diff()
     query_ids_ = torch.stack(query_ids) if query_ids else \
         query_group.new_empty(0, query_group.numel())
-    key_ids_ = torch.stack(key_ids).index_select(1, key_order) if key_ids \
-        else key_group.new_empty(0, key_group.numel())
+    key_ids_ = torch.stack(key_ids).index_select(1, key_runs.rows) \
+        if key_ids else key_group.new_empty(0, key_group.numel())
     # host synchronisation: the largest group sizes the kernel's panels,
     # the largest id whether the ids fit the kernel's int32
     max_keys, max_id = torch.stack([
@@ -76,10 +73,9 @@ def softmax_groups(query_group: Tensor, key_group: Tensor,
                    key_counts.new_zeros(1)]).abs().max()]).tolist()
     dtype = torch.int32 if max_id < 2**31 else torch.long
     return SoftmaxGroups(
-        Groups(query_order, query_ptr),
-        Groups(key_position.index_select(0, key_order), key_ptr),
-        query_ids_.to(dtype).contiguous(), key_ids_.to(dtype).contiguous(),
-        max_keys, query_counts * (key_counts + 1))
+        queries, keys, query_ids_.to(dtype).contiguous(),
+        key_ids_.to(dtype).contiguous(), max_keys,
+        queries.ptr.diff() * (key_counts + 1))
 
 
 def _pairs(groups: SoftmaxGroups) -> Tuple[Tensor, Tensor]:
@@ -95,10 +91,16 @@ def _pairs(groups: SoftmaxGroups) -> Tuple[Tensor, Tensor]:
     return query[keep], groups.keys.rows.index_select(0, key[keep])
 
 
+def pair_count(rows: int, costs: Tensor) -> int:
+    r"""The (query, key) pairs of groups of :obj:`rows` query rows in all
+    from their costs (:class:`~torch_geometric_hot.ops.native.SoftmaxGroups`:
+    queries times keys plus one per group; host synchronisation)."""
+    return int(costs.sum()) - rows
+
+
 def _check_pairs(groups: SoftmaxGroups, width: int) -> None:
-    # the size limit on the enumerated pairs (host synchronisation: their
-    # count)
-    pairs = int((groups.queries.ptr.diff() * groups.keys.ptr.diff()).sum())
+    # the size limit on the enumerated pairs
+    pairs = pair_count(groups.queries.rows.numel(), groups.costs)
     check_size(pairs * width, f"grouped softmax attention over its "
                f"{pairs:,} (query, key) pairs")
 
