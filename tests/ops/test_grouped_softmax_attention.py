@@ -23,12 +23,14 @@ def assert_same(outs, expected, **tolerance):
 
 @pytest.mark.parametrize('mode', MODES)
 @pytest.mark.parametrize('orders', ORDERS)
-def test_equals_enumerated_pairs(orders, mode):
+def test_equals_enumerated_pairs(orders, mode, device):
     # every local and global class, forward and backward, float64: the
-    # native kernel (on) and the operator's torch implementation (off)
+    # native kernel (on, CPU) and the operator's torch implementation (off,
+    # and every other device)
     in_order, out_order = orders
     for cls, target, view, q, k, v in class_cases(
-            skewed_batch(out_order), in_order, out_order, H, D):
+            skewed_batch(out_order, device=device), in_order, out_order, H,
+            D):
         expected = softmax_class_attention(cls, target, view, in_order, q,
                                            k, v)[0]
         position = SummaryKeys(cls.pool[0], view, in_order).position

@@ -74,18 +74,20 @@ def edge_case_batch(out_order: int) -> Batch:
 
 
 def skewed_batch(out_order: int, channels: int = 3, small: int = 6,
-                 large: Tuple[int, int] = (30, 70)) -> Batch:
+                 large: Tuple[int, int] = (30, 70),
+                 device: Optional[torch.device] = None) -> Batch:
     r"""Graphs of very different sizes in one batch: the
     :func:`edge_case_graphs`, an empty graph, :obj:`small` random graphs of
     3 to 5 nodes and 3 edges and one random graph of :obj:`large` (nodes,
     edges), each with the inputs of :func:`attach_order_inputs` for
     :obj:`out_order` (:obj:`channels` wide), as paths that pack or group a
-    batch graph by graph meet them."""
-    empty = Data(edge_index=torch.zeros(2, 0, dtype=torch.long),
-                 num_nodes=0)
-    graphs = edge_case_graphs() + [empty] + [
-        random_graph(3 + s % 3, 3, seed=s) for s in range(small)
-    ] + [random_graph(*large, seed=9)]
+    batch graph by graph meet them; on :obj:`device` (default: the CPU)."""
+    empty = Data(edge_index=torch.zeros(2, 0, dtype=torch.long,
+                                        device=device), num_nodes=0)
+    graphs = edge_case_graphs(device=device) + [empty] + [
+        random_graph(3 + s % 3, 3, seed=s, device=device)
+        for s in range(small)
+    ] + [random_graph(*large, seed=9, device=device)]
     return Batch.from_data_list([
         attach_order_inputs(g, out_order, channels=channels, seed=i)
         for i, g in enumerate(graphs)
