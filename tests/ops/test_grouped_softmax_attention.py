@@ -5,8 +5,8 @@ from torch_geometric_hot.data import PairView
 from torch_geometric_hot.nn import HOTConv
 from torch_geometric_hot.ops import softmax_class_attention
 from torch_geometric_hot.ops.grouped_softmax_attention import (
-    class_groups, grouped_softmax_applies, grouped_softmax_attention,
-    softmax_groups)
+    class_groups, dropout_threshold, grouped_softmax_applies,
+    grouped_softmax_attention, keep_factors, softmax_groups)
 from torch_geometric_hot.ops.higher_order_attention import SummaryKeys
 from torch_geometric_hot.ops.native import available, use_native
 from torch_geometric_hot.testing import class_cases, skewed_batch
@@ -89,15 +89,79 @@ def test_native_equals_torch(dtype, tolerance):
     assert results[0][0].abs().sum() > 0
 
 
+def dense_reference(q, k, v, groups, dropout: float, seed: int):
+    # query by query: the softmax over the group's keys that its ids do
+    # not exclude, times dropout's factors
+    out = q.new_zeros(q.size(0), q.size(1), v.size(2))
+    query_ptr, key_ptr = groups.queries.ptr.tolist(), groups.keys.ptr.tolist()
+    for g in range(len(query_ptr) - 1):
+        keys = groups.keys.rows[key_ptr[g]:key_ptr[g + 1]]
+        ids = groups.key_ids[:, key_ptr[g]:key_ptr[g + 1]]
+        for i in groups.queries.rows[query_ptr[g]:query_ptr[g + 1]].tolist():
+            rows = keys[(ids != groups.query_ids[:, i:i + 1]).all(0)]
+            if rows.numel() == 0:
+                continue
+            alpha = torch.softmax((q[i] * k[rows]).sum(-1), 0)
+            if dropout:
+                alpha = alpha * keep_factors(
+                    torch.full_like(rows, i), rows, q.size(1), seed,
+                    dropout_threshold(dropout), q.dtype)
+            out[i] = (alpha.unsqueeze(-1) * v[rows]).sum(0)
+    return out
+
+
 @pytest.mark.parametrize('mode', MODES)
-def test_gradcheck(mode):
+@pytest.mark.parametrize('dropout', [0.0, 0.3])
+def test_equals_dense_reference(mode, dropout):
+    # forward and backward, with and without dropout on the weights (the
+    # native kernel's draws are the reference's)
+    groups = random_groups(12, 60, 70, seed=6)
+    gen = torch.Generator().manual_seed(7)
+    q, k, v = (torch.randn(rows, 3, 4, generator=gen, dtype=torch.float64,
+                           requires_grad=True) for rows in (60, 70, 70))
+    w = torch.randn(60, 3, 4, generator=gen, dtype=torch.float64)
+    with use_native(mode):
+        out = grouped_softmax_attention(q, k, v, groups, dropout, seed=1234)
+        grads = torch.autograd.grad((out * w).sum(), (q, k, v))
+    expected = dense_reference(q, k, v, groups, dropout, seed=1234)
+    torch.testing.assert_close(out, expected, atol=1e-12, rtol=1e-10)
+    assert_same(grads, torch.autograd.grad((expected * w).sum(), (q, k, v)),
+                atol=1e-12, rtol=1e-10)
+    if dropout:  # the draws removed some weights, not all
+        plain = dense_reference(q, k, v, groups, 0.0, seed=0)
+        assert not torch.allclose(out, plain)
+
+
+def test_dropout_keeps_one_minus_p_in_expectation():
+    query = torch.arange(100_000)
+    key = (query * 7919) % 1000
+    for p in (0.1, 0.5, 0.9):
+        factors = keep_factors(query, key, 4, 99, dropout_threshold(p),
+                               torch.float64)
+        assert abs((factors > 0).double().mean() - (1 - p)) < 0.005
+        assert abs(factors.mean() - 1) < 0.01
+        values = factors.unique()
+        assert values.numel() == 2 and values[0] == 0
+        assert abs(values[1] - 1 / (1 - p)) < 1e-8
+    other = keep_factors(query, key, 4, 100, dropout_threshold(0.5),
+                         torch.float64)
+    same = keep_factors(query, key, 4, 99, dropout_threshold(0.5),
+                        torch.float64)
+    agreement = ((other > 0) == (same > 0)).double().mean()
+    assert abs(agreement - 0.5) < 0.01  # another seed: independent draws
+
+
+@pytest.mark.parametrize('mode', MODES)
+@pytest.mark.parametrize('dropout', [0.0, 0.4])
+def test_gradcheck(mode, dropout):
     groups = random_groups(5, 12, 20, seed=2, exclusions=1)
     gen = torch.Generator().manual_seed(3)
     inputs = [torch.randn(rows, 2, 3, generator=gen, dtype=torch.float64,
                           requires_grad=True) for rows in (12, 20, 20)]
     with use_native(mode):
         assert torch.autograd.gradcheck(
-            lambda q, k, v: grouped_softmax_attention(q, k, v, groups),
+            lambda q, k, v: grouped_softmax_attention(q, k, v, groups,
+                                                      dropout, seed=5),
             inputs)
 
 
@@ -172,9 +236,40 @@ def _spy(calls, name):
     return spy
 
 
-def test_applies_only_without_dropout():
+@pytest.mark.parametrize('orders', [(2, 2), (1, 1)])
+def test_layer_dropout_in_training_only(orders, monkeypatch):
+    # with dropout the layer still takes the grouped path: reproducible
+    # under torch.manual_seed, different from evaluation, which equals a
+    # layer without dropout
+    in_order, out_order = orders
+    data = skewed_batch(out_order)
+    x = data.pair_x if in_order == 2 else data.x
+    view = PairView.from_data(data)
+    torch.manual_seed(0)
+    conv = HOTConv(3, 5, in_order, out_order, heads=2, head_channels=3,
+                   attention='softmax', dropout=0.5).double()
+    torch.manual_seed(0)
+    plain = HOTConv(3, 5, in_order, out_order, heads=2, head_channels=3,
+                    attention='softmax').double()
+    calls = []
+    monkeypatch.setattr('torch_geometric_hot.nn.hot_conv.'
+                        'grouped_class_attention',
+                        _spy(calls, 'grouped_class_attention'))
+    outs = []
+    for _ in range(2):
+        torch.manual_seed(1)
+        outs.append(conv(x, view))
+    assert bool(calls) == available()
+    torch.testing.assert_close(outs[0], outs[1], atol=0, rtol=0)
+    expected = plain(x, view)
+    assert not torch.allclose(outs[0], expected)
+    conv.eval()
+    torch.testing.assert_close(conv(x, view), expected, atol=1e-12,
+                               rtol=1e-12)
+
+
+def test_applies():
     x = torch.randn(3, 2, 2)
-    assert not grouped_softmax_applies(x, dropout=0.1)
     assert grouped_softmax_applies(x) == available()
     assert not grouped_softmax_applies(x.to(torch.float16))
 
@@ -196,7 +291,7 @@ def test_groups_split_across_threads(monkeypatch):
             torch.set_num_threads(count)
             monkeypatch.setattr(native, 'MIN_COST_PER_THREAD', cost)
             leaves = [t.clone().requires_grad_() for t in inputs]
-            out = grouped_softmax_attention(*leaves, groups)
+            out = grouped_softmax_attention(*leaves, groups, 0.3, seed=8)
             results.append([out, *torch.autograd.grad((out * w).sum(),
                                                       leaves)])
     finally:
@@ -218,3 +313,7 @@ def test_bad_input_names_the_argument():
         grouped_softmax_attention(q[:1], k, v, groups)
     with pytest.raises(ValueError, match="key rows up to 2 but 'k' has 2"):
         grouped_softmax_attention(q, k[:2], v[:2], groups)
+    with pytest.raises(ValueError, match="'dropout' must be in"):
+        grouped_softmax_attention(q, k, v, groups, dropout=1.0)
+    with pytest.raises(ValueError, match="'seed' must be in"):
+        grouped_softmax_attention(q, k, v, groups, dropout=0.1, seed=-1)

@@ -63,7 +63,7 @@ class HOTConv(torch.nn.Module):
     decides per batch, by the graphs' average size). Softmax attention
     runs on the native CPU kernel of
     :mod:`~torch_geometric_hot.ops.grouped_softmax_attention` wherever
-    that applies (CPU tensors, no dropout on the attention weights; see
+    that applies (CPU tensors, not under :func:`torch.compile`; see
     :func:`~torch_geometric_hot.ops.grouped_softmax_attention.\
     grouped_softmax_applies`).
 
@@ -259,8 +259,7 @@ class HOTConv(torch.nn.Module):
         if not names:
             return {}
         grouped = self.attention == 'softmax' and weights is None and \
-            grouped_softmax_applies(queries, keys, dropout=self.dropout
-                                    if self.training else 0.0)
+            grouped_softmax_applies(queries, keys)
         packed = weights is None and not grouped and packed_pays(
             view, self.in_order, self.out_order, keys, self.attention)
         if grouped:  # the native CPU kernel, class by class
@@ -268,7 +267,8 @@ class HOTConv(torch.nn.Module):
                 [self._by_part[n] for n in names],
                 [targets[n] for n in names], view, self.in_order,
                 [queries[rows[n]] for n in names], keys, values,
-                [self._part_index[n] for n in names])))
+                [self._part_index[n] for n in names],
+                self.dropout if self.training else 0.0)))
         if self.attention == 'kernel' or packed:
             if len(names) < len(targets):  # the parts with classes only
                 queries = torch.cat([queries[rows[n]] for n in names])

@@ -158,7 +158,7 @@ def pair_light_linear_backward_flops(grad: Tensor, x: Tensor, weight: Tensor,
 def grouped_softmax_flops(q: Tensor, k: Tensor, v: Tensor, *args,
                           **kwargs) -> int:
     r""":math:`2 P H (d + d_v)` for :math:`P` (query, key) pairs."""
-    costs = args[-1]
+    costs = args[-3]  # before dropout's seed and threshold
     return 2 * pair_count(q.size(0), costs) * q.size(1) * (
         q.size(2) + v.size(2))
 
@@ -168,6 +168,6 @@ def grouped_softmax_flops(q: Tensor, k: Tensor, v: Tensor, *args,
 def grouped_softmax_backward_flops(grad: Tensor, q: Tensor, k: Tensor,
                                    v: Tensor, *args, **kwargs) -> int:
     r""":math:`2 P H (3 d + 2 d_v)`."""
-    costs = args[-1]
+    costs = args[-3]
     return 2 * pair_count(q.size(0), costs) * q.size(1) * (
         3 * q.size(2) + 2 * v.size(2))

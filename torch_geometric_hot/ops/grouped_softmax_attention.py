@@ -19,6 +19,16 @@ empty. The backward pass needs only :math:`o` and :math:`l`: with
 :math:`\partial k_j = \sum_i s_{ij} q_i` and
 :math:`\partial v_j = \sum_i p_{ij} g_i`.
 
+Dropout on the weights replaces :math:`p_{ij}` by :math:`m_{ij} p_{ij}`
+in :math:`o_i` (:math:`l_i` stays), where :math:`m_{ij}` is
+:math:`1 / (1 - p)` or 0, drawn per (query row, key row, head) by a
+32-bit hash of the three and a seed (:func:`keep_factors`): the backward
+pass draws the same factors again instead of keeping a mask, the native
+kernel and the torch implementation draw alike, and so does any split of
+the groups across threads. Then
+:math:`s_{ij} = p_{ij}(m_{ij} g_i^\top v_j - \delta_i)` and
+:math:`\partial v_j = \sum_i m_{ij} p_{ij} g_i`.
+
 The operator ``torch_geometric_hot::grouped_softmax_attention`` (and its
 backward pass, ``torch_geometric_hot::grouped_softmax_attention_backward``)
 enumerates the (query, key) pairs with torch operations on any device; on
@@ -78,6 +88,38 @@ def softmax_groups(query_group: Tensor, key_group: Tensor,
         queries.ptr.diff() * (key_counts + 1))
 
 
+def dropout_threshold(p: float) -> int:
+    r"""The 32-bit threshold of dropout with probability :obj:`p`: a
+    weight is dropped where its hash is below it (0: no dropout)."""
+    return min(int(p * 2**32), 2**32 - 1)
+
+
+def _mul32(x: Tensor, c: int) -> Tensor:
+    # (x c) mod 2^32 for x in [0, 2^32), in int64 without overflow
+    return ((x & 0xFFFF) * c + (((x >> 16) * c & 0xFFFF) << 16)) & 0xFFFFFFFF
+
+
+def _mix32(x: Tensor) -> Tensor:
+    x = _mul32(x ^ (x >> 16), 0x7FEB352D)
+    x = _mul32(x ^ (x >> 15), 0x846CA68B)
+    return x ^ (x >> 16)
+
+
+def keep_factors(query: Tensor, key: Tensor, heads: int, seed: int,
+                 threshold: int, dtype: torch.dtype) -> Tensor:
+    r"""Dropout's factors :obj:`[pairs, heads]` of the (query row, key row)
+    pairs: :math:`2^{32} / (2^{32} - t)` where the 32-bit hash of the
+    query row, the key row, the head and :obj:`seed` is at least the
+    threshold :math:`t` (:func:`dropout_threshold`), else 0; the hash of
+    the native kernel (``grouped_softmax.c``), so both draw alike."""
+    mask = 0xFFFFFFFF
+    x = _mix32((_mul32(query & mask, 0x9E3779B1) + seed) & mask)
+    head = _mul32(torch.arange(heads, device=query.device), 0xC2B2AE3D)
+    y = (_mul32(key & mask, 0x85EBCA77).unsqueeze(1) + head) & mask
+    keep = _mix32(x.unsqueeze(1) ^ y) >= threshold
+    return keep.to(dtype) * (2**32 / (2**32 - threshold))
+
+
 def _pairs(groups: SoftmaxGroups) -> Tuple[Tensor, Tensor]:
     # the (query row, input row) pairs that no exclusion removes
     num_groups = groups.queries.ptr.numel() - 1
@@ -113,8 +155,8 @@ def _groups(query_rows: Tensor, query_ptr: Tensor, key_rows: Tensor,
                          max_keys, costs)
 
 
-def _attend(q: Tensor, k: Tensor, v: Tensor,
-            groups: SoftmaxGroups) -> Tuple[Tensor, Tensor]:
+def _attend(q: Tensor, k: Tensor, v: Tensor, groups: SoftmaxGroups,
+            seed: int, threshold: int) -> Tuple[Tensor, Tensor]:
     # the forward pass with torch operations, over the enumerated pairs
     rows, H = q.size(0), q.size(1)
     _check_pairs(groups, H * (q.size(-1) + k.size(-1) + v.size(-1)))
@@ -125,13 +167,17 @@ def _attend(q: Tensor, k: Tensor, v: Tensor,
     weights = (logits - top.index_select(0, query)).exp()
     total = q.new_zeros(rows, H).index_add_(0, query, weights)
     weights = weights / total.index_select(0, query)
+    if threshold:
+        weights = weights * keep_factors(query, key, H, seed, threshold,
+                                         weights.dtype)
     out = scatter_sum(weights.unsqueeze(-1) * v.index_select(0, key), query,
                       rows)
     return out, top + total.log()
 
 
 def _attend_backward(grad: Tensor, q: Tensor, k: Tensor, v: Tensor,
-                     out: Tensor, lse: Tensor, groups: SoftmaxGroups
+                     out: Tensor, lse: Tensor, groups: SoftmaxGroups,
+                     seed: int, threshold: int
                      ) -> Tuple[Tensor, Tensor, Tensor]:
     # the backward pass with torch operations, over the enumerated pairs
     query, key = _pairs(groups)
@@ -140,11 +186,16 @@ def _attend_backward(grad: Tensor, q: Tensor, k: Tensor, v: Tensor,
     weights = ((q_pairs * k_pairs).sum(-1) -
                lse.index_select(0, query)).exp()
     delta = (grad * out).sum(-1).index_select(0, query)
-    scores = (weights * ((g_pairs * v.index_select(0, key)).sum(-1) -
-                         delta)).unsqueeze(-1)
+    products = (g_pairs * v.index_select(0, key)).sum(-1)
+    kept = weights
+    if threshold:
+        factors = keep_factors(query, key, q.size(1), seed, threshold,
+                               weights.dtype)
+        products, kept = products * factors, weights * factors
+    scores = (weights * (products - delta)).unsqueeze(-1)
     return (scatter_sum(scores * k_pairs, query, q.size(0)),
             scatter_sum(scores * q_pairs, key, k.size(0)),
-            scatter_sum(weights.unsqueeze(-1) * g_pairs, key, v.size(0)))
+            scatter_sum(kept.unsqueeze(-1) * g_pairs, key, v.size(0)))
 
 
 @torch.library.custom_op('torch_geometric_hot::grouped_softmax_attention',
@@ -152,10 +203,11 @@ def _attend_backward(grad: Tensor, q: Tensor, k: Tensor, v: Tensor,
 def _grouped_softmax(q: Tensor, k: Tensor, v: Tensor, query_rows: Tensor,
                      query_ptr: Tensor, key_rows: Tensor, key_ptr: Tensor,
                      query_ids: Tensor, key_ids: Tensor, max_keys: int,
-                     costs: Tensor) -> Tuple[Tensor, Tensor]:
+                     costs: Tensor, seed: int,
+                     threshold: int) -> Tuple[Tensor, Tensor]:
     return _attend(q, k, v, _groups(query_rows, query_ptr, key_rows,
                                     key_ptr, query_ids, key_ids, max_keys,
-                                    costs))
+                                    costs), seed, threshold)
 
 
 @_grouped_softmax.register_fake
@@ -166,10 +218,10 @@ def _(q, k, v, *args):
 
 @_grouped_softmax.register_kernel('cpu')
 def _(q, k, v, *index):
-    groups = _groups(*index)
+    groups, (seed, threshold) = _groups(*index[:8]), index[8:]
     if native.applies(q, k, v) and groups.key_ids.dtype == torch.int32:
-        return native.grouped_softmax(q, k, v, groups)
-    return _attend(q, k, v, groups)
+        return native.grouped_softmax(q, k, v, groups, seed, threshold)
+    return _attend(q, k, v, groups, seed, threshold)
 
 
 @torch.library.custom_op(
@@ -179,10 +231,11 @@ def _grouped_softmax_backward(
         grad: Tensor, q: Tensor, k: Tensor, v: Tensor, out: Tensor,
         lse: Tensor, query_rows: Tensor, query_ptr: Tensor, key_rows: Tensor,
         key_ptr: Tensor, query_ids: Tensor, key_ids: Tensor, max_keys: int,
-        costs: Tensor) -> Tuple[Tensor, Tensor, Tensor]:
+        costs: Tensor, seed: int,
+        threshold: int) -> Tuple[Tensor, Tensor, Tensor]:
     return _attend_backward(grad, q, k, v, out, lse, _groups(
         query_rows, query_ptr, key_rows, key_ptr, query_ids, key_ids,
-        max_keys, costs))
+        max_keys, costs), seed, threshold)
 
 
 @_grouped_softmax_backward.register_fake
@@ -192,17 +245,18 @@ def _(grad, q, k, v, *args):
 
 @_grouped_softmax_backward.register_kernel('cpu')
 def _(grad, q, k, v, out, lse, *index):
-    groups = _groups(*index)
+    groups, (seed, threshold) = _groups(*index[:8]), index[8:]
     if native.applies(q, k, v, grad) and \
             groups.key_ids.dtype == torch.int32:
         return native.grouped_softmax_backward(grad, q, k, v, out, lse,
-                                               groups)
-    return _attend_backward(grad, q, k, v, out, lse, groups)
+                                               groups, seed, threshold)
+    return _attend_backward(grad, q, k, v, out, lse, groups, seed,
+                            threshold)
 
 
 def _setup_context(ctx, inputs, output) -> None:
     q, k, v, *index = inputs
-    ctx.max_keys = index[6]
+    ctx.max_keys, ctx.seed, ctx.threshold = index[6], index[8], index[9]
     ctx.save_for_backward(q, k, v, *output, *index[:6], index[7])
 
 
@@ -210,15 +264,16 @@ def _backward(ctx, grad: Tensor, _grad_lse: Optional[Tensor]):
     q, k, v, out, lse, *index = ctx.saved_tensors
     grads = _grouped_softmax_backward(
         grad.contiguous(), q, k, v, out, lse, *index[:6], ctx.max_keys,
-        index[6])
-    return (*grads, None, None, None, None, None, None, None, None)
+        index[6], ctx.seed, ctx.threshold)
+    return (*grads, *[None] * 10)
 
 
 _grouped_softmax.register_autograd(_backward, setup_context=_setup_context)
 
 
 def grouped_softmax_attention(q: Tensor, k: Tensor, v: Tensor,
-                              groups: SoftmaxGroups) -> Tensor:
+                              groups: SoftmaxGroups, dropout: float = 0.0,
+                              seed: Optional[int] = None) -> Tensor:
     r"""Softmax attention of every query row over the keys of its group
     that no exclusion removes (the operator
     ``torch_geometric_hot::grouped_softmax_attention``).
@@ -228,13 +283,26 @@ def grouped_softmax_attention(q: Tensor, k: Tensor, v: Tensor,
         k (torch.Tensor): Keys :obj:`[inputs, H, d]`.
         v (torch.Tensor): Values :obj:`[inputs, H, d_v]`.
         groups (SoftmaxGroups): The groups (:func:`softmax_groups`).
+        dropout (float, optional): Dropout probability on the attention
+            weights, in :math:`[0, 1)`. (default: :obj:`0.0`)
+        seed (int, optional): The seed of dropout's draws, in
+            :math:`[0, 2^{32})` (default: drawn from torch's default
+            generator, a host synchronisation).
 
     :rtype: :class:`torch.Tensor` :obj:`[rows, H, d_v]`
     """
     _check_inputs(q, k, v, groups)
+    if not 0.0 <= dropout < 1.0:
+        raise ValueError(f"'dropout' must be in [0, 1), got {dropout}")
+    threshold = dropout_threshold(dropout)
+    if seed is None:
+        seed = int(torch.randint(2**32, ())) if threshold else 0
+    elif not 0 <= seed < 2**32:
+        raise ValueError(f"'seed' must be in [0, 2**32), got {seed}")
     return _grouped_softmax(q, k, v, *groups.queries, *groups.keys,
                             groups.query_ids, groups.key_ids,
-                            groups.max_keys, groups.costs)[0]
+                            groups.max_keys, groups.costs, seed,
+                            threshold)[0]
 
 
 def _check_inputs(q: Tensor, k: Tensor, v: Tensor,
@@ -265,17 +333,15 @@ def _check_inputs(q: Tensor, k: Tensor, v: Tensor,
                          f"{k.size(0)} rows")
 
 
-def grouped_softmax_applies(*tensors: Tensor, dropout: float = 0.0) -> bool:
+def grouped_softmax_applies(*tensors: Tensor) -> bool:
     r"""Whether softmax attention on these tensors takes
     :func:`grouped_class_attention`: where the native CPU kernel runs it
-    (CPU float32/float64, kernels available), without dropout on the
-    attention weights, and not under :func:`torch.compile` (there the
-    classes are operators of their own,
+    (CPU float32/float64, kernels available), and not under
+    :func:`torch.compile` (there the classes are operators of their own,
     :mod:`~torch_geometric_hot.ops.recomputed_attention`). Elsewhere the
     per-graph blocks of the other paths are faster than enumerated
     pairs."""
-    return dropout == 0.0 and not torch.compiler.is_compiling() and \
-        native.applies(*tensors)
+    return not torch.compiler.is_compiling() and native.applies(*tensors)
 
 
 def class_groups(cls: EquivariantClass, target: Target, view,
@@ -301,7 +367,8 @@ def grouped_class_attention(classes: Sequence[Sequence[EquivariantClass]],
                             targets: Sequence[Target], view, in_order: int,
                             queries: Sequence[Tensor], keys: Tensor,
                             values: ValueProjection,
-                            slots: Sequence[Sequence[int]]) -> List[Tensor]:
+                            slots: Sequence[Sequence[int]],
+                            dropout: float = 0.0) -> List[Tensor]:
     r"""Exact softmax attention of the aggregating classes of one or more
     output parts by :func:`grouped_softmax_attention`, class by class. The
     keys and the values are taken per kind of input the classes attend
@@ -319,6 +386,9 @@ def grouped_class_attention(classes: Sequence[Sequence[EquivariantClass]],
         keys (torch.Tensor): Keys :obj:`[inputs, H, d]`.
         values (ValueProjection): The value projection of all classes.
         slots (list): Per part, per class, its value slot.
+        dropout (float, optional): Dropout probability on the attention
+            weights (each class's draws seeded from torch's default
+            generator). (default: :obj:`0.0`)
 
     Returns:
         Per part, its classes' outputs :obj:`[rows, classes, H, d_v]`.
@@ -342,6 +412,6 @@ def grouped_class_attention(classes: Sequence[Sequence[EquivariantClass]],
             outs[p].append((c, grouped_softmax_attention(
                 queries[p], kind_keys, kind_values[m],
                 class_groups(cls, target=targets[p], view=view,
-                             in_order=in_order))))
+                             in_order=in_order), dropout)))
     return [torch.stack([out for _, out in sorted(part, key=lambda t: t[0])],
                         1) for part in outs]

@@ -1,7 +1,8 @@
 /* The grouped softmax attention, forward and backward, on exactly sized
    buffers, for AddressSanitizer: random groups (some without queries or
    keys, small ones read in row layout and larger ones on panels), 0-3
-   exclusions, 1-19 features per head, strided query, key and value rows. */
+   exclusions, 1-19 features per head, strided query, key and value rows,
+   dropout on the weights in every other trial. */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -45,11 +46,11 @@ static int64_t *shuffled(int64_t n, int64_t of) {
         if (grouped_softmax_##SUF(q, k, v, query_order, query_start,          \
                                   key_rows, key_start, query_ids, key_ids,    \
                                   out, lse, 0, G, H, D, DV, ldq, ldk, ldv,    \
-                                  E, Q, K, max_keys) ||                       \
+                                  E, Q, K, max_keys, seed, threshold) ||      \
             grouped_softmax_backward_##SUF(                                   \
                 q, k, v, out, lse, grad, query_order, query_start, key_rows,  \
                 key_start, query_ids, key_ids, dq, dk, dv, 0, G, H, D, DV,    \
-                ldq, ldk, ldv, E, Q, K, max_keys))                            \
+                ldq, ldk, ldv, E, Q, K, max_keys, seed, threshold))           \
             return 1;                                                         \
         for (int64_t i = 0; i < Q * H * D; ++i)                               \
             if (dq[i] != dq[i]) return 2;                                     \
@@ -73,6 +74,8 @@ int main(void) {
         int32_t *key_ids = malloc(sizeof(int32_t) * (size_t)(E * K + 1));
         for (int64_t i = 0; i < E * Q; ++i) query_ids[i] = rand() % 5 - 1;
         for (int64_t i = 0; i < E * K; ++i) key_ids[i] = rand() % 4;
+        /* dropout on the weights in every other trial */
+        const int64_t seed = rand(), threshold = trial % 2 ? 1288490189 : 0;
         int64_t max_keys = 0;
         for (int64_t g = 0; g < G; ++g)
             if (key_start[g + 1] - key_start[g] > max_keys)

@@ -81,8 +81,8 @@ _FUNCTIONS = {  # name: (pointer arguments, integer arguments)
     'outer_sum_backward': (8, 7),
     'direct_read': (12, 7),
     'direct_read_backward': (15, 7),
-    'grouped_softmax': (11, 12),
-    'grouped_softmax_backward': (15, 12),
+    'grouped_softmax': (11, 14),
+    'grouped_softmax_backward': (15, 14),
 }
 
 
@@ -931,9 +931,10 @@ class SoftmaxGroups(NamedTuple):
 
 def _grouped_call(name: str, groups: SoftmaxGroups, q: Tensor, k: Tensor,
                   v: Tensor, pointers: Sequence[Optional[Tensor]],
-                  targets: Sequence[Tensor]) -> None:
+                  targets: Sequence[Tensor], seed: int,
+                  threshold: int) -> None:
     # the groups split across threads at equal pair counts (a group writes
-    # rows of its own)
+    # rows of its own; dropout's draws depend on the rows, not the split)
     function = _function(name, q.dtype)
     H, D, DV = q.size(1), q.size(2), v.size(2)
     indices = [groups.queries.rows, groups.queries.ptr, groups.keys.rows,
@@ -945,7 +946,8 @@ def _grouped_call(name: str, groups: SoftmaxGroups, q: Tensor, k: Tensor,
                         *(t.data_ptr() for t in targets), start, stop, H, D,
                         DV, q.stride(0), k.stride(0), v.stride(0),
                         groups.query_ids.size(0), q.size(0),
-                        groups.keys.rows.numel(), groups.max_keys)
+                        groups.keys.rows.numel(), groups.max_keys, seed,
+                        threshold)
 
     _split_rows(run, groups.costs.numel(), name, costs=groups.costs,
                 fine=True)
@@ -957,32 +959,40 @@ def _rows_of_heads(t: Tensor) -> Tensor:
         t.contiguous()
 
 
-def grouped_softmax(q: Tensor, k: Tensor, v: Tensor,
-                    groups: SoftmaxGroups) -> Tuple[Tensor, Tensor]:
+def grouped_softmax(q: Tensor, k: Tensor, v: Tensor, groups: SoftmaxGroups,
+                    seed: int = 0,
+                    threshold: int = 0) -> Tuple[Tensor, Tensor]:
     r"""Softmax attention of every query row over the keys of its group
     that no exclusion removes (``grouped_softmax.c``): the output
     :obj:`[rows, H, DV]` (0 for a query without keys) and the log-sum-exp
     of the logits :obj:`[rows, H]` (:obj:`-inf` there). :obj:`q [rows, H,
     D]`, :obj:`k [N, H, D]`, :obj:`v [N, H, DV]` (rows may be strided);
-    the indices long and in range."""
+    the indices long and in range. With :obj:`threshold` :math:`> 0`,
+    dropout on the weights, drawn by :obj:`seed` (the weight of query row
+    :math:`i`, key row :math:`j`, head :math:`h` is dropped where the
+    kernel's 32-bit hash of the four is below :obj:`threshold`)."""
     q, k, v = _rows_of_heads(q), _rows_of_heads(k), _rows_of_heads(v)
     out = q.new_zeros(q.size(0), q.size(1), v.size(2))
     lse = q.new_full((q.size(0), q.size(1)), -float('inf'))
-    _grouped_call('grouped_softmax', groups, q, k, v, [q, k, v], [out, lse])
+    _grouped_call('grouped_softmax', groups, q, k, v, [q, k, v], [out, lse],
+                  seed, threshold)
     return out, lse
 
 
 def grouped_softmax_backward(grad: Tensor, q: Tensor, k: Tensor, v: Tensor,
-                             out: Tensor, lse: Tensor, groups: SoftmaxGroups
+                             out: Tensor, lse: Tensor, groups: SoftmaxGroups,
+                             seed: int = 0, threshold: int = 0
                              ) -> Tuple[Tensor, Tensor, Tensor]:
     r"""The gradients of :func:`grouped_softmax` with respect to :obj:`q`,
     :obj:`k` and :obj:`v` (contiguous; zero for rows that are no key),
-    from the gradient of its output and its results."""
+    from the gradient of its output and its results (the same dropout
+    draws with the same :obj:`seed` and :obj:`threshold`)."""
     q, k, v = _rows_of_heads(q), _rows_of_heads(k), _rows_of_heads(v)
     grad, out, lse = grad.contiguous(), out.contiguous(), lse.contiguous()
     grad_q = torch.zeros_like(q, memory_format=torch.contiguous_format)
     grad_k = torch.zeros_like(k, memory_format=torch.contiguous_format)
     grad_v = torch.zeros_like(v, memory_format=torch.contiguous_format)
     _grouped_call('grouped_softmax_backward', groups, q, k, v,
-                  [q, k, v, out, lse, grad], [grad_q, grad_k, grad_v])
+                  [q, k, v, out, lse, grad], [grad_q, grad_k, grad_v], seed,
+                  threshold)
     return grad_q, grad_k, grad_v

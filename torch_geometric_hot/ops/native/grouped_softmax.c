@@ -25,6 +25,15 @@
  * to their rows once per group and head. The rows a group writes are its
  * own, so a caller may split the groups across threads.
  *
+ * Dropout on the weights (threshold > 0): the weight of query row i, key
+ * row j and head h is kept when keep_hash(seed, i, j, h) >= threshold (a
+ * 32-bit hash of the four; threshold = p 2^32) and then scaled by
+ * 2^32 / (2^32 - threshold), else dropped; l_i stays that of the weights
+ * before dropout. The backward pass draws the same keeps: with m_ij the
+ * keep's factor, dv_j = sum_i p_ij m_ij g_i and the scores are
+ * p_ij (m_ij g_i . v_j - delta_i). The draws depend on the rows and the
+ * seed only, so any split of the groups draws the same.
+ *
  * q, k, v are [rows, H, D or DV] with row strides ldq, ldk, ldv; out,
  * grad [Q, H, DV], lse [Q, H], dq [Q, H, D] are contiguous, and dk, dv
  * ([N, H, D], [N, H, DV], contiguous) are zero where no group has a key.
@@ -47,6 +56,39 @@
 /* Groups ahead whose rows a small group prefetches (they lie all over
    their tensors). */
 #define SMALL_AHEAD 4
+
+/* The 32-bit hash of dropout's keeps: two rounds of a multiply-xorshift
+   mixer, the query row and the seed in the first, the key row and the
+   head in the second. */
+static inline uint32_t mix32(uint32_t x) {
+    x ^= x >> 16;
+    x *= 0x7FEB352Du;
+    x ^= x >> 15;
+    x *= 0x846CA68Bu;
+    return x ^ (x >> 16);
+}
+
+/* Dropout of a call: no dropout when threshold is 0. */
+typedef struct {
+    uint32_t seed, threshold;
+    double scale;
+} dropout_t;
+
+static dropout_t dropout_of(int64_t seed, int64_t threshold) {
+    dropout_t d = {(uint32_t)seed, (uint32_t)threshold, 1.0};
+    if (threshold) d.scale = 4294967296.0 / (4294967296.0 - (double)threshold);
+    return d;
+}
+
+/* The hashes of the weights of query row i and head h for the key rows
+   rows[0, n) into out (a loop the compiler vectorises). */
+static void keep_hashes(const dropout_t *d, int64_t i, const int64_t *rows,
+                        int64_t n, int64_t h, uint32_t *out) {
+    const uint32_t x = mix32((uint32_t)i * 0x9E3779B1u + d->seed);
+    const uint32_t head = (uint32_t)h * 0xC2B2AE3Du;
+    for (int64_t j = 0; j < n; ++j)
+        out[j] = mix32(x ^ ((uint32_t)rows[j] * 0x85EBCA77u + head));
+}
 
 /* 1 / k! for the Taylor polynomial of exp on |r| <= ln 2 / 2: degree 7
    (float, relative error below 1e-8) or 13 (double, below 1e-17). */
@@ -256,6 +298,17 @@ INLINE_G void axpy_##SUF(T *y, T a, const T *x, int64_t n) {                 \
     for (; c < n; ++c) y[c] += a * x[c];                                      \
 }                                                                             \
                                                                               \
+/* out[j] = p[j] times dropout's factor of query row i, head h and key row \
+   rows[j], j < n (out may be p; hashes: scratch of n). */                   \
+INLINE_G void drop_##SUF(const dropout_t *d, int64_t i,                      \
+                         const int64_t *rows, int64_t n, int64_t h,          \
+                         uint32_t *hashes, const T *p, T *out) {             \
+    const T scale = (T)d->scale;                                              \
+    keep_hashes(d, i, rows, n, h, hashes);                                    \
+    for (int64_t j = 0; j < n; ++j)                                           \
+        out[j] = hashes[j] >= d->threshold ? p[j] * scale : 0;                \
+}                                                                             \
+                                                                              \
 /* Row layout (a group of at most SMALL_KEYS keys, whose panels would cost  \
    more than its few queries save): the logits of query row i (of head h)  \
    against the group's keys read in place into s [nb], as                  \
@@ -395,9 +448,10 @@ static void small_group_##SUF(                                                \
         int64_t nq, const int64_t *rows, const int32_t *key_ids,             \
         const int32_t *query_ids, T *out, T *lse, int64_t n, int64_t H,      \
         int64_t D, int64_t DV, int64_t ldq, int64_t ldk, int64_t ldv,        \
-        int64_t E, int64_t Q, int64_t K) {                                    \
+        int64_t E, int64_t Q, int64_t K, const dropout_t *dr) {               \
     const int64_t nb = round_up_##SUF(n);                                     \
     T s[SMALL_KEYS + GW_##SUF];                                               \
+    uint32_t hashes[SMALL_KEYS];                                              \
     for (int64_t t = 0; t < nq; ++t) {                                        \
         const int64_t i = queries[t];                                         \
         for (int64_t h = 0; h < H; ++h) {                                     \
@@ -411,6 +465,7 @@ static void small_group_##SUF(                                                \
                 continue;                                                     \
             }                                                                 \
             const T total = weights_##SUF(s, nb, m), inv = 1 / total;         \
+            if (dr->threshold) drop_##SUF(dr, i, rows, n, h, hashes, s, s);   \
             for (int64_t j = 0; j < n; ++j)                                   \
                 axpy_##SUF(o, s[j] * inv, v + rows[j] * ldv + h * DV, DV);    \
             lse[i * H + h] = m + LOG(total);                                  \
@@ -426,9 +481,10 @@ static void small_group_backward_##SUF(                                       \
         const int64_t *rows, const int32_t *key_ids,                          \
         const int32_t *query_ids, T *dq, T *dk, T *dv, int64_t n, int64_t H, \
         int64_t D, int64_t DV, int64_t ldq, int64_t ldk, int64_t ldv,        \
-        int64_t E, int64_t Q, int64_t K) {                                    \
+        int64_t E, int64_t Q, int64_t K, const dropout_t *dr) {               \
     const int64_t nb = round_up_##SUF(n);                                     \
-    T s[SMALL_KEYS + GW_##SUF];                                               \
+    T s[SMALL_KEYS + GW_##SUF], kept[SMALL_KEYS];                             \
+    uint32_t hashes[SMALL_KEYS];                                              \
     for (int64_t t = 0; t < nq; ++t) {                                        \
         const int64_t i = queries[t];                                         \
         for (int64_t h = 0; h < H; ++h) {                                     \
@@ -442,15 +498,20 @@ static void small_group_backward_##SUF(                                       \
                              D, ldk, E, K, Q, s);                             \
             weights_##SUF(s, nb, l);                                          \
             const T delta = dot_##SUF(gi, out + (i * H + h) * DV, DV);        \
+            const T *pm = s;  /* the weights after dropout */                 \
+            if (dr->threshold) {                                              \
+                drop_##SUF(dr, i, rows, n, h, hashes, s, kept);               \
+                pm = kept;                                                    \
+            }                                                                 \
             for (int64_t j = 0; j < n; ++j) {                                 \
                 const T p = s[j];                                             \
                 if (p == 0) continue;                                         \
                 const T *kj = k + rows[j] * ldk + h * D;                      \
                 const T *vj = v + rows[j] * ldv + h * DV;                     \
-                const T w = p * (dot_##SUF(gi, vj, DV) - delta);              \
+                const T w = pm[j] * dot_##SUF(gi, vj, DV) - p * delta;        \
                 axpy_##SUF(dqi, w, kj, D);                                    \
                 axpy_##SUF(dk + (rows[j] * H + h) * D, w, qi, D);             \
-                axpy_##SUF(dv + (rows[j] * H + h) * DV, p, gi, DV);           \
+                axpy_##SUF(dv + (rows[j] * H + h) * DV, pm[j], gi, DV);       \
             }                                                                 \
         }                                                                     \
     }                                                                         \
@@ -462,14 +523,20 @@ int grouped_softmax_##SUF(                                                    \
         const int64_t *key_start, const int32_t *query_ids,                   \
         const int32_t *key_ids, T *out, T *lse, int64_t g_lo, int64_t g_hi,  \
         int64_t H, int64_t D, int64_t DV, int64_t ldq, int64_t ldk,          \
-        int64_t ldv, int64_t E, int64_t Q, int64_t K, int64_t max_keys) {    \
+        int64_t ldv, int64_t E, int64_t Q, int64_t K, int64_t max_keys,      \
+        int64_t seed, int64_t threshold) {                                    \
+    const dropout_t dr = dropout_of(seed, threshold);                         \
     const int64_t nbmax = round_up_##SUF(max_keys);                           \
     const int64_t DVP = round_up_##SUF(DV);                                   \
     const int64_t qbytes = (int64_t)sizeof(T) * H * D;                        \
     const int64_t obytes = (int64_t)sizeof(T) * H * DV;                       \
     T *scratch = malloc(sizeof(T) * (size_t)(nbmax * (D + DVP + QB) + 1));    \
     I *ids = malloc(sizeof(I) * (size_t)(E * nbmax + 1));                     \
-    if (!scratch || !ids) { free(scratch); free(ids); return -1; }           \
+    uint32_t *hashes = malloc(sizeof(uint32_t) * (size_t)(nbmax + 1));        \
+    if (!scratch || !ids || !hashes) {                                        \
+        free(scratch); free(ids); free(hashes);                               \
+        return -1;                                                            \
+    }                                                                         \
     T *kt = scratch, *vr = kt + nbmax * D, *s = vr + nbmax * DVP;             \
     for (int64_t g = g_lo; g < g_hi; ++g) {                                   \
         const int64_t q0 = query_start[g], q1 = query_start[g + 1];           \
@@ -485,7 +552,7 @@ int grouped_softmax_##SUF(                                                    \
                               qld, qb, 2, 1, key_side, kld, kb, 2, 0);        \
             small_group_##SUF(q, k, v, query_order + q0, q1 - q0,            \
                               key_rows + k0, key_ids + k0, query_ids, out,    \
-                              lse, n, H, D, DV, ldq, ldk, ldv, E, Q, K);      \
+                              lse, n, H, D, DV, ldq, ldk, ldv, E, Q, K, &dr); \
             continue;                                                         \
         }                                                                     \
         fill_ids_##SUF(key_ids + k0, n, nb, E, K, ids);                       \
@@ -510,9 +577,12 @@ int grouped_softmax_##SUF(                                                    \
                         lse[i * H + h] = m[u];                                \
                         continue;                                             \
                     }                                                         \
-                    const T total = weights_##SUF(s + u * nb, nb, m[u]);      \
-                    weighted_rows_##SUF(s + u * nb, vr, n, DV, DVP,           \
-                                        1 / total, o);                        \
+                    T *su = s + u * nb;                                       \
+                    const T total = weights_##SUF(su, nb, m[u]);              \
+                    if (dr.threshold)                                         \
+                        drop_##SUF(&dr, i, key_rows + k0, n, h, hashes, su,   \
+                                   su);                                       \
+                    weighted_rows_##SUF(su, vr, n, DV, DVP, 1 / total, o);    \
                     lse[i * H + h] = m[u] + LOG(total);                       \
                 }                                                             \
             }                                                                 \
@@ -520,6 +590,7 @@ int grouped_softmax_##SUF(                                                    \
     }                                                                         \
     free(scratch);                                                            \
     free(ids);                                                                \
+    free(hashes);                                                             \
     return 0;                                                                 \
 }                                                                             \
                                                                               \
@@ -531,15 +602,20 @@ int grouped_softmax_backward_##SUF(                                           \
         const int32_t *key_ids, T *dq, T *dk, T *dv, int64_t g_lo,           \
         int64_t g_hi, int64_t H, int64_t D, int64_t DV, int64_t ldq,         \
         int64_t ldk, int64_t ldv, int64_t E, int64_t Q, int64_t K,           \
-        int64_t max_keys) {                                                   \
+        int64_t max_keys, int64_t seed, int64_t threshold) {                  \
+    const dropout_t dr = dropout_of(seed, threshold);                         \
     const int64_t nbmax = round_up_##SUF(max_keys);                           \
     const int64_t DP = round_up_##SUF(D);                                     \
     const int64_t qbytes = (int64_t)sizeof(T) * H * D;                        \
     const int64_t obytes = (int64_t)sizeof(T) * H * DV;                       \
     T *scratch = malloc(sizeof(T) * (size_t)(                                 \
-        nbmax * (2 * D + DP + 2 * DV + 2 * QB) + 1));                         \
+        nbmax * (2 * D + DP + 2 * DV + 3 * QB) + 1));                         \
     I *ids = malloc(sizeof(I) * (size_t)(E * nbmax + 1));                     \
-    if (!scratch || !ids) { free(scratch); free(ids); return -1; }           \
+    uint32_t *hashes = malloc(sizeof(uint32_t) * (size_t)(nbmax + 1));        \
+    if (!scratch || !ids || !hashes) {                                        \
+        free(scratch); free(ids); free(hashes);                               \
+        return -1;                                                            \
+    }                                                                         \
     for (int64_t g = g_lo; g < g_hi; ++g) {                                   \
         const int64_t q0 = query_start[g], q1 = query_start[g + 1];           \
         const int64_t k0 = key_start[g], n = key_start[g + 1] - k0;           \
@@ -547,6 +623,8 @@ int grouped_softmax_backward_##SUF(                                           \
         T *kt = scratch, *kr = kt + nb * D, *vt = kr + nb * DP;               \
         T *dkt = vt + nb * DV, *dvt = dkt + nb * D, *s = dvt + nb * DV;       \
         T *ds = s + QB * nb;                                                  \
+        /* the weights after dropout (the weights themselves without) */      \
+        T *pm = dr.threshold ? ds + QB * nb : s;                              \
         if (q0 == q1) continue;                                               \
         if (n <= SMALL_KEYS) {                                                \
             const T *query_side[] = {q, grad, out, dq};                      \
@@ -561,7 +639,7 @@ int grouped_softmax_backward_##SUF(                                           \
             small_group_backward_##SUF(                                       \
                 q, k, v, out, lse, grad, query_order + q0, q1 - q0,          \
                 key_rows + k0, key_ids + k0, query_ids, dq, dk, dv, n, H, D, \
-                DV, ldq, ldk, ldv, E, Q, K);                                  \
+                DV, ldq, ldk, ldv, E, Q, K, &dr);                             \
             continue;                                                         \
         }                                                                     \
         fill_ids_##SUF(key_ids + k0, n, nb, E, K, ids);                       \
@@ -590,9 +668,16 @@ int grouped_softmax_backward_##SUF(                                           \
                     delta[u] = 0;                                             \
                     if (!live[u]) {                                           \
                         memset(su, 0, sizeof(T) * (size_t)nb);                \
+                        if (pm != s)                                          \
+                            memset(pm + u * nb, 0, sizeof(T) * (size_t)nb);   \
                         continue;                                             \
                     }                                                         \
                     weights_##SUF(su, nb, lse[rows[u] * H + h]);              \
+                    if (pm != s) {                                            \
+                        drop_##SUF(&dr, rows[u], key_rows + k0, n, h, hashes, \
+                                   su, pm + u * nb);                          \
+                        for (int64_t j = n; j < nb; ++j) pm[u * nb + j] = 0;  \
+                    }                                                         \
                     delta[u] = dot_##SUF(gs[u], out + (rows[u] * H + h) * DV, \
                                          DV);                                 \
                 }                                                             \
@@ -603,10 +688,11 @@ int grouped_softmax_backward_##SUF(                                           \
                     const gvec_##SUF p1 = gld_##SUF(s + nb + jb);             \
                     const gvec_##SUF p2 = gld_##SUF(s + 2 * nb + jb);         \
                     const gvec_##SUF p3 = gld_##SUF(s + 3 * nb + jb);         \
-                    gvec_##SUF v0 = gsplat_##SUF(-delta[0]);                  \
-                    gvec_##SUF v1 = gsplat_##SUF(-delta[1]);                  \
-                    gvec_##SUF v2 = gsplat_##SUF(-delta[2]);                  \
-                    gvec_##SUF v3 = gsplat_##SUF(-delta[3]);                  \
+                    const gvec_##SUF m0 = gld_##SUF(pm + jb);                 \
+                    const gvec_##SUF m1 = gld_##SUF(pm + nb + jb);            \
+                    const gvec_##SUF m2 = gld_##SUF(pm + 2 * nb + jb);        \
+                    const gvec_##SUF m3 = gld_##SUF(pm + 3 * nb + jb);        \
+                    gvec_##SUF v0 = {0}, v1 = {0}, v2 = {0}, v3 = {0};        \
                     for (int64_t c = 0; c < DV; ++c) {                        \
                         const gvec_##SUF val = gld_##SUF(vt + c * nb + jb);   \
                         v0 += g0[c] * val;                                    \
@@ -614,11 +700,13 @@ int grouped_softmax_backward_##SUF(                                           \
                         v2 += g2[c] * val;                                    \
                         v3 += g3[c] * val;                                    \
                         T *acc = dvt + c * nb + jb;                           \
-                        gst_##SUF(acc, gld_##SUF(acc) + g0[c] * p0 +          \
-                                  g1[c] * p1 + g2[c] * p2 + g3[c] * p3);      \
+                        gst_##SUF(acc, gld_##SUF(acc) + g0[c] * m0 +          \
+                                  g1[c] * m1 + g2[c] * m2 + g3[c] * m3);      \
                     }                                                         \
-                    const gvec_##SUF w0 = p0 * v0, w1 = p1 * v1;              \
-                    const gvec_##SUF w2 = p2 * v2, w3 = p3 * v3;              \
+                    const gvec_##SUF w0 = m0 * v0 - p0 * delta[0];            \
+                    const gvec_##SUF w1 = m1 * v1 - p1 * delta[1];            \
+                    const gvec_##SUF w2 = m2 * v2 - p2 * delta[2];            \
+                    const gvec_##SUF w3 = m3 * v3 - p3 * delta[3];            \
                     gst_##SUF(ds + jb, w0);                                   \
                     gst_##SUF(ds + nb + jb, w1);                              \
                     gst_##SUF(ds + 2 * nb + jb, w2);                          \
@@ -643,6 +731,7 @@ int grouped_softmax_backward_##SUF(                                           \
     }                                                                         \
     free(scratch);                                                            \
     free(ids);                                                                \
+    free(hashes);                                                             \
     return 0;                                                                 \
 }
 
