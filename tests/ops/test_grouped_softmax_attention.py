@@ -4,9 +4,11 @@ import torch
 from torch_geometric_hot.data import PairView
 from torch_geometric_hot.nn import HOTConv
 from torch_geometric_hot.ops import softmax_class_attention
+from torch_geometric_hot.ops.grouped_class_attention import (
+    class_groups, grouped_softmax_applies)
 from torch_geometric_hot.ops.grouped_softmax_attention import (
-    class_groups, dropout_threshold, grouped_softmax_applies,
-    grouped_softmax_attention, keep_factors, softmax_groups)
+    dropout_threshold, grouped_softmax_attention, keep_factors,
+    softmax_groups)
 from torch_geometric_hot.ops.higher_order_attention import SummaryKeys
 from torch_geometric_hot.ops.native import available, use_native
 from torch_geometric_hot.testing import class_cases, skewed_batch

@@ -1,20 +1,25 @@
 r"""The softmax attention of one class as an operator
 (:mod:`~torch_geometric_hot.ops.recomputed_attention`): its output equals
-the eager attention's, its backward pass (a recomputation under
-:func:`torch.func.vjp`) the eager gradients, dropout included (the
-recomputation draws the forward pass's mask from the seed), and
-:func:`torch.library.opcheck` passes for both operators."""
+the eager attention's (on the CPU with the native kernels, the grouped
+operator's), its backward pass (a recomputation) the eager gradients,
+dropout included (the recomputation draws the forward pass's mask from the
+seed), and :func:`torch.library.opcheck` passes for both operators."""
 import pytest
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 
+from torch_geometric_hot.ops import native
+from torch_geometric_hot.ops.grouped_softmax_attention import \
+    grouped_softmax_attention, softmax_groups
 from torch_geometric_hot.ops.higher_order_attention import attention_index
+from torch_geometric_hot.ops.native import available, use_native
 from torch_geometric_hot.ops.recomputed_attention import _seeded
 from torch_geometric_hot.ops.validation import SizeLimitError, size_limit
 from torch_geometric_hot.testing import class_cases, edge_case_batch
 
 OPS = torch.ops.torch_geometric_hot
 ORDERS = [(2, 2), (2, 1), (2, 0), (1, 1), (1, 0), (1, 2)]
+MODES = ['on', 'off'] if available() else ['off']
 H, D = 2, 3
 
 
@@ -28,29 +33,40 @@ def cases(in_order, out_order, device=torch.device('cpu')):
                                                   in_order)
 
 
-def _eager(op):
+def _grouped(q, k, v, query_group, key_group, key_position, num_groups,
+             query_ids, key_ids, dropout):
+    return grouped_softmax_attention(q, k, v, softmax_groups(
+        query_group, key_group, key_position, num_groups, query_ids,
+        key_ids), dropout)
+
+
+def _eager(op, q):
     # the function the operator runs, called eagerly (autograd through it)
     from torch_geometric_hot.ops.global_softmax_attention import \
         global_block_attention
     from torch_geometric_hot.ops.higher_order_attention import \
         local_pair_attention
+    if native.applies(q):
+        return _grouped
     return global_block_attention if op is OPS.global_class_softmax else \
         local_pair_attention
 
 
+@pytest.mark.parametrize('mode', MODES)
 @pytest.mark.parametrize('orders', ORDERS)
 @pytest.mark.parametrize('dropout', [0.0, 0.5])
 def test_operator_equals_eager_attention_and_gradients(orders, dropout,
-                                                      device):
+                                                      device, mode):
     for cls, op, qkv, index in cases(*orders, device):
         seed = torch.tensor(7, device=device) if dropout else None
-        out = op(*qkv, *index, dropout, seed)
-        with _seeded(seed, out.device):
-            expected = _eager(op)(*qkv, *index, dropout)
+        with use_native(mode):
+            out = op(*qkv, *index, dropout, seed)
+            with _seeded(seed, out.device):
+                expected = _eager(op, out)(*qkv, *index, dropout)
+            w = torch.randn_like(out)
+            grads = torch.autograd.grad((out * w).sum(), qkv)
         torch.testing.assert_close(out, expected, atol=1e-12, rtol=1e-10,
                                    msg=cls.name)
-        w = torch.randn_like(out)
-        grads = torch.autograd.grad((out * w).sum(), qkv)
         expected_grads = torch.autograd.grad((expected * w).sum(), qkv)
         for g, e in zip(grads, expected_grads):
             torch.testing.assert_close(g, e, atol=1e-12, rtol=1e-10,
@@ -79,10 +95,13 @@ def test_opcheck(dtype):
         # it (opcheck's modes run the operator's own ops and cannot follow
         # the functorch wrappers of torch.func.vjp inside it): the compiled
         # training steps of tests/models/test_compile.py trace it
+        grouped = native.applies(q)
         torch.library.opcheck(backward, (grad, q.detach(), k.detach(),
-                                         v.detach(), *index, 0.0, None),
+                                         v.detach(), *index, 0.0, None,
+                                         grouped),
                               test_utils='test_autograd_registration')
-        args = (grad, q.detach(), k.detach(), v.detach(), *index, 0.0, None)
+        args = (grad, q.detach(), k.detach(), v.detach(), *index, 0.0, None,
+                grouped)
         with FakeTensorMode() as mode:
             fake = backward(*[mode.from_tensor(a) if isinstance(
                 a, torch.Tensor) else [mode.from_tensor(t) for t in a]
@@ -91,6 +110,7 @@ def test_opcheck(dtype):
             assert f.shape == real.shape and f.dtype == real.dtype
 
 
+@use_native('off')  # the torch operations (the native kernel pairs none)
 def test_forward_checks_the_size_limit_and_backward_recomputes_past_it():
     # the forward pass checks the sizes it allocates; its recomputation in
     # the backward pass does not (it may run in an autograd thread that

@@ -15,7 +15,7 @@ from torch_geometric_hot.ops.global_softmax_attention import \
     global_softmax_class_attention
 from torch_geometric_hot.ops.higher_order_attention import \
     kernel_class_attention, softmax_class_attention, softmax_class_output
-from torch_geometric_hot.ops.grouped_softmax_attention import \
+from torch_geometric_hot.ops.grouped_class_attention import \
     grouped_class_attention, grouped_softmax_applies
 from torch_geometric_hot.ops.packed_class_attention import \
     packed_class_attention, packed_pays
@@ -63,9 +63,9 @@ class HOTConv(torch.nn.Module):
     decides per batch, by the graphs' average size). Softmax attention
     runs on the native CPU kernel of
     :mod:`~torch_geometric_hot.ops.grouped_softmax_attention` wherever
-    that applies (CPU tensors, not under :func:`torch.compile`; see
-    :func:`~torch_geometric_hot.ops.grouped_softmax_attention.\
-    grouped_softmax_applies`).
+    that applies (CPU tensors; see
+    :func:`~torch_geometric_hot.ops.grouped_class_attention.\
+    grouped_softmax_applies`; compiled, inside each class's operator).
 
     Args:
         in_channels (int): Input channels.

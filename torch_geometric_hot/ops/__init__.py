@@ -23,8 +23,10 @@ from torch_geometric_hot.ops.higher_order_attention import (
     softmax_class_attention, kernel_class_attention)
 from torch_geometric_hot.ops.global_softmax_attention import \
     global_softmax_class_attention
-from torch_geometric_hot.ops.grouped_softmax_attention import (
-    grouped_class_attention, grouped_softmax_attention)
+from torch_geometric_hot.ops.grouped_class_attention import \
+    grouped_class_attention
+from torch_geometric_hot.ops.grouped_softmax_attention import \
+    grouped_softmax_attention
 
 __all__ = [
     'scatter_sum', 'scatter_max', 'segment_counts', 'use_backend',

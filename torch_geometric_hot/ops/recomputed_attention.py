@@ -23,7 +23,10 @@ ids (per exclusion an id per query row and one per key; a key is excluded
 for a query when they are equal), the dropout probability on the attention
 weights and a seed (a tensor, drawn by the caller when dropout is active)
 from which the forward pass and its recomputation draw the same dropout
-mask.
+mask. On tensors that the native kernels take (the CPU) both run the
+grouped operator of :mod:`~torch_geometric_hot.ops.\
+grouped_softmax_attention` on the groups of those index tensors, as the
+eager layers do.
 """
 import contextlib
 from typing import Callable, Iterator, List, Optional
@@ -31,6 +34,9 @@ from typing import Callable, Iterator, List, Optional
 import torch
 from torch import Tensor
 
+from torch_geometric_hot.ops import native
+from torch_geometric_hot.ops.grouped_softmax_attention import \
+    grouped_softmax_attention, grouped_softmax_gradients, softmax_groups
 from torch_geometric_hot.ops.validation import size_limit
 
 _NO_LIMIT = 2**63 - 1
@@ -65,12 +71,19 @@ def recomputed_attention(name: str, attend: Attend):
     r"""The operator ``torch_geometric_hot::{name}`` running
     :obj:`attend`, with a fake implementation (the output shape) and a
     backward pass ``torch_geometric_hot::{name}_backward`` that recomputes
-    :obj:`attend` under :func:`torch.func.vjp`."""
+    it under :func:`torch.func.vjp`; on tensors that the native kernels
+    take, both run the grouped operator on the groups of the index
+    tensors instead (its output and log-sum-exp recomputed for its own
+    backward operator)."""
     def forward(q: Tensor, k: Tensor, v: Tensor, query_group: Tensor,
                 key_group: Tensor, key_position: Tensor, num_groups: int,
                 query_ids: List[Tensor], key_ids: List[Tensor],
                 dropout: float, seed: Optional[Tensor]) -> Tensor:
         with _seeded(seed, q.device):
+            if native.applies(q, k, v):
+                return grouped_softmax_attention(q, k, v, softmax_groups(
+                    query_group, key_group, key_position, num_groups,
+                    query_ids, key_ids), dropout)
             return attend(q, k, v, query_group, key_group, key_position,
                           num_groups, query_ids, key_ids, dropout)
 
@@ -78,7 +91,15 @@ def recomputed_attention(name: str, attend: Attend):
                  query_group: Tensor, key_group: Tensor,
                  key_position: Tensor, num_groups: int,
                  query_ids: List[Tensor], key_ids: List[Tensor],
-                 dropout: float, seed: Optional[Tensor]) -> List[Tensor]:
+                 dropout: float, seed: Optional[Tensor],
+                 grouped: bool) -> List[Tensor]:
+        if grouped:  # as the forward pass ran (see setup_context)
+            with _seeded(seed, q.device):
+                return list(grouped_softmax_gradients(
+                    grad, q, k, v, softmax_groups(
+                        query_group, key_group, key_position, num_groups,
+                        query_ids, key_ids), dropout))
+
         def run(q: Tensor, k: Tensor, v: Tensor) -> Tensor:
             # no size limit: the forward pass checked these sizes, and the
             # backward pass may run in an autograd thread (CUDA), which
@@ -105,20 +126,21 @@ def recomputed_attention(name: str, attend: Attend):
     def setup_context(ctx, inputs, output) -> None:
         q, k, v, query_group, key_group, key_position, num_groups, \
             query_ids, key_ids, dropout, seed = inputs
-        ctx.constants = (num_groups, len(query_ids), dropout, seed is None)
+        ctx.constants = (num_groups, len(query_ids), dropout, seed is None,
+                         native.applies(q, k, v))
         ctx.save_for_backward(q, k, v, query_group, key_group, key_position,
                               *query_ids, *key_ids,
                               *([] if seed is None else [seed]))
 
     def backward_pass(ctx, grad: Tensor):
-        num_groups, num_ids, dropout, no_seed = ctx.constants
+        num_groups, num_ids, dropout, no_seed, grouped = ctx.constants
         q, k, v, query_group, key_group, key_position, *rest = \
             ctx.saved_tensors
         seed = None if no_seed else rest[-1]
         grads = backward_op(grad.contiguous(), q, k, v, query_group,
                             key_group, key_position, num_groups,
                             rest[:num_ids], rest[num_ids:2 * num_ids],
-                            dropout, seed)
+                            dropout, seed, grouped)
         return (*grads, None, None, None, None, [None] * num_ids,
                 [None] * num_ids, None, None)
 

@@ -1,0 +1,106 @@
+r"""Exact softmax attention of the aggregating classes of a HOT layer by
+the grouped operator (:mod:`~torch_geometric_hot.ops.\
+grouped_softmax_attention`; ``docs/design.md``, "Softmax attention"):
+each class's key groups, built from its attention index and kept with the
+view, and the keys and values taken per kind of input the classes attend
+over.
+"""
+from typing import Dict, List, Sequence
+
+import torch
+from torch import Tensor
+
+from torch_geometric_hot.ops import native
+from torch_geometric_hot.ops.basis import EquivariantClass
+from torch_geometric_hot.ops.equivariant import Target
+from torch_geometric_hot.ops.grouped_softmax_attention import \
+    grouped_softmax_attention, softmax_groups
+from torch_geometric_hot.ops.higher_order_attention import SummaryKeys, \
+    attention_index
+from torch_geometric_hot.ops.native import SoftmaxGroups
+from torch_geometric_hot.ops.packed_class_attention import KEY_KIND
+from torch_geometric_hot.ops.pooled_combination import ValueProjection
+
+
+def grouped_softmax_applies(*tensors: Tensor) -> bool:
+    r"""Whether softmax attention on these tensors takes
+    :func:`grouped_class_attention`: where the native CPU kernel runs it
+    (CPU float32/float64, kernels available), and not under
+    :func:`torch.compile` (there the classes are operators of their own,
+    :mod:`~torch_geometric_hot.ops.recomputed_attention`, which run the
+    same kernel on the CPU). Elsewhere the per-graph blocks of the other
+    paths are faster than enumerated pairs."""
+    return not torch.compiler.is_compiling() and native.applies(*tensors)
+
+
+def class_groups(cls: EquivariantClass, target: Target, view,
+                 in_order: int) -> SoftmaxGroups:
+    r"""The groups of one aggregating class for
+    :func:`grouped_softmax_attention`, its keys numbered in the order of
+    its pool (:class:`~torch_geometric_hot.ops.higher_order_attention.\
+    SummaryKeys`: the inputs of one kind), kept with the view."""
+    def build() -> SoftmaxGroups:
+        query_group, key_group, position, num_groups, query_ids, key_ids = \
+            attention_index(cls, target, view, in_order)
+        return softmax_groups(query_group, key_group,
+                              torch.arange(position.numel(),
+                                           device=position.device),
+                              num_groups, query_ids, key_ids)
+
+    if not hasattr(view, 'plan') or target.part == 'hyperedge':
+        return build()
+    return view.plan(('grouped_softmax', in_order, target.part, cls), build)
+
+
+def grouped_class_attention(classes: Sequence[Sequence[EquivariantClass]],
+                            targets: Sequence[Target], view, in_order: int,
+                            queries: Sequence[Tensor], keys: Tensor,
+                            values: ValueProjection,
+                            slots: Sequence[Sequence[int]],
+                            dropout: float = 0.0) -> List[Tensor]:
+    r"""Exact softmax attention of the aggregating classes of one or more
+    output parts by :func:`grouped_softmax_attention`, class by class. The
+    keys and the values are taken per kind of input the classes attend
+    over (nodes or diagonal entries; off-diagonal entries): the keys of a
+    kind gathered once, the values of all classes of a kind one product
+    of the kind's inputs with their value weights.
+
+    Args:
+        classes (list): Per output part, its aggregating classes.
+        targets (list): The output parts.
+        view: Index bundle.
+        in_order (int): Input order.
+        queries (list): Per part, its queries :obj:`[rows, H, d]` (already
+            scaled).
+        keys (torch.Tensor): Keys :obj:`[inputs, H, d]`.
+        values (ValueProjection): The value projection of all classes.
+        slots (list): Per part, per class, its value slot.
+        dropout (float, optional): Dropout probability on the attention
+            weights (each class's draws seeded from torch's default
+            generator). (default: :obj:`0.0`)
+
+    Returns:
+        Per part, its classes' outputs :obj:`[rows, classes, H, d_v]`.
+    """
+    H, D = values.heads, values.head_channels
+    weight = values.weight.view(-1, H * D, values.x.size(-1))
+    kinds: Dict[str, list] = {}
+    for p, (part, part_slots) in enumerate(zip(classes, slots)):
+        for c, (cls, slot) in enumerate(zip(part, part_slots)):
+            kinds.setdefault(KEY_KIND[cls.pool[0]], []).append(
+                (p, c, cls, slot))
+    outs: List[List[Tensor]] = [[] for _ in classes]
+    for members in kinds.values():
+        position = SummaryKeys(members[0][2].pool[0], view, in_order).position
+        kind_keys = keys.index_select(0, position)
+        kind_values = torch.nn.functional.linear(
+            values.x.index_select(0, position),
+            weight[[slot for *_, slot in members]].flatten(0, 1)).view(
+                position.numel(), len(members), H, D).unbind(1)  # one backward
+        for m, (p, c, cls, _) in enumerate(members):
+            outs[p].append((c, grouped_softmax_attention(
+                queries[p], kind_keys, kind_values[m],
+                class_groups(cls, target=targets[p], view=view,
+                             in_order=in_order), dropout)))
+    return [torch.stack([out for _, out in sorted(part, key=lambda t: t[0])],
+                        1) for part in outs]
