@@ -46,6 +46,8 @@ Usage::
         --out benchmarks/results/molecule_batches.json
     python benchmarks/molecule_batches.py --device cuda --out gpu.json
     python benchmarks/molecule_batches.py --quick
+    python benchmarks/molecule_batches.py --dropout 0.1 --models \
+        gin,gps_multihead,hot_softmax,tokengt_softmax  # training with dropout
 """
 import argparse
 import contextlib
@@ -119,7 +121,7 @@ class PyGModel(torch.nn.Module):
     r"""GINEConv layers, bare (``attn_type=None``) or inside ``GPSConv``,
     with OGB's encoders, sum pooling and a linear head."""
     def __init__(self, width: int, layers: int, heads: int,
-                 attn_type: Optional[str]):
+                 attn_type: Optional[str], dropout: float = 0.0):
         super().__init__()
         from torch_geometric.nn import GPSConv
         self.encoders = _Encoders(width)
@@ -129,7 +131,9 @@ class PyGModel(torch.nn.Module):
         else:
             self.convs = torch.nn.ModuleList([
                 GPSConv(width, _gine(width), heads=heads,
-                        attn_type=attn_type) for _ in range(layers)
+                        attn_type=attn_type, dropout=dropout,
+                        attn_kwargs=dict(dropout=dropout))
+                for _ in range(layers)
             ])
         self.gps = attn_type is not None
         self.head = torch.nn.Linear(width, 1)
@@ -183,29 +187,35 @@ class TokenModel(torch.nn.Module):
                           node_id=batch.lap_node_id)
 
 
-def build_model(name: str, width: int, layers: int,
-                heads: int) -> torch.nn.Module:
+def build_model(name: str, width: int, layers: int, heads: int,
+                dropout: float = 0.0) -> torch.nn.Module:
     r"""The model :obj:`name` of :data:`MODELS`, mapping a batch to
-    :obj:`[num_graphs, 1]`."""
+    :obj:`[num_graphs, 1]`, with :obj:`dropout` where the model has it
+    (``GINEConv`` has none; ``GPSConv`` on its outputs and attention
+    weights, TokenGT on its tokens and attention weights, HOT on its
+    blocks' outputs and attention weights)."""
     from torch_geometric_hot.models import (HOTGraphModel, InvariantMLP,
                                             TokenGT)
     if name == 'gin':
         return PyGModel(width, layers, heads, None)
     if name.startswith('gps_'):
-        return PyGModel(width, layers, heads, name[len('gps_'):])
+        return PyGModel(width, layers, heads, name[len('gps_'):], dropout)
     atom, bond = _categorical(width)
     if name == 'invariant_mlp':
         return PairModel(InvariantMLP(width, 1, num_layers=layers,
-                                      node_encoder=atom, edge_encoder=bond))
+                                      node_encoder=atom, edge_encoder=bond,
+                                      dropout=dropout))
     if name.startswith('hot_'):
         return PairModel(HOTGraphModel(
             width, 1, num_layers=layers, heads=heads, node_encoder=atom,
-            edge_encoder=bond, attention=name[len('hot_'):], seed=0))
+            edge_encoder=bond, attention=name[len('hot_'):], seed=0,
+            dropout=dropout))
     if name.startswith('tokengt_'):
         return TokenModel(TokenGT(
             width, width, 1, layers, node_encoder=atom, edge_encoder=bond,
             heads=heads, node_id='laplacian', node_id_dim=NODE_ID_DIM,
-            attention=name[len('tokengt_'):], seed=0))
+            attention=name[len('tokengt_'):], seed=0, dropout=dropout,
+            attention_dropout=dropout))
     raise ValueError(f"unknown model {name!r}, expected one of {MODELS}")
 
 
@@ -323,8 +333,8 @@ def cpu_peak_bytes_here(args: argparse.Namespace, name: str) -> int:
     step of :obj:`name` on the first batch (call in a fresh process)."""
     batch = load_batches(args.root, args.batch_size, 1)[0]
     torch.manual_seed(0)
-    runner = Runner(build_model(name, args.width, args.layers, args.heads),
-                    torch.device('cpu'))
+    runner = Runner(build_model(name, args.width, args.layers, args.heads,
+                                args.dropout), torch.device('cpu'))
     before = _current_rss_kb()
     if not _reset_peak_rss():
         raise RuntimeError('cannot reset the peak resident set '
@@ -343,7 +353,7 @@ def cpu_peak_bytes(args: argparse.Namespace, name: str) -> int:
                str(args.batch_size), '--width', str(args.width), '--layers',
                str(args.layers), '--heads', str(args.heads), '--threads',
                str(args.threads), '--packed', args.packed, '--native',
-               args.native]
+               args.native, '--dropout', str(args.dropout)]
     out = subprocess.run(command, check=True, capture_output=True,
                          text=True).stdout
     return int(json.loads(out.strip().splitlines()[-1])['peak_bytes'])
@@ -357,6 +367,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument('--width', type=int, default=64)
     parser.add_argument('--layers', type=int, default=4)
     parser.add_argument('--heads', type=int, default=4)
+    parser.add_argument('--dropout', type=float, default=0.0,
+                        help='dropout of every model that has it (see '
+                        'build_model; GIN has none)')
     parser.add_argument('--batches', type=int, default=4,
                         help='distinct batches timed per model and round')
     parser.add_argument('--rounds', type=int, default=5)
@@ -509,13 +522,13 @@ def run(args: argparse.Namespace) -> Dict:
           f'(OGB featurisation; {nodes:.1f} atoms, {edges:.1f} directed '
           f'bonds per molecule); pre_transform {PRE_TRANSFORMS} applied once '
           f'when the dataset was processed; width {args.width}, '
-          f'{args.layers} layers, {args.heads} heads; {args.threads} '
-          f'thread(s), {device}')
+          f'{args.layers} layers, {args.heads} heads, dropout '
+          f'{args.dropout}; {args.threads} thread(s), {device}')
     runners = {}
     for name in args.models:
         torch.manual_seed(0)
         runners[name] = Runner(build_model(name, args.width, args.layers,
-                                           args.heads), device)
+                                           args.heads, args.dropout), device)
     memory: Dict[str, Optional[int]] = {}
     if not args.no_memory:
         for name in args.models:
@@ -536,6 +549,7 @@ def run(args: argparse.Namespace) -> Dict:
     result = dict(
         settings=dict(device=str(device), batch_size=args.batch_size,
                       width=args.width, layers=args.layers, heads=args.heads,
+                      dropout=args.dropout,
                       batches=args.batches, rounds=args.rounds,
                       threads=args.threads, quick=args.quick,
                       packed=args.packed, native=args.native,

@@ -61,6 +61,19 @@ def test_every_model_maps_a_batch_to_one_value_per_graph(root):
         assert model(batch).shape == (8, 1), name
 
 
+def test_dropout_reaches_every_model_that_has_it(root):
+    # in training, two passes draw different masks; in evaluation equal
+    import torch
+    batch = molecule_batches.load_batches(root, 8, 1)[0]
+    for name in molecule_batches.MODELS:
+        model = molecule_batches.build_model(name, 16, 2, 4, dropout=0.5)
+        model.train()
+        differs = not torch.equal(model(batch), model(batch))
+        assert differs == (name != 'gin'), name
+        model.eval()
+        assert torch.equal(model(batch), model(batch)), name
+
+
 def test_round_robin_rotates_the_first_model():
     calls = []
 
