@@ -972,8 +972,9 @@ def grouped_softmax(q: Tensor, k: Tensor, v: Tensor, groups: SoftmaxGroups,
     :math:`i`, key row :math:`j`, head :math:`h` is dropped where the
     kernel's 32-bit hash of the four is below :obj:`threshold`)."""
     q, k, v = _rows_of_heads(q), _rows_of_heads(k), _rows_of_heads(v)
-    out = q.new_zeros(q.size(0), q.size(1), v.size(2))
-    lse = q.new_full((q.size(0), q.size(1)), -float('inf'))
+    # every query row is some group's: the kernel writes all of out, lse
+    out = q.new_empty(q.size(0), q.size(1), v.size(2))
+    lse = q.new_empty(q.size(0), q.size(1))
     _grouped_call('grouped_softmax', groups, q, k, v, [q, k, v], [out, lse],
                   seed, threshold)
     return out, lse
@@ -984,12 +985,13 @@ def grouped_softmax_backward(grad: Tensor, q: Tensor, k: Tensor, v: Tensor,
                              seed: int = 0, threshold: int = 0
                              ) -> Tuple[Tensor, Tensor, Tensor]:
     r"""The gradients of :func:`grouped_softmax` with respect to :obj:`q`,
-    :obj:`k` and :obj:`v` (contiguous; zero for rows that are no key),
+    :obj:`k` and :obj:`v` (contiguous; zero for rows that are no key; the
+    kernel writes every query row's),
     from the gradient of its output and its results (the same dropout
     draws with the same :obj:`seed` and :obj:`threshold`)."""
     q, k, v = _rows_of_heads(q), _rows_of_heads(k), _rows_of_heads(v)
     grad, out, lse = grad.contiguous(), out.contiguous(), lse.contiguous()
-    grad_q = torch.zeros_like(q, memory_format=torch.contiguous_format)
+    grad_q = torch.empty_like(q, memory_format=torch.contiguous_format)
     grad_k = torch.zeros_like(k, memory_format=torch.contiguous_format)
     grad_v = torch.zeros_like(v, memory_format=torch.contiguous_format)
     _grouped_call('grouped_softmax_backward', groups, q, k, v,

@@ -35,8 +35,9 @@
  * seed only, so any split of the groups draws the same.
  *
  * q, k, v are [rows, H, D or DV] with row strides ldq, ldk, ldv; out,
- * grad [Q, H, DV], lse [Q, H], dq [Q, H, D] are contiguous, and dk, dv
- * ([N, H, D], [N, H, DV], contiguous) are zero where no group has a key.
+ * grad [Q, H, DV], lse [Q, H], dq [Q, H, D] are contiguous (out, lse and
+ * dq are written at every query row of a group), and dk, dv ([N, H, D],
+ * [N, H, DV], contiguous) are zero on entry.
  * Exclusion ids are int32: query_ids [E, Q] by query row, key_ids [E, K]
  * in the order of key_rows. Plain C11 with GCC vector extensions; compiled
  * with the other kernels by torch_geometric_hot.ops.native. Functions
