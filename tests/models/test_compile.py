@@ -139,11 +139,11 @@ def test_compiled_gradients_equal_eager(name):
 
 
 @pytest.mark.parametrize('name', ['hot_kernel', 'hot_softmax',
-                                  'tokengt_performer'])
+                                  'tokengt_softmax', 'tokengt_performer'])
 def test_compiles_without_data_dependent_sizes(name):
     # models that read no size from the data compile as one graph without
-    # the settings that trace such sizes (HOT softmax: its classes'
-    # attention is one operator each)
+    # the settings that trace such sizes (softmax attention: one operator
+    # per HOT class and per TokenGT layer)
     b = molecule_like_batch([7, 4, 9])
     model = build(name).eval()
     backend = Counting()

@@ -3,9 +3,13 @@ import torch
 
 import torch_geometric_hot.ops.kernel_attention as kernel_attention
 from torch_geometric_hot.ops.feature_maps import FeatureMap
+from torch_geometric_hot.ops.native import SoftmaxGroups, available, \
+    use_native
 from torch_geometric_hot.ops.token_attention import (
     dense_softmax_attention_reference, grouped_linear_attention,
-    per_graph_softmax_attention, token_positions)
+    per_graph_softmax_attention, token_layout, token_positions)
+
+MODES = ['on', 'off'] if available() else ['off']
 
 
 def random_tokens(sizes, heads=2, dim=3, seed=0):
@@ -30,20 +34,44 @@ def test_token_positions():
     assert lengths.tolist() == [2, 3, 0]
 
 
-@pytest.mark.parametrize('sizes', [[5], [4, 1, 6, 0, 2], [3, 3]])
-def test_softmax_matches_dense_reference(sizes):
+@pytest.mark.parametrize('mode', MODES)
+@pytest.mark.parametrize('sizes', [[5], [4, 1, 6, 0, 2], [3, 3], [1, 30, 2]])
+def test_softmax_matches_dense_reference(sizes, mode):
+    # the grouped native kernel (on) and the padded blocks (off), forward
+    # and backward
     (q, k, v), token_batch, num_graphs = random_tokens(sizes)
-    out = per_graph_softmax_attention(q, k, v, token_batch, num_graphs)
+    with use_native(mode):
+        layout = token_layout(token_batch, num_graphs)
+        assert isinstance(layout, SoftmaxGroups) == (mode == 'on')
+        out = per_graph_softmax_attention(q, k, v, token_batch, num_graphs,
+                                          layout=layout)
+        w = torch.randn_like(out)
+        grads = torch.autograd.grad((out * w).sum(), (q, k, v))
     ref = dense_softmax_attention_reference(q, k, v, token_batch, num_graphs)
-    torch.testing.assert_close(out, ref)
+    torch.testing.assert_close(out, ref, atol=1e-12, rtol=1e-10)
+    for g, e in zip(grads, torch.autograd.grad((ref * w).sum(), (q, k, v))):
+        torch.testing.assert_close(g, e, atol=1e-12, rtol=1e-10)
 
 
-def test_softmax_gradcheck():
+@pytest.mark.parametrize('mode', MODES)
+def test_softmax_gradcheck(mode):
     (q, k, v), token_batch, num_graphs = random_tokens([3, 1, 2], heads=1,
                                                        dim=2)
-    assert torch.autograd.gradcheck(
-        lambda q, k, v: per_graph_softmax_attention(q, k, v, token_batch,
-                                                    num_graphs), (q, k, v))
+    with use_native(mode):
+        assert torch.autograd.gradcheck(
+            lambda q, k, v: per_graph_softmax_attention(
+                q, k, v, token_batch, num_graphs), (q, k, v))
+
+
+def test_grouped_layout_serves_tensors_the_kernel_does_not_take():
+    # groups built for the CPU kernel, float16 tensors: the padded blocks
+    (q, k, v), token_batch, num_graphs = random_tokens([4, 1, 3])
+    layout = token_layout(token_batch, num_graphs)
+    half = [t.detach().to(torch.bfloat16) for t in (q, k, v)]
+    out = per_graph_softmax_attention(*half, token_batch, num_graphs,
+                                      layout=layout)
+    ref = dense_softmax_attention_reference(q, k, v, token_batch, num_graphs)
+    torch.testing.assert_close(out.double(), ref, atol=0.05, rtol=0.05)
 
 
 def naive_linear_attention(q_feat, k_feat, v, token_batch, num_graphs):

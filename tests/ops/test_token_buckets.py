@@ -3,9 +3,10 @@ import torch
 
 from torch_geometric_hot.models import TokenGT
 from torch_geometric_hot.ops import token_attention, token_buckets as tb
+from torch_geometric_hot.ops.native import use_native
 from torch_geometric_hot.ops.token_attention import (
-    dense_softmax_attention_reference, per_graph_softmax_attention,
-    token_layout, token_positions)
+    dense_softmax_attention_reference, padded_layout,
+    per_graph_softmax_attention, token_layout, token_positions)
 from torch_geometric_hot.ops.token_buckets import (TokenBuckets,
                                                    bucket_bounds,
                                                    bucketed_softmax_attention,
@@ -82,12 +83,15 @@ def test_bucketed_attention_gradcheck():
 
 def test_layout_rule_buckets_skewed_batches_only():
     _, token_batch, num_graphs = tokens(SKEWED)
-    assert isinstance(token_layout(token_batch, num_graphs), TokenBuckets)
+    assert isinstance(padded_layout(token_batch, num_graphs), TokenBuckets)
+    with use_native('off'):  # the padded layouts are the default then
+        assert isinstance(token_layout(token_batch, num_graphs),
+                          TokenBuckets)
     _, token_batch, num_graphs = tokens([4, 4, 4, 3])  # little padding
-    assert not isinstance(token_layout(token_batch, num_graphs),
+    assert not isinstance(padded_layout(token_batch, num_graphs),
                           TokenBuckets)
     _, token_batch, num_graphs = tokens([9])  # one graph: no padding
-    assert not isinstance(token_layout(token_batch, num_graphs),
+    assert not isinstance(padded_layout(token_batch, num_graphs),
                           TokenBuckets)
 
 
@@ -110,6 +114,7 @@ def molecules_batch(sizes, seed=0):
     return x, edge_index, edge_attr, torch.cat(batch)
 
 
+@use_native('off')  # the padded layouts (the native kernel pads nothing)
 def test_tokengt_output_and_gradients_equal_with_and_without_buckets(
         monkeypatch):
     # 1-node graphs, a 0-edge graph, one graph much larger than the rest.

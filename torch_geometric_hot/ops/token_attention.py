@@ -5,7 +5,10 @@ several graphs, never across graphs (the attention of TokenGT,
 * :func:`per_graph_softmax_attention`: exact softmax attention through
   :func:`torch.nn.functional.scaled_dot_product_attention` on per-graph
   padded blocks with a key-padding mask (fused kernels: the
-  :math:`L \times L` score matrix is never materialised).
+  :math:`L \times L` score matrix is never materialised); on the CPU,
+  where the native kernels are on, the grouped softmax kernel of
+  :mod:`~torch_geometric_hot.ops.grouped_softmax_attention` instead, every
+  graph's tokens one group (no padding).
 * :func:`grouped_linear_attention`: kernel (Performer) attention on the flat
   token list, :math:`O(T)` time and memory, no padding: per-graph sums
   :math:`S_g = \sum_{t \in g} \phi(k_t) [v_t, 1]^\top` and
@@ -23,8 +26,13 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from torch_geometric_hot.ops import native
+from torch_geometric_hot.ops.grouped_softmax_attention import \
+    grouped_softmax_attention, softmax_groups
 from torch_geometric_hot.ops.kernel_attention import (gather_contract,
                                                       segment_outer_sum)
+from torch_geometric_hot.ops.native import SoftmaxGroups
+from torch_geometric_hot.ops.recomputed_attention import dropout_seed
 from torch_geometric_hot.ops.scatter import segment_counts
 from torch_geometric_hot.ops.token_buckets import (
     TokenBuckets, bucket_bounds, bucketed_softmax_attention, buckets_pay,
@@ -54,17 +62,36 @@ def token_positions(token_batch: Tensor,
     return position, lengths
 
 
-TokenLayout = Union[Tuple[Tensor, Tensor], TokenBuckets]
+TokenLayout = Union[Tuple[Tensor, Tensor], TokenBuckets, SoftmaxGroups]
 
 
 def token_layout(token_batch: Tensor, num_graphs: int) -> TokenLayout:
     r"""The layout :func:`per_graph_softmax_attention` attends on, built once
-    per batch: size buckets (:mod:`~torch_geometric_hot.ops.token_buckets`)
-    when one block padded to the largest graph would hold
-    at least ``BUCKET_GAIN`` times the score entries of the buckets
-    (:math:`B L_{max}^2 \ge 2 \sum_b B_b L_b^2`), else the positions and
-    lengths of :func:`token_positions` (one padded block). Both give the
-    same attention.
+    per batch: on the CPU, where the native kernels are on, the groups of
+    the grouped softmax kernel (every graph's tokens one group), else
+    :func:`padded_layout`. All give the same attention.
+
+    Args:
+        token_batch (torch.Tensor): Graph of every token, shape :obj:`[T]`.
+        num_graphs (int): Number of graphs :math:`B`.
+    """
+    if token_batch.device.type == 'cpu' and token_batch.numel() and \
+            not torch.compiler.is_compiling() and native.available():
+        return softmax_groups(token_batch, token_batch,
+                              torch.arange(token_batch.numel()), num_graphs,
+                              [], [])
+    return padded_layout(token_batch, num_graphs)
+
+
+def padded_layout(token_batch: Tensor, num_graphs: int
+                  ) -> Union[Tuple[Tensor, Tensor], TokenBuckets]:
+    r"""Padded per-graph blocks for
+    :func:`~torch.nn.functional.scaled_dot_product_attention`: size buckets
+    (:mod:`~torch_geometric_hot.ops.token_buckets`) when one block padded to
+    the largest graph would hold at least ``BUCKET_GAIN`` times the score
+    entries of the buckets (:math:`B L_{max}^2 \ge 2 \sum_b B_b L_b^2`),
+    else the positions and lengths of :func:`token_positions` (one padded
+    block).
 
     Args:
         token_batch (torch.Tensor): Graph of every token, shape :obj:`[T]`.
@@ -107,7 +134,11 @@ def per_graph_softmax_attention(query: Tensor, key: Tensor, value: Tensor,
         \mathrm{out}_t = \sum_{s : g(s) = g(t)}
         \mathrm{softmax}_s\left(\frac{q_t^\top k_s}{\sqrt{d}}\right) v_s
 
-    Tokens are scattered into :obj:`[B, H, L_max, d]` blocks (checked
+    On the CPU, where the native kernels are on, every graph's tokens are one
+    group of the grouped softmax kernel
+    (:func:`~torch_geometric_hot.ops.grouped_softmax_attention.\
+    grouped_softmax_attention`; its dropout draws its own mask). Elsewhere
+    tokens are scattered into :obj:`[B, H, L_max, d]` blocks (checked
     against the size limit,
     :func:`~torch_geometric_hot.ops.validation.size_limit`), attended with
     :func:`~torch.nn.functional.scaled_dot_product_attention` under a
@@ -121,16 +152,31 @@ def per_graph_softmax_attention(query: Tensor, key: Tensor, value: Tensor,
         token_batch (torch.Tensor): Graph of every token, shape :obj:`[T]`.
         num_graphs (int): Number of graphs :math:`B`.
         dropout (float): Dropout on the attention weights.
-        layout (tuple or TokenBuckets, optional): The output of
-            :func:`token_layout` (or of :func:`token_positions`), to reuse
-            it across layers (default: :func:`token_layout`).
+        layout (tuple, TokenBuckets or SoftmaxGroups, optional): The
+            output of :func:`token_layout` (or of :func:`padded_layout` or
+            :func:`token_positions`), to reuse it across layers (default:
+            :func:`token_layout`).
 
     :rtype: :class:`torch.Tensor` of shape :obj:`[T, H, d_v]`
     """
     if query.size(0) == 0:
         return value.clone()
+    if torch.compiler.is_compiling():
+        # one node of the compiled graph: the attention of a global class
+        # without exclusions (every token over its graph's tokens), run
+        # eagerly inside it (size buckets; on the CPU the native grouped
+        # kernel) and recomputed in its backward pass
+        return torch.ops.torch_geometric_hot.global_class_softmax(
+            query * query.size(-1)**-0.5, key, value, token_batch,
+            token_batch, torch.arange(query.size(0), device=query.device),
+            num_graphs, [], [], dropout, dropout_seed(dropout, query.device))
     if layout is None:
         layout = token_layout(token_batch, num_graphs)
+    if isinstance(layout, SoftmaxGroups):
+        if native.applies(query, key, value):
+            return grouped_softmax_attention(query * query.size(-1)**-0.5,
+                                             key, value, layout, dropout)
+        layout = padded_layout(token_batch, num_graphs)
     if isinstance(layout, TokenBuckets):
         return bucketed_softmax_attention(query, key, value, layout, dropout)
     position, lengths = layout
