@@ -78,8 +78,9 @@ def token_layout(token_batch: Tensor, num_graphs: int) -> TokenLayout:
     if token_batch.device.type == 'cpu' and token_batch.numel() and \
             not torch.compiler.is_compiling() and native.available():
         return softmax_groups(token_batch, token_batch,
-                              torch.arange(token_batch.numel()), num_graphs,
-                              [], [])
+                              torch.arange(token_batch.numel(),
+                                           device=token_batch.device),
+                              num_graphs, [], [])
     return padded_layout(token_batch, num_graphs)
 
 
