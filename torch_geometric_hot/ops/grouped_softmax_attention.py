@@ -20,8 +20,9 @@ empty. The backward pass needs only :math:`o` and :math:`l`: with
 :math:`\partial v_j = \sum_i p_{ij} g_i`.
 
 Dropout on the weights replaces :math:`p_{ij}` by :math:`m_{ij} p_{ij}`
-in :math:`o_i` (:math:`l_i` stays), where :math:`m_{ij}` is
-:math:`1 / (1 - p)` or 0, drawn per (query row, key row, head) by a
+in :math:`o_i` (:math:`l_i` stays), where :math:`m_{ij}` is 0 or the scale
+:math:`2^{32} / (2^{32} - \lfloor p\, 2^{32} \rfloor) \approx 1 / (1 - p)`,
+drawn per (query row, key row, head) by a
 32-bit hash of the three and a seed (:func:`keep_factors`): the backward
 pass draws the same factors again instead of keeping a mask, the native
 kernel and the torch implementation draw alike, and so does any split of

@@ -166,7 +166,8 @@ def per_graph_softmax_attention(query: Tensor, key: Tensor, value: Tensor,
         # one node of the compiled graph: the attention of a global class
         # without exclusions (every token over its graph's tokens), run
         # eagerly inside it (size buckets; on the CPU the native grouped
-        # kernel) and recomputed in its backward pass
+        # kernel) and recomputed in its backward pass; called by its
+        # registered name, as global_softmax_attention imports this module
         return torch.ops.torch_geometric_hot.global_class_softmax(
             query * query.size(-1)**-0.5, key, value, token_batch,
             token_batch, torch.arange(query.size(0), device=query.device),

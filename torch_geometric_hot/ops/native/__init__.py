@@ -985,10 +985,9 @@ def grouped_softmax_backward(grad: Tensor, q: Tensor, k: Tensor, v: Tensor,
                              seed: int = 0, threshold: int = 0
                              ) -> Tuple[Tensor, Tensor, Tensor]:
     r"""The gradients of :func:`grouped_softmax` with respect to :obj:`q`,
-    :obj:`k` and :obj:`v` (contiguous; zero for rows that are no key; the
-    kernel writes every query row's),
-    from the gradient of its output and its results (the same dropout
-    draws with the same :obj:`seed` and :obj:`threshold`)."""
+    :obj:`k` and :obj:`v` (contiguous; zero for rows that are no key) from
+    the gradient of its output and its results, dropout drawn as with the
+    same :obj:`seed` and :obj:`threshold`."""
     q, k, v = _rows_of_heads(q), _rows_of_heads(k), _rows_of_heads(v)
     grad, out, lse = grad.contiguous(), out.contiguous(), lse.contiguous()
     grad_q = torch.empty_like(q, memory_format=torch.contiguous_format)

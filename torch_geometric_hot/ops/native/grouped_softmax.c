@@ -26,8 +26,8 @@
  * own, so a caller may split the groups across threads.
  *
  * Dropout on the weights (threshold > 0): the weight of query row i, key
- * row j and head h is kept when keep_hash(seed, i, j, h) >= threshold (a
- * 32-bit hash of the four; threshold = p 2^32) and then scaled by
+ * row j and head h is kept when its 32-bit hash (keep_hashes: the four
+ * mixed) is at least threshold (= p 2^32) and then scaled by
  * 2^32 / (2^32 - threshold), else dropped; l_i stays that of the weights
  * before dropout. The backward pass draws the same keeps: with m_ij the
  * keep's factor, dv_j = sum_i p_ij m_ij g_i and the scores are
