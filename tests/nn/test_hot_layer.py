@@ -4,6 +4,7 @@ import torch
 from torch_geometric_hot.data import PairView
 from torch_geometric_hot.nn import HOTLayer
 from torch_geometric_hot.testing import (assert_batch_independent,
+                                         assert_gradcheck,
                                          assert_permutation_equivariant,
                                          attach_order_inputs,
                                          edge_case_graphs, random_graph,
@@ -43,6 +44,6 @@ def test_residual_flag_and_gradcheck(device):
     layer = HOTLayer(3, 2, 2, attention='kernel',
                      kernel='elu').double().to(device)
     x = data.pair_x.clone().requires_grad_()
-    assert torch.autograd.gradcheck(lambda x: layer(x, view), (x, ))
+    assert_gradcheck(lambda x: layer(x, view), (x, ))
     plain = HOTLayer(3, 2, 2, residual=False).double().to(device)
     assert not plain.residual and 'residual=False' in repr(plain)

@@ -4,6 +4,7 @@ from torch_geometric.data import Batch
 
 from torch_geometric_hot.nn import SimplicialAttention
 from torch_geometric_hot.testing import (assert_batch_independent,
+                                         assert_gradcheck,
                                          assert_permutation_equivariant,
                                          edge_case_graphs, random_graph)
 from torch_geometric_hot.testing.simplicial_reference import (
@@ -78,8 +79,7 @@ def test_gradcheck(device):
     module = layer(device, heads=1, head_channels=3, candidates='walks')
     data = random_graph(4, 4, num_features=8, seed=1, device=device)
     x = data.x.clone().requires_grad_()
-    assert torch.autograd.gradcheck(lambda x: module(x, data.edge_index),
-                                    (x, ))
+    assert_gradcheck(lambda x: module(x, data.edge_index), (x, ))
 
 
 def test_nodes_without_tuples_are_unchanged(device):

@@ -4,6 +4,7 @@ from torch_geometric.data import Batch, Data
 
 from torch_geometric_hot.nn.tokengt_encoder import TokenGTEncoder
 from torch_geometric_hot.testing import (assert_batch_independent,
+                                         assert_gradcheck,
                                          assert_permutation_equivariant,
                                          dense_tokengt_reference,
                                          edge_case_graphs, random_graph)
@@ -143,7 +144,7 @@ def test_gradcheck(attention, device):
         out = model(x, data.edge_index, edge_attr, node_id=node_id)
         return out.graph, out.node, out.edge
 
-    assert torch.autograd.gradcheck(fn, (x, edge_attr))
+    assert_gradcheck(fn, (x, edge_attr))
 
 
 @pytest.mark.parametrize('node_id', ['orf', 'laplacian', 'random', None])

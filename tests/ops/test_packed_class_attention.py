@@ -11,8 +11,11 @@ from torch_geometric_hot import testing
 from torch_geometric_hot.testing import random_graph
 
 ORDERS = [(2, 2), (2, 1), (2, 0), (1, 1), (1, 0), (1, 2)]
-SERVED = [('softmax', 'favor+', True), ('kernel', 'favor+', True),
-          ('kernel', 'relu', True), ('kernel', 'favor+', False)]
+SERVED = [('softmax', 'favor+', True, False),
+          ('softmax', 'favor+', True, True),
+          ('kernel', 'favor+', True, False),
+          ('kernel', 'relu', True, False),
+          ('kernel', 'favor+', False, False)]
 
 
 def skewed_batch(out_order: int) -> Batch:
@@ -40,7 +43,8 @@ def run(conv: HOTConv, data: Batch, path: str, monkeypatch):
     out = conv(x, PairView.from_data(data))
     assert bool(calls) == (path == 'packed')
     weight = torch.randn(out.shape, dtype=out.dtype,
-                         generator=torch.Generator().manual_seed(1))
+                         generator=torch.Generator().manual_seed(1)).to(
+                             out.device)
     params = [p for p in conv.parameters()]
     grads = torch.autograd.grad((out * weight).sum(), [x] + params,
                                 allow_unused=True)
@@ -48,14 +52,19 @@ def run(conv: HOTConv, data: Batch, path: str, monkeypatch):
 
 
 @pytest.mark.parametrize('orders', ORDERS)
-@pytest.mark.parametrize('attention,kernel,exact', SERVED)
-def test_packed_equals_sparse(orders, attention, kernel, exact, monkeypatch):
+@pytest.mark.parametrize('attention,kernel,exact,local', SERVED)
+def test_packed_equals_sparse(orders, attention, kernel, exact, local,
+                              monkeypatch, device):
+    # local: softmax attention's local classes on the blocks too, as on
+    # devices other than the CPU
+    if local:
+        monkeypatch.setattr(packed, 'SPARSE_LOCAL_SOFTMAX', ())
     in_order, out_order = orders
-    data = skewed_batch(out_order)
+    data = skewed_batch(out_order).to(device)
     torch.manual_seed(0)
     conv = HOTConv(6, 5, in_order, out_order, heads=2, head_channels=3,
                    attention=attention, kernel=kernel, exact_exclusion=exact,
-                   seed=0).double()
+                   seed=0).double().to(device)
     with torch.no_grad():  # no zero bias: every output row is compared
         conv.bias.normal_()
     sparse = run(conv, data, 'sparse', monkeypatch)

@@ -26,12 +26,15 @@ the classes are exactly the sparse path's:
   \mathbf{1}, \epsilon)}` with :math:`S = \phi(Q) \phi(K)^\top`;
 * softmax: :math:`o^\mu = \mathrm{softmax}(S + \log M_\mu) V_\mu`;
 
-and a row whose group is empty outputs 0. A class's values are one product
-of its packed keys' inputs with its value weights. The layout and masks
-depend on the batch's indices only and are kept with the view
-(:class:`~torch_geometric_hot.data.PlanCache`). With softmax attention
-the local classes stay on the sparse operations (their few pairs are
-enumerated faster than masked blocks are filled).
+and a row whose group is empty outputs 0. The classes of one output part
+whose keys are of one kind share their score blocks and attend in one
+batched product per bucket, their masks stacked
+:obj:`[G, C, 1, L_q, L_k]` and their values one product of the packed keys'
+inputs with their value weights side by side. The layout and masks depend
+on the batch's indices only and are kept with the view
+(:class:`~torch_geometric_hot.data.PlanCache`). With softmax attention on
+the CPU the local classes stay on the sparse operations
+(:data:`SPARSE_LOCAL_SOFTMAX`).
 
 :func:`packed_pays` is the rule that picks this path: graphs of at most
 :data:`PACKED_BLOCK` rows (nodes plus entries) on average, weighted by
@@ -66,6 +69,11 @@ PACKED_BLOCK = 384
 #: The same limit for softmax attention (any device), lower: past it the
 #: masked blocks cost more than the sparse path's padded per-class blocks.
 PACKED_BLOCK_SOFTMAX = 96
+#: Device types on which softmax attention keeps its local classes on the
+#: sparse operations, where their few pairs are enumerated faster than
+#: masked blocks are filled. On other devices (GPUs) every class attends on
+#: the blocks: there each operation's launch costs more than the padding.
+SPARSE_LOCAL_SOFTMAX = ('cpu', )
 #: The kind of the rows of each output part, and of the keys of each pool.
 QUERY_KIND = {'diag': 'node', 'off': 'off', 'node': 'node',
               'graph': 'graph'}
@@ -93,17 +101,25 @@ def packed_pays(view, in_order: int, out_order: int, x: Tensor,
         return False
     else:
         limit = PACKED_BLOCK
-    rows = view.nodes_per_graph
-    if 2 in (in_order, out_order):
-        rows = rows + view.edges_per_graph
-    # host synchronisation: the decision
-    total, square = torch.stack([rows.sum(), (rows * rows).sum()]).tolist()
+    pairs = 2 in (in_order, out_order)
+
+    def sizes() -> List[int]:
+        rows = view.nodes_per_graph
+        if pairs:
+            rows = rows + view.edges_per_graph
+        # host synchronisation: the decision (once per batch and row kind)
+        return torch.stack([rows.sum(), (rows * rows).sum()]).tolist()
+
+    total, square = view.plan(('packed_sizes', pairs), sizes) \
+        if hasattr(view, 'plan') else sizes()
     return 0 < total and square <= limit * total
 
 
-class _ClassPlan(NamedTuple):
-    # one global class on the packed layout: per bucket the keys each query
-    # sees [G, 1, Lq, Lk] and whether it sees any [G, 1, Lq, 1]
+class _GroupPlan(NamedTuple):
+    # the classes of one output part that share a key kind, on the packed
+    # layout: per bucket the keys each query sees [G, C, 1, Lq, Lk] (as 0/1
+    # in the scores' dtype for kernel attention) and whether it sees any
+    # [G, C, 1, Lq, 1]
     masks: List[Tensor]
     nonempty: List[Tensor]
 
@@ -173,11 +189,12 @@ def packed_class_attention(attention: str,
             for part in outs]
 
 
-def _on_blocks(cls: EquivariantClass, attention: str) -> bool:
-    r"""Whether the class attends on the blocks: the global classes, and
-    with kernel attention the local ones too (softmax attention enumerates
-    a local class's few pairs faster than its masked blocks)."""
-    return cls.kind == 'global' or attention == 'kernel'
+def _on_blocks(cls: EquivariantClass, attention: str, device: str) -> bool:
+    r"""Whether the class attends on the blocks: the global classes, and the
+    local ones too with kernel attention or off the devices of
+    :data:`SPARSE_LOCAL_SOFTMAX`."""
+    return cls.kind == 'global' or attention == 'kernel' or \
+        device not in SPARSE_LOCAL_SOFTMAX
 
 
 def _packed(attention: str, classes, targets, view, in_order: int,
@@ -186,8 +203,11 @@ def _packed(attention: str, classes, targets, view, in_order: int,
             dropout: float, training: bool,
             outs: List[Dict[int, Tensor]]) -> None:
     r"""The classes of :func:`_on_blocks` on the packed layout, into
-    :obj:`outs`; one score block per part and key kind."""
-    if not any(_on_blocks(c, attention) for part in classes for c in part):
+    :obj:`outs`: per output part and key kind, one score block per bucket
+    and one batched product for all of its classes."""
+    device = keys.device.type
+    groups = [_key_kind_groups(part, attention, device) for part in classes]
+    if not any(groups):
         return
     H, D = values.heads, values.head_channels
     weight = values.weight.view(-1, H * D, values.x.size(-1))
@@ -195,49 +215,63 @@ def _packed(attention: str, classes, targets, view, in_order: int,
     layout = cached_layout(view, pairs)
     key_blocks: Dict[str, List[Tensor]] = {}
     x_packed: Dict[str, Tensor] = {}
-    for part_classes, target, part_slots, q, out in zip(
-            classes, targets, slots, part_queries, outs):
+    for part_classes, part_groups, target, part_slots, q, out in zip(
+            classes, groups, targets, slots, part_queries, outs):
+        if not part_groups:
+            continue
         kind = QUERY_KIND[target.part]
-        q_blocks = None
-        scores: Dict[str, List[Tensor]] = {}
-        for c, (cls, slot) in enumerate(zip(part_classes, part_slots)):
-            if not _on_blocks(cls, attention):
-                continue
-            if q_blocks is None:  # the part's queries, once
-                q_blocks = [b.transpose(1, 2) for b in layout.blocks(
-                    pack(q, layout.slots[kind].slot_row), kind)]
-            key_kind = KEY_KIND[cls.pool[0]]
+        q_blocks = [b.transpose(1, 2) for b in layout.blocks(
+            pack(q, layout.slots[kind].slot_row), kind)]
+        for key_kind, members in part_groups.items():
             if key_kind not in key_blocks:  # the keys of a kind, once
-                position = _key_rows(cls.pool[0], view, in_order, pairs,
-                                     layout, key_kind)
+                summary = part_classes[members[0]].pool[0]
+                position = _key_rows(summary, view, in_order, pairs, layout,
+                                     key_kind)
                 key_blocks[key_kind] = [b.permute(0, 2, 3, 1) for b in
                                         layout.blocks(pack(keys, position),
                                                       key_kind)]
                 x_packed[key_kind] = pack(values.x, position)
-            if key_kind not in scores:  # the part's scores per key kind
-                scores[key_kind] = [q_b @ k_b for q_b, k_b in zip(
-                    q_blocks, key_blocks[key_kind])]
-            v_blocks = layout.blocks(x_packed[key_kind] @ weight[slot].t(),
-                                     key_kind)
-            plan = _cached_plan(cls, target, view, in_order, exact, layout)
+            C = len(members)
+            group_weight = weight[[part_slots[c] for c in members]]
+            v_blocks = layout.blocks(
+                x_packed[key_kind] @ group_weight.view(C * H * D, -1).t(),
+                key_kind)
+            plan = _cached_plan([part_classes[c] for c in members], target,
+                                view, in_order, exact, layout, attention,
+                                q.dtype)
             blocks = [
-                _attend(attention, score, v_b.view(
-                    v_b.size(0), v_b.size(1), H, D).transpose(1, 2), mask,
-                        nonempty, eps, dropout, training)
-                for score, v_b, mask, nonempty in zip(
-                    scores[key_kind], v_blocks, plan.masks, plan.nonempty)
+                _attend(attention, q_b @ k_b, v_b.view(
+                    v_b.size(0), v_b.size(1), C, H, D).permute(0, 2, 3, 1, 4),
+                        mask, nonempty, eps, dropout, training)
+                for q_b, k_b, v_b, mask, nonempty in zip(
+                    q_blocks, key_blocks[key_kind], v_blocks, plan.masks,
+                    plan.nonempty)
             ]
-            out[c] = unpack(torch.cat(blocks), layout.slots[kind].row_slot) \
-                if blocks else q.new_zeros(target.num_rows, H, D)
+            result = unpack(torch.cat(blocks), layout.slots[kind].row_slot) \
+                if blocks else q.new_zeros(target.num_rows, C, H, D)
+            for c, result_c in zip(members, result.unbind(1)):
+                out[c] = result_c  # one backward for the group
+
+
+def _key_kind_groups(part: Sequence[EquivariantClass], attention: str,
+                     device: str) -> Dict[str, List[int]]:
+    r"""The classes of one output part that attend on the blocks, by the
+    kind of their keys."""
+    groups: Dict[str, List[int]] = {}
+    for c, cls in enumerate(part):
+        if _on_blocks(cls, attention, device):
+            groups.setdefault(KEY_KIND[cls.pool[0]], []).append(c)
+    return groups
 
 
 def _attend(attention: str, score: Tensor, v: Tensor, mask: Tensor,
             nonempty: Tensor, eps: float, dropout: float,
             training: bool) -> Tensor:
-    r"""One block: scores :obj:`[G, H, Lq, Lk]`, values
-    :obj:`[G, H, Lk, D]` -> :obj:`[G * Lq, H, D]`."""
+    r"""One bucket, all classes of a group: scores :obj:`[G, H, Lq, Lk]`,
+    values :obj:`[G, C, H, Lk, D]` -> :obj:`[G * Lq, C, H, D]`."""
+    score = score.unsqueeze(1)
     if attention == 'kernel':
-        weights = score * mask.to(score.dtype)
+        weights = score * mask
         den = weights.sum(-1, keepdim=True).clamp(min=eps)
         out = torch.nn.functional.dropout((weights @ v) / den, dropout,
                                           training)
@@ -247,7 +281,8 @@ def _attend(attention: str, score: Tensor, v: Tensor, mask: Tensor,
         out = torch.nn.functional.dropout(torch.softmax(logits, -1),
                                           dropout, training) @ v
     out = out * nonempty.to(out.dtype)
-    return out.transpose(1, 2).reshape(-1, out.size(1), out.size(-1))
+    G, C, H, Lq, D = out.shape
+    return out.permute(0, 3, 1, 2, 4).reshape(G * Lq, C, H, D)
 
 
 def _sparse(attention: str, classes, targets, view, in_order: int,
@@ -256,8 +291,9 @@ def _sparse(attention: str, classes, targets, view, in_order: int,
             dropout: float, training: bool,
             outs: List[Dict[int, Tensor]]) -> None:
     r"""The other classes on the sparse operations, into :obj:`outs`."""
+    device = keys.device.type
     local = [[c for c, cls in enumerate(part)
-              if not _on_blocks(cls, attention)] for part in classes]
+              if not _on_blocks(cls, attention, device)] for part in classes]
     parts = [p for p, members in enumerate(local) if members]
     if not parts:
         return
@@ -306,39 +342,60 @@ def _key_rows(summary: str, view, in_order: int, pairs: bool,
     return view.plan(('packed_key_rows', in_order, pairs, kind), build)
 
 
-def _cached_plan(cls: EquivariantClass, target: Target, view, in_order: int,
-                 exact: bool, layout: PackedLayout) -> _ClassPlan:
-    def build() -> _ClassPlan:
-        return _build_plan(cls, target, view, in_order, exact, layout)
+def _cached_plan(members: List[EquivariantClass], target: Target, view,
+                 in_order: int, exact: bool, layout: PackedLayout,
+                 attention: str, dtype: torch.dtype) -> _GroupPlan:
+    def build() -> _GroupPlan:
+        return _build_plan(members, target, view, in_order, exact, layout,
+                           attention, dtype)
 
     if not hasattr(view, 'plan'):
         return build()
-    return view.plan(('packed_class_attention', in_order, target.part, cls,
-                      exact), build)
+    return view.plan(('packed_class_attention', in_order, target.part,
+                      tuple(members), exact, attention, dtype), build)
 
 
-def _build_plan(cls: EquivariantClass, target: Target, view, in_order: int,
-                exact: bool, layout: PackedLayout) -> _ClassPlan:
-    r"""Per bucket the keys each query sees: a real key of its group (its
-    graph, by the layout, or its node) that no exclusion removes."""
-    summary, selector = cls.pool
-    pool = SummaryKeys(summary, view, in_order)
-    query_kind, key_kind = QUERY_KIND[target.part], KEY_KIND[summary]
+def _build_plan(members: List[EquivariantClass], target: Target, view,
+                in_order: int, exact: bool, layout: PackedLayout,
+                attention: str, dtype: torch.dtype) -> _GroupPlan:
+    r"""Per bucket the keys each query of each class sees: a real key of
+    its group (its graph, by the layout, or its node) that none of the
+    class's exclusions removes. The classes' group and exclusion ids are
+    packed side by side, one column per class and id, so that every bucket
+    compares them all at once; a class with fewer exclusions gets ids that
+    never match."""
+    query_kind = QUERY_KIND[target.part]
+    key_kind = KEY_KIND[members[0].pool[0]]
     query_slots = layout.slots[query_kind].slot_row
     key_slots = layout.slots[key_kind].slot_row
-    real = layout.blocks(pack(torch.ones_like(pool.group, dtype=torch.bool),
-                              key_slots, False), key_kind)
+    columns = []
+    for cls in members:
+        summary, selector = cls.pool
+        pool = SummaryKeys(summary, view, in_order)
+        columns.append([(target.index(summary, selector)[0], pool.group)] +
+                       (exclusion_ids(cls, target, view, pool)
+                        if exact else []))
+    width = max(len(ids) for ids in columns)
+    C = len(members)
     # padding: queries -2, keys -3 (no group or exclusion matches)
-    group, *ids = [(layout.blocks(pack(q, query_slots, -2), query_kind),
-                    layout.blocks(pack(k, key_slots, -3), key_kind))
-                   for q, k in [(target.index(summary, selector)[0],
-                                 pool.group)] +
-                   (exclusion_ids(cls, target, view, pool) if exact else [])]
+    q_ids = torch.stack([ids[e][0] if e < len(ids) else
+                         torch.full_like(ids[0][0], -2)
+                         for e in range(width) for ids in columns], 1)
+    k_ids = torch.stack([ids[e][1] if e < len(ids) else
+                         torch.full_like(ids[0][1], -3)
+                         for e in range(width) for ids in columns], 1)
+    q_blocks = layout.blocks(pack(q_ids, query_slots, -2), query_kind)
+    k_blocks = layout.blocks(pack(k_ids, key_slots, -3), key_kind)
     masks = []
-    for b in range(len(layout.counts)):
-        mask = real[b].unsqueeze(1) & (group[0][b].unsqueeze(-1) ==
-                                       group[1][b].unsqueeze(1))
-        for q_ids, k_ids in ids:
-            mask = mask & (q_ids[b].unsqueeze(-1) != k_ids[b].unsqueeze(1))
-        masks.append(mask.unsqueeze(1))
-    return _ClassPlan(masks, [m.any(-1, keepdim=True) for m in masks])
+    for q_b, k_b in zip(q_blocks, k_blocks):
+        # [G, L, width * C] -> [width, G, C, L]
+        q_b = q_b.view(q_b.size(0), q_b.size(1), width, C).permute(2, 0, 3, 1)
+        k_b = k_b.view(k_b.size(0), k_b.size(1), width, C).permute(2, 0, 3, 1)
+        mask = q_b[0].unsqueeze(-1) == k_b[0].unsqueeze(-2)
+        if width > 1:
+            mask &= (q_b[1:].unsqueeze(-1) != k_b[1:].unsqueeze(-2)).all(0)
+        masks.append(mask.unsqueeze(2))  # [G, C, 1, Lq, Lk]
+    nonempty = [m.any(-1, keepdim=True) for m in masks]
+    if attention == 'kernel':
+        masks = [m.to(dtype) for m in masks]
+    return _GroupPlan(masks, nonempty)

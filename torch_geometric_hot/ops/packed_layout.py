@@ -19,7 +19,13 @@ import torch
 from torch import Tensor
 
 from torch_geometric_hot.ops.token_attention import token_positions
-from torch_geometric_hot.ops.token_buckets import bucket_plan
+from torch_geometric_hot.ops.token_buckets import BUCKET_RATIO, bucket_plan
+
+#: Largest ratio of graph sizes within one bucket on devices other than the
+#: CPU (GPUs), where each bucket's operations are kernel launches that cost
+#: more than the padding of coarser buckets; on the CPU the ratio is
+#: :data:`~torch_geometric_hot.ops.token_buckets.BUCKET_RATIO`.
+LAUNCH_BOUND_BUCKET_RATIO = 8.0
 
 
 class Slots(NamedTuple):
@@ -93,7 +99,8 @@ def _slots(row_group: Tensor, num_groups: int, order: Tensor,
 
 def packed_layout(view, pairs: bool) -> PackedLayout:
     r"""The bucketed dense layout of a batch, its graphs bucketed by their
-    nodes (plus off-diagonal entries when :obj:`pairs`).
+    nodes (plus off-diagonal entries when :obj:`pairs`), coarser off the
+    CPU (:data:`LAUNCH_BOUND_BUCKET_RATIO`).
 
     Args:
         view: :class:`~torch_geometric_hot.data.PairView` (needed when
@@ -102,7 +109,9 @@ def packed_layout(view, pairs: bool) -> PackedLayout:
     """
     nodes = view.nodes_per_graph
     edges = view.edges_per_graph if pairs else torch.zeros_like(nodes)
-    order, bounds = bucket_plan(nodes + edges)
+    ratio = BUCKET_RATIO if nodes.device.type == 'cpu' else \
+        LAUNCH_BOUND_BUCKET_RATIO
+    order, bounds = bucket_plan(nodes + edges, ratio)
     # host synchronisation: the block sizes of the buckets
     sorted_nodes, sorted_edges = torch.stack([nodes, edges])[:, order] \
         .tolist()

@@ -36,3 +36,6 @@ from torch_geometric_hot.testing.tokengt_reference import (
     dense_tokengt_reference)
 
 __all__ += ['dense_tokengt_reference']
+from torch_geometric_hot.testing.gradients import assert_gradcheck
+
+__all__ += ['assert_gradcheck']
