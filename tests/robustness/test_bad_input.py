@@ -10,6 +10,7 @@ from torch_geometric.data import Batch, Data
 from torch_geometric_hot.data.targets import resolve_targets
 import torch_geometric_hot.ops.global_softmax_attention as global_softmax
 from torch_geometric_hot.data import NodeView, PairView
+from torch_geometric_hot.models import HOTGraphModel, InvariantMLP, TokenGT
 from torch_geometric_hot.nn import (HOTConv, HOTLayer, SimplexIndexer,
                                     SimplicialAttention, TokenGTEncoder,
                                     TokenGTEmbedding, TokenGTLayer,
@@ -22,7 +23,8 @@ from torch_geometric_hot.ops import (bucketed_global_softmax,
                                      softmax_class_attention, token_buckets)
 from torch_geometric_hot.ops.basis import basis
 from torch_geometric_hot.ops.scatter import current_backend
-from torch_geometric_hot.ops.validation import check_features
+from torch_geometric_hot.ops.validation import check_features, \
+    on_checked_features
 from torch_geometric_hot.testing import (attach_order_inputs,
                                          global_class_cases, random_graph)
 from torch_geometric_hot.transforms import AddHyperedgeView, AddSimplexView
@@ -414,6 +416,35 @@ def test_nan_is_an_error_and_stays_in_its_graph_without_checks(attention):
     alone = PairView.build(EDGES[:, -1:] - 3, 2)
     torch.testing.assert_close(out[3:], conv(x[view.entry_batch == 1],
                                              alone))
+
+
+def test_models_scan_their_input_once_and_still_refuse_nan(monkeypatch):
+    # the scan is torch.isfinite of the features' sum
+    scans = []
+    isfinite = torch.isfinite
+    monkeypatch.setattr(torch, 'isfinite',
+                        lambda t: scans.append(1) or isfinite(t))
+    batch = Batch.from_data_list([
+        Data(x=torch.randn(3, CHANNELS), edge_index=EDGES[:, :2]),
+        Data(x=torch.randn(2, CHANNELS), edge_index=EDGES[:, -1:] - 3)])
+    encoder = torch.nn.Linear(CHANNELS, 8)
+    models = [
+        HOTGraphModel(8, 2, num_layers=3, node_encoder=encoder),
+        InvariantMLP(8, 2, num_layers=3, node_encoder=encoder),
+        TokenGT(CHANNELS, 8, 2, num_layers=3),
+    ]
+    for model in models:
+        scans.clear()
+        model(batch.x, batch.edge_index, batch=batch.batch)
+        assert len(scans) <= 2, (model, len(scans))  # input, encoded input
+        x = batch.x.clone()
+        x[4, 0] = float('nan')
+        with pytest.raises(ValueError, match='holds NaN'):
+            model(x, batch.edge_index, batch=batch.batch)
+    with validation(True):
+        on_checked_features(check_features, torch.full((2, 2), float('nan')))
+        with pytest.raises(ValueError, match='holds NaN'):
+            check_features(torch.full((2, 2), float('nan')))
 
 
 def test_large_finite_features_pass_the_finite_check():

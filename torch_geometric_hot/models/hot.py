@@ -11,6 +11,8 @@ from torch_geometric_hot.data import (PairView, resolve_node_view,
                                       resolve_pair_view)
 from torch_geometric_hot.nn.hot_layer import HOTLayer
 from torch_geometric_hot.nn.pair_encoder import PairEncoder
+from torch_geometric_hot.ops.validation import check_features, \
+    on_checked_features
 
 
 class HOTModel(torch.nn.Module):
@@ -94,13 +96,19 @@ class HOTModel(torch.nn.Module):
         else:
             view = resolve_node_view(x, batch, num_graphs, view)
         h = self.encoder(x, edge_attr, view)
+        check_features(h)  # once: the layers get features computed from it
+        h = on_checked_features(self._layers, h, view, hyperedge_index)
+        return self.head(self.norm(h))
+
+    def _layers(self, h: Tensor, view,
+                hyperedge_index: Optional[Tensor]) -> Tensor:
         for layer in self.layers:
             if self.checkpoint and torch.is_grad_enabled():
                 h = checkpoint(layer, h, view, hyperedge_index,
                                use_reentrant=False)
             else:
                 h = layer(h, view, hyperedge_index)
-        return self.head(self.norm(h))
+        return h
 
     def forward(self, x: Tensor, edge_index: Tensor,
                 edge_attr: Optional[Tensor] = None,

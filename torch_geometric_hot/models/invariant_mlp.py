@@ -6,6 +6,8 @@ from torch import Tensor
 from torch_geometric_hot.data import PairView, resolve_pair_view
 from torch_geometric_hot.nn.equivariant_linear import EquivariantLinear
 from torch_geometric_hot.nn.pair_encoder import PairEncoder
+from torch_geometric_hot.ops.validation import check_features, \
+    on_checked_features
 
 
 class InvariantMLP(torch.nn.Module):
@@ -74,9 +76,14 @@ class InvariantMLP(torch.nn.Module):
         """
         view = resolve_pair_view(x, edge_index, batch, num_graphs, view)
         h = self.encoder(x, edge_attr, view)
+        check_features(h)  # once: the layers get features computed from it
+        h = on_checked_features(self._layers, h, view)
+        return self.head(self.readout(h, view).relu())
+
+    def _layers(self, h: Tensor, view) -> Tensor:
         for layer in self.layers:
             h = self.dropout(layer(h, view).relu())
-        return self.head(self.readout(h, view).relu())
+        return h
 
     def __repr__(self) -> str:
         return (f'{self.__class__.__name__}({self.hidden_channels}, '

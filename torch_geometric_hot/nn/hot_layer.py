@@ -5,7 +5,8 @@ from torch import Tensor
 
 from torch_geometric_hot.nn.equivariant_linear import EquivariantLinear
 from torch_geometric_hot.nn.hot_conv import HOTConv
-from torch_geometric_hot.ops.validation import check_features
+from torch_geometric_hot.ops.validation import check_features, \
+    on_checked_features
 
 
 class HOTLayer(torch.nn.Module):
@@ -76,6 +77,10 @@ class HOTLayer(torch.nn.Module):
     def forward(self, x: Tensor, view=None,
                 hyperedge_index: Optional[Tensor] = None) -> Tensor:
         check_features(x, self.channels, self.norm_attn.weight.dtype)
+        return on_checked_features(self._forward, x, view, hyperedge_index)
+
+    def _forward(self, x: Tensor, view,
+                 hyperedge_index: Optional[Tensor]) -> Tensor:
         h = self.dropout(self.attn(self.norm_attn(x), view, hyperedge_index))
         if self.residual:
             h = x + h

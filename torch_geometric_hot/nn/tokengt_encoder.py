@@ -1,5 +1,5 @@
 r"""The TokenGT encoder: a pure Transformer on node and edge tokens."""
-from typing import NamedTuple, Optional
+from typing import List, NamedTuple, Optional
 
 import torch
 from torch import Tensor
@@ -10,6 +10,8 @@ from torch_geometric_hot.nn.tokengt_layer import TokenGTLayer
 from torch_geometric_hot.ops.node_identifiers import check_dim
 from torch_geometric_hot.ops.scatter import scatter_sum
 from torch_geometric_hot.ops.token_attention import token_layout
+from torch_geometric_hot.ops.validation import check_features, \
+    on_checked_features
 
 
 class TokenGTOutput(NamedTuple):
@@ -152,6 +154,14 @@ class TokenGTEncoder(torch.nn.Module):
         return torch.cat([x[:start], x[start:start + n] + add,
                           x[start + n:]])
 
+    def _layers(self, tokens: Tensor, token_batch: Tensor, num_graphs: int,
+                layout, edge_index: Tensor, counts: List[int]) -> Tensor:
+        for layer in self.layers:
+            tokens = layer(tokens, token_batch, num_graphs, layout)
+            if self.seb:
+                tokens = self._seb(tokens, edge_index, counts[0], counts[1])
+        return tokens
+
     def forward(self, x: Tensor, edge_index: Tensor,
                 edge_attr: Optional[Tensor] = None,
                 batch: Optional[Tensor] = None,
@@ -183,10 +193,9 @@ class TokenGTEncoder(torch.nn.Module):
         layout = None
         if self.attention == 'softmax':
             layout = token_layout(token_batch, num_graphs)
-        for layer in self.layers:
-            tokens = layer(tokens, token_batch, num_graphs, layout)
-            if self.seb:
-                tokens = self._seb(tokens, edge_index, counts[0], counts[1])
+        check_features(tokens)  # once: the layers get tokens computed from it
+        tokens = on_checked_features(self._layers, tokens, token_batch,
+                                     num_graphs, layout, edge_index, counts)
         graph, node, edge, hyper = self.norm(tokens).split(list(counts))
         return TokenGTOutput(graph if counts[0] else None, node, edge,
                              hyper if hyperedge_index is not None else None)

@@ -21,11 +21,16 @@ never changes what another thread sees.
   ``with size_limit(10**9):``, or for the process with
   :func:`set_size_limit` or the environment variable
   ``TORCH_GEOMETRIC_HOT_SIZE_LIMIT``.
+
+A layer or model that checked its input runs its own sublayers through
+:func:`on_checked_features`: their features are computed from that input,
+so :func:`check_features` skips its scan for NaN there (one pass and one
+device synchronisation per sublayer otherwise).
 """
 import contextlib
 import contextvars
 import os
-from typing import Iterator, Optional, Tuple
+from typing import Callable, Iterator, Optional, Tuple, TypeVar
 
 import torch
 from torch import Tensor
@@ -50,6 +55,9 @@ _validation: contextvars.ContextVar[Optional[bool]] = \
     contextvars.ContextVar('torch_geometric_hot_validation', default=None)
 _size_limit: contextvars.ContextVar[Optional[int]] = \
     contextvars.ContextVar('torch_geometric_hot_size_limit', default=None)
+_features_checked: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    'torch_geometric_hot_features_checked', default=False)
+T = TypeVar('T')
 
 
 class SizeLimitError(ValueError):
@@ -181,7 +189,8 @@ def check_features(x: Tensor, channels: Optional[int] = None,
     :func:`torch.autocast`, of dtype :obj:`dtype` (a layer's parameter
     dtype, when given); while :func:`validating`, also when it holds a NaN
     or an infinity (without the check, one propagates to every output row
-    of its graph, never to other graphs)."""
+    of its graph, never to other graphs), unless inside
+    :func:`on_checked_features`."""
     if not isinstance(x, Tensor) or x.dim() != 2:
         raise ValueError(f"'{name}' must be a 2-dimensional tensor [rows, "
                          f"channels], got {_shape(x)}")
@@ -200,7 +209,7 @@ def check_features(x: Tensor, channels: Optional[int] = None,
                         f"under torch.autocast")
     # a sum is finite unless an entry is not (or, rarely, it overflows:
     # then the exact check decides); ten times faster than isfinite()
-    if x.numel() and validating() and \
+    if x.numel() and validating() and not _features_checked.get() and \
             not bool(torch.isfinite(x.detach().sum())):
         finite = torch.isfinite(x).all(dim=1)
         if not bool(finite.all()):
@@ -208,6 +217,21 @@ def check_features(x: Tensor, channels: Optional[int] = None,
             raise ValueError(f"'{name}' holds NaN or infinite values (first "
                              f"in row {row}): attention would spread them to "
                              f"every row of that graph")
+
+
+def on_checked_features(fn: Callable[..., T], *args, **kwargs) -> T:
+    r"""Calls :obj:`fn` with :obj:`args` and :obj:`kwargs`,
+    :func:`check_features` skipping its scan for NaN meanwhile (in this
+    thread): for a layer or model whose input was checked and that hands
+    its sublayers features computed from it. Shapes and dtypes are still
+    checked."""
+    if torch.compiler.is_compiling():  # no scan while tracing anyway
+        return fn(*args, **kwargs)
+    token = _features_checked.set(True)
+    try:
+        return fn(*args, **kwargs)
+    finally:
+        _features_checked.reset(token)
 
 
 def check_batch(batch: Optional[Tensor], num_nodes: int,
