@@ -139,6 +139,21 @@ def test_float32_matches_float64(device):
     torch.testing.assert_close(got.double(), expected, atol=1e-5, rtol=1e-4)
 
 
+def test_mean_layers_sharing_a_view_equal_fresh_views(device):
+    # the class counts are kept with the view, per output part and dtype
+    data = attach_order_inputs(random_graph(8, 12, device=device), 2)
+    shared = PairView.from_data(data)
+    for dtype in (torch.float64, torch.float32):
+        for out_order in (2, 1, 0, 2):
+            layer = EquivariantLinear(3, 2, 2, out_order,
+                                      normalize='mean').to(device, dtype)
+            x = data.pair_x.to(dtype)
+            out = layer(x, shared)
+            assert out.dtype == dtype
+            torch.testing.assert_close(out,
+                                       layer(x, PairView.from_data(data)))
+
+
 def test_light_pair_layer_equals_dense_basis(device):
     # the light 2->2 layer runs as one operation (ops.pair_light_linear),
     # whatever the order its classes are given in

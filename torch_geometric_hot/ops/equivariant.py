@@ -245,13 +245,23 @@ def equivariant_linear(x: Tensor, view, in_order: int,
         for selector, projected in at_selector.items():
             out = out + projected.index_select(0, target.position(selector))
         return out
-    counts = summary_counts(view, in_order)
+    counts: List[Dict[str, Tensor]] = []  # summary_counts, made once
+
+    def inverse(cls: EquivariantClass) -> Tensor:
+        if not counts:
+            counts.append(summary_counts(view, in_order))
+        return inverse_counts(cls, target, counts[0], x.dtype)
+
     for w, cls in zip(weight, classes):
         projected = {name: summaries[name] @ w for _, name, _ in cls.terms}
         value = evaluate_class(cls, target, projected)
         if cls.aggregating:
-            value = value * inverse_counts(cls, target, counts,
-                                           value.dtype).unsqueeze(-1)
+            # the counts depend on the batch only: kept with the view
+            scale = inverse(cls) if target.part == 'hyperedge' or \
+                not hasattr(view, 'plan') else view.plan(
+                    ('inverse_counts', in_order, target.part, cls, x.dtype),
+                    lambda: inverse(cls))
+            value = value * scale.unsqueeze(-1)
         out = out + value
     return out
 
