@@ -39,14 +39,6 @@ from typing import Dict, List, Sequence, Tuple, Union
 Selector = Union[str, int]
 Term = Tuple[int, str, Selector]
 
-#: Summaries that aggregate several input elements (they start key groups).
-AGGREGATES = ('R', 'C', 'DS', 'ES', 'XS')
-#: Order of the input each summary reads.
-SUMMARY_ORDER = {
-    'E': 2, 'ET': 2, 'D': 2, 'R': 2, 'C': 2, 'DS': 2, 'ES': 2, 'X': 1,
-    'XS': 1
-}
-
 
 @dataclass(frozen=True)
 class EquivariantClass:
@@ -184,7 +176,6 @@ _TABLES = {
     (1, 2): _table_1_2,
 }
 
-SUPPORTED_ORDERS = tuple(_TABLES) + ((1, 'k'), )
 CLASS_SELECTIONS = ('all', 'local', 'light', 'aggregating')
 
 

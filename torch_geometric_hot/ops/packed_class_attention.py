@@ -50,7 +50,7 @@ from torch import Tensor
 from torch_geometric_hot.ops.basis import EquivariantClass
 from torch_geometric_hot.ops.equivariant import Target
 from torch_geometric_hot.ops.higher_order_attention import SummaryKeys, \
-    exclusion_ids, kernel_class_attention, softmax_class_output
+    exclusion_ids, softmax_class_output
 from torch_geometric_hot.ops.native import applies as native_applies
 from torch_geometric_hot.ops.packed_layout import PackedLayout, \
     cached_layout, pack, unpack
@@ -182,7 +182,7 @@ def packed_class_attention(attention: str,
     part_queries = [queries[s:e] for s, e in zip(starts[:-1], starts[1:])]
     outs: List[Dict[int, Tensor]] = [{} for _ in targets]
     _sparse(attention, classes, targets, view, in_order, part_queries, keys,
-            values, slots, exact, eps, dropout, training, outs)
+            values, slots, dropout, training, outs)
     _packed(attention, classes, targets, view, in_order, part_queries, keys,
             values, slots, exact, eps, dropout, training, outs)
     return [torch.stack([part[c] for c in range(len(part))], 1)
@@ -287,10 +287,11 @@ def _attend(attention: str, score: Tensor, v: Tensor, mask: Tensor,
 
 def _sparse(attention: str, classes, targets, view, in_order: int,
             part_queries: List[Tensor], keys: Tensor,
-            values: ValueProjection, slots, exact: bool, eps: float,
-            dropout: float, training: bool,
+            values: ValueProjection, slots, dropout: float, training: bool,
             outs: List[Dict[int, Tensor]]) -> None:
-    r"""The other classes on the sparse operations, into :obj:`outs`."""
+    r"""The other classes (softmax attention's local ones, on the devices of
+    :data:`SPARSE_LOCAL_SOFTMAX`) on the sparse operations, into
+    :obj:`outs`."""
     device = keys.device.type
     local = [[c for c, cls in enumerate(part)
               if not _on_blocks(cls, attention, device)] for part in classes]
@@ -302,22 +303,6 @@ def _sparse(attention: str, classes, targets, view, in_order: int,
     local_slots = [slots[p][c] for p in parts for c in local[p]]
     local_values = ValueProjection(
         values.x, weight[local_slots].reshape(-1, values.x.size(-1)), H, D)
-    if attention == 'kernel':
-        renumbered, start = [], 0
-        for p in parts:
-            renumbered.append(list(range(start, start + len(local[p]))))
-            start += len(local[p])
-        results = kernel_class_attention(
-            [[classes[p][c] for c in local[p]] for p in parts],
-            [targets[p] for p in parts], view, in_order,
-            torch.cat([part_queries[p] for p in parts]) if len(parts) > 1
-            else part_queries[parts[0]], keys, local_values, renumbered,
-            exact, eps)
-        for p, result in zip(parts, results):
-            result = torch.nn.functional.dropout(result, dropout, training)
-            for k, c in enumerate(local[p]):
-                outs[p][c] = result[:, k]
-        return
     v = local_values.values().unbind(1)  # one backward for all classes
     slot = 0
     for p in parts:
