@@ -3,6 +3,7 @@ import torch
 from torch_geometric.data import Batch
 
 import torch_geometric_hot.ops.packed_class_attention as packed
+import torch_geometric_hot.ops.packed_layout as packed_layout_module
 from torch_geometric_hot.data import PairView
 from torch_geometric_hot.nn import HOTConv
 from torch_geometric_hot.ops.packed_layout import packed_layout, pack, \
@@ -11,11 +12,8 @@ from torch_geometric_hot import testing
 from torch_geometric_hot.testing import random_graph
 
 ORDERS = [(2, 2), (2, 1), (2, 0), (1, 1), (1, 0), (1, 2)]
-SERVED = [('softmax', 'favor+', True, False),
-          ('softmax', 'favor+', True, True),
-          ('kernel', 'favor+', True, False),
-          ('kernel', 'relu', True, False),
-          ('kernel', 'favor+', False, False)]
+SERVED = [('softmax', 'favor+', True), ('kernel', 'favor+', True),
+          ('kernel', 'relu', True), ('kernel', 'favor+', False)]
 
 
 def skewed_batch(out_order: int) -> Batch:
@@ -52,12 +50,14 @@ def run(conv: HOTConv, data: Batch, path: str, monkeypatch):
 
 
 @pytest.mark.parametrize('orders', ORDERS)
-@pytest.mark.parametrize('attention,kernel,exact,local', SERVED)
-def test_packed_equals_sparse(orders, attention, kernel, exact, local,
+@pytest.mark.parametrize('attention,kernel,exact', SERVED)
+@pytest.mark.parametrize('gpu_rules', [False, True])
+def test_packed_equals_sparse(orders, attention, kernel, exact, gpu_rules,
                               monkeypatch, device):
-    # local: softmax attention's local classes on the blocks too, as on
-    # devices other than the CPU
-    if local:
+    if gpu_rules:  # on any device, the rules of devices other than the CPU:
+        # coarse buckets, softmax attention's local classes on the blocks
+        monkeypatch.setattr(packed_layout_module, 'BUCKET_RATIO',
+                            packed_layout_module.LAUNCH_BOUND_BUCKET_RATIO)
         monkeypatch.setattr(packed, 'SPARSE_LOCAL_SOFTMAX', ())
     in_order, out_order = orders
     data = skewed_batch(out_order).to(device)
