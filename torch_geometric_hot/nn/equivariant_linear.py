@@ -12,6 +12,7 @@ from torch_geometric_hot.ops.equivariant import assemble_parts, \
     equivariant_linear
 from torch_geometric_hot.ops.pair_light_linear import LIGHT_PAIR_CLASSES, \
     pair_light_linear
+from torch_geometric_hot.ops.row_selection import select_rows
 from torch_geometric_hot.ops.validation import check_features
 
 NORMALIZATIONS = ('sum', 'mean')
@@ -123,14 +124,14 @@ class EquivariantLinear(torch.nn.Module):
         view, targets = resolve_targets(x, view, self.in_order,
                                         self.out_order, hyperedge_index)
         if self._light_pair is not None:
-            return pair_light_linear(x, view, self.weight[self._light_pair],
-                                     self.bias)
+            weight = select_rows(self.weight, self._light_pair)
+            return pair_light_linear(x, view, weight, self.bias)
         parts = {}
         for p, (name, target) in enumerate(targets.items()):
             classes = self._by_part.get(name, [])
             index = self._part_index.get(name, [])
             out = equivariant_linear(x, view, self.in_order, classes,
-                                     self.weight[index], target,
+                                     select_rows(self.weight, index), target,
                                      self.normalize) if classes else \
                 x.new_zeros(target.num_rows, self.out_channels)
             if self.bias is not None:

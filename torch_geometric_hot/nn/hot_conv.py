@@ -20,6 +20,7 @@ from torch_geometric_hot.ops.grouped_class_attention import \
 from torch_geometric_hot.ops.packed_class_attention import \
     packed_class_attention, packed_pays
 from torch_geometric_hot.ops.pooled_combination import ValueProjection
+from torch_geometric_hot.ops.row_selection import select_rows
 from torch_geometric_hot.ops.validation import check_features
 
 ATTENTIONS = ('softmax', 'kernel')
@@ -218,7 +219,8 @@ class HOTConv(torch.nn.Module):
             if name in outs:  # one product with the output projections
                 out = outs[name].reshape(target.num_rows,
                                          len(index) * H * D) @ \
-                    self.lin_out[index].reshape(len(index) * H * D, -1)
+                    select_rows(self.lin_out, index).reshape(
+                        len(index) * H * D, -1)
             else:
                 out = x.new_zeros(target.num_rows, self.out_channels)
             if self.bias is not None:

@@ -20,6 +20,7 @@ from torch_geometric_hot.ops.higher_order_attention import SummaryKeys, \
 from torch_geometric_hot.ops.native import SoftmaxGroups
 from torch_geometric_hot.ops.packed_class_attention import KEY_KIND
 from torch_geometric_hot.ops.pooled_combination import ValueProjection
+from torch_geometric_hot.ops.row_selection import select_rows
 
 
 def grouped_softmax_applies(*tensors: Tensor) -> bool:
@@ -95,7 +96,8 @@ def grouped_class_attention(classes: Sequence[Sequence[EquivariantClass]],
         kind_keys = keys.index_select(0, position)
         kind_values = torch.nn.functional.linear(
             values.x.index_select(0, position),
-            weight[[slot for *_, slot in members]].flatten(0, 1)).view(
+            select_rows(weight, [slot for *_, slot in members]).flatten(
+                0, 1)).view(
                 position.numel(), len(members), H, D).unbind(1)  # one backward
         for m, (p, c, cls, _) in enumerate(members):
             outs[p].append((c, grouped_softmax_attention(

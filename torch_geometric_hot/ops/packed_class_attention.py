@@ -55,6 +55,7 @@ from torch_geometric_hot.ops.native import applies as native_applies
 from torch_geometric_hot.ops.packed_layout import PackedLayout, \
     cached_layout, pack, unpack
 from torch_geometric_hot.ops.pooled_combination import ValueProjection
+from torch_geometric_hot.ops.row_selection import select_rows
 
 #: Kernel attention takes the packed path for a batch whose graphs have at
 #: most this many rows (nodes, plus pair entries when an order is 2) on
@@ -232,7 +233,8 @@ def _packed(attention: str, classes, targets, view, in_order: int,
                                                       key_kind)]
                 x_packed[key_kind] = pack(values.x, position)
             C = len(members)
-            group_weight = weight[[part_slots[c] for c in members]]
+            group_weight = select_rows(weight,
+                                       [part_slots[c] for c in members])
             v_blocks = layout.blocks(
                 x_packed[key_kind] @ group_weight.view(C * H * D, -1).t(),
                 key_kind)
@@ -302,7 +304,9 @@ def _sparse(attention: str, classes, targets, view, in_order: int,
     weight = values.weight.view(-1, H * D, values.x.size(-1))
     local_slots = [slots[p][c] for p in parts for c in local[p]]
     local_values = ValueProjection(
-        values.x, weight[local_slots].reshape(-1, values.x.size(-1)), H, D)
+        values.x,
+        select_rows(weight, local_slots).reshape(-1, values.x.size(-1)), H,
+        D)
     v = local_values.values().unbind(1)  # one backward for all classes
     slot = 0
     for p in parts:

@@ -1,0 +1,32 @@
+r"""Rows of a tensor by a fixed list of row numbers (a layer's classes, a
+part's value slots) without a host-to-device copy per call.
+
+``t[[0, 1, 8]]`` turns the list into a CPU index tensor and copies it to
+:obj:`t`'s device at every call; on a GPU such a copy from pageable memory
+waits for the work queued before it. :func:`select_rows` takes a slice (a
+view) when the rows are consecutive, and otherwise one
+:meth:`~torch.Tensor.index_select` whose index tensor is made once per
+list and device and then kept.
+"""
+from typing import Dict, Sequence, Tuple
+
+import torch
+from torch import Tensor
+
+_indices: Dict[Tuple[Tuple[int, ...], torch.device], Tensor] = {}
+
+
+def select_rows(t: Tensor, rows: Sequence[int]) -> Tensor:
+    r"""The rows :obj:`rows` of :obj:`t` (the same as :obj:`t[rows]` for a
+    list of ints), a view when they are consecutive."""
+    rows = tuple(rows)
+    if rows and rows == tuple(range(rows[0], rows[0] + len(rows))):
+        return t[rows[0]:rows[0] + len(rows)]
+    if torch.compiler.is_compiling() or t.device.type == 'cpu':
+        return t[list(rows)]  # compiled: a constant of the graph
+    key = (rows, t.device)
+    index = _indices.get(key)
+    if index is None:
+        index = _indices[key] = torch.tensor(rows, dtype=torch.long,
+                                             device=t.device)
+    return t.index_select(0, index)
