@@ -42,7 +42,7 @@ their rows, for kernel attention where the native CPU kernels do not take
 the input, and of at most :data:`PACKED_BLOCK_SOFTMAX` rows for softmax
 attention.
 """
-from typing import Dict, List, NamedTuple, Sequence
+from typing import Dict, List, NamedTuple, Optional, Sequence
 
 import torch
 from torch import Tensor
@@ -119,10 +119,11 @@ def packed_pays(view, in_order: int, out_order: int, x: Tensor,
 class _GroupPlan(NamedTuple):
     # the classes of one output part that share a key kind, on the packed
     # layout: per bucket the keys each query sees [G, C, 1, Lq, Lk] (as 0/1
-    # in the scores' dtype for kernel attention) and whether it sees any
-    # [G, C, 1, Lq, 1]
+    # in the scores' dtype for kernel attention) and, for softmax attention,
+    # whether it sees any [G, C, 1, Lq, 1] (0/1 in the scores' dtype; kernel
+    # attention's rows without keys are 0 by themselves)
     masks: List[Tensor]
-    nonempty: List[Tensor]
+    nonempty: List[Optional[Tensor]]
 
 
 def packed_class_attention(attention: str,
@@ -267,12 +268,12 @@ def _key_kind_groups(part: Sequence[EquivariantClass], attention: str,
 
 
 def _attend(attention: str, score: Tensor, v: Tensor, mask: Tensor,
-            nonempty: Tensor, eps: float, dropout: float,
+            nonempty: Optional[Tensor], eps: float, dropout: float,
             training: bool) -> Tensor:
     r"""One bucket, all classes of a group: scores :obj:`[G, H, Lq, Lk]`,
     values :obj:`[G, C, H, Lk, D]` -> :obj:`[G * Lq, C, H, D]`."""
     score = score.unsqueeze(1)
-    if attention == 'kernel':
+    if attention == 'kernel':  # a row without keys: 0 / eps
         weights = score * mask
         den = weights.sum(-1, keepdim=True).clamp(min=eps)
         out = torch.nn.functional.dropout((weights @ v) / den, dropout,
@@ -282,7 +283,7 @@ def _attend(attention: str, score: Tensor, v: Tensor, mask: Tensor,
         logits = score.masked_fill(~mask, torch.finfo(score.dtype).min)
         out = torch.nn.functional.dropout(torch.softmax(logits, -1),
                                           dropout, training) @ v
-    out = out * nonempty.to(out.dtype)
+        out = out * nonempty
     G, C, H, Lq, D = out.shape
     return out.permute(0, 3, 1, 2, 4).reshape(G * Lq, C, H, D)
 
@@ -384,7 +385,7 @@ def _build_plan(members: List[EquivariantClass], target: Target, view,
         if width > 1:
             mask &= (q_b[1:].unsqueeze(-1) != k_b[1:].unsqueeze(-2)).all(0)
         masks.append(mask.unsqueeze(2))  # [G, C, 1, Lq, Lk]
-    nonempty = [m.any(-1, keepdim=True) for m in masks]
     if attention == 'kernel':
-        masks = [m.to(dtype) for m in masks]
-    return _GroupPlan(masks, nonempty)
+        return _GroupPlan([m.to(dtype) for m in masks], [None] * len(masks))
+    return _GroupPlan(masks, [m.any(-1, keepdim=True).to(dtype)
+                              for m in masks])
