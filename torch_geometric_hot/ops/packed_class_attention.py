@@ -222,17 +222,19 @@ def _packed(attention: str, classes, targets, view, in_order: int,
         if not part_groups:
             continue
         kind = QUERY_KIND[target.part]
+        # padded query slots: any row (their outputs are dropped)
         q_blocks = [b.transpose(1, 2) for b in layout.blocks(
-            pack(q, layout.slots[kind].slot_row), kind)]
+            q.index_select(0, layout.slots[kind].taken_row), kind)]
         for key_kind, members in part_groups.items():
             if key_kind not in key_blocks:  # the keys of a kind, once
                 summary = part_classes[members[0]].pool[0]
                 position = _key_rows(summary, view, in_order, pairs, layout,
                                      key_kind)
                 key_blocks[key_kind] = [b.permute(0, 2, 3, 1) for b in
-                                        layout.blocks(pack(keys, position),
-                                                      key_kind)]
-                x_packed[key_kind] = pack(values.x, position)
+                                        layout.blocks(
+                                            keys.index_select(0, position),
+                                            key_kind)]
+                x_packed[key_kind] = values.x.index_select(0, position)
             C = len(members)
             group_weight = select_rows(weight,
                                        [part_slots[c] for c in members])
@@ -250,8 +252,14 @@ def _packed(attention: str, classes, targets, view, in_order: int,
                     q_blocks, key_blocks[key_kind], v_blocks, plan.masks,
                     plan.nonempty)
             ]
-            result = unpack(torch.cat(blocks), layout.slots[kind].row_slot) \
-                if blocks else q.new_zeros(target.num_rows, C, H, D)
+            if not blocks:
+                result = q.new_zeros(target.num_rows, C, H, D)
+            elif kind == 'graph':  # an empty graph has no slot: zeros
+                result = unpack(torch.cat(blocks),
+                                layout.slots[kind].row_slot)
+            else:  # every node and entry has a slot
+                result = torch.cat(blocks).index_select(
+                    0, layout.slots[kind].row_slot)
             for c, result_c in zip(members, result.unbind(1)):
                 out[c] = result_c  # one backward for the group
 
@@ -320,12 +328,11 @@ def _sparse(attention: str, classes, targets, view, in_order: int,
 
 def _key_rows(summary: str, view, in_order: int, pairs: bool,
               layout: PackedLayout, kind: str) -> Tensor:
-    r"""The input row of every key slot of :obj:`kind` (the number of
-    inputs for padding)."""
+    r"""The input row of every key slot of :obj:`kind` (row 0 for padding:
+    padded keys are masked out)."""
     def build() -> Tensor:
-        num_inputs = view.num_entries if in_order == 2 else view.num_nodes
-        return pack(SummaryKeys(summary, view, in_order).position,
-                    layout.slots[kind].slot_row, num_inputs)
+        return SummaryKeys(summary, view, in_order).position.index_select(
+            0, layout.slots[kind].taken_row)
 
     if not hasattr(view, 'plan'):
         return build()

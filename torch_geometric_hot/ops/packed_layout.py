@@ -37,10 +37,14 @@ class Slots(NamedTuple):
         row_slot (torch.Tensor): Slot of every row :obj:`[rows]`; rows of
             graphs in no bucket hold :math:`S` (an appended zero row).
         widths (list): Slots per graph in every bucket.
+        taken_row (torch.Tensor): :obj:`slot_row` with row 0 in the padding
+            slots, to pack rows whose padding is masked out or dropped with
+            one gather and no fill row.
     """
     slot_row: Tensor
     row_slot: Tensor
     widths: List[int]
+    taken_row: Tensor
 
 
 class PackedLayout(NamedTuple):
@@ -94,7 +98,9 @@ def _slots(row_group: Tensor, num_groups: int, order: Tensor,
     slot_row = torch.full((total + 1, ), row_group.numel(),
                           dtype=torch.long, device=device)
     slot_row[row_slot] = torch.arange(row_group.numel(), device=device)
-    return Slots(slot_row[:total], row_slot, widths)
+    slot_row = slot_row[:total]
+    return Slots(slot_row, row_slot, widths,
+                 slot_row.masked_fill(slot_row == row_group.numel(), 0))
 
 
 def packed_layout(view, pairs: bool) -> PackedLayout:
