@@ -14,6 +14,7 @@ import torch
 from torch import Tensor
 
 from torch_geometric_hot.ops.basis import EquivariantClass
+from torch_geometric_hot.ops.plan_cache import view_plan
 from torch_geometric_hot.ops.scatter import scatter_sum
 
 Index = Tuple[Tensor, Optional[Tensor]]  # gather positions, optional mask
@@ -245,22 +246,17 @@ def equivariant_linear(x: Tensor, view, in_order: int,
         for selector, projected in at_selector.items():
             out = out + projected.index_select(0, target.position(selector))
         return out
-    counts: List[Dict[str, Tensor]] = []  # summary_counts, made once
-
-    def inverse(cls: EquivariantClass) -> Tensor:
-        if not counts:
-            counts.append(summary_counts(view, in_order))
-        return inverse_counts(cls, target, counts[0], x.dtype)
-
+    # the counts depend on the batch only: kept with the view
+    counts = view_plan(view, ('summary_counts', in_order),
+                       lambda: summary_counts(view, in_order))
     for w, cls in zip(weight, classes):
         projected = {name: summaries[name] @ w for _, name, _ in cls.terms}
         value = evaluate_class(cls, target, projected)
         if cls.aggregating:
-            # the counts depend on the batch only: kept with the view
-            scale = inverse(cls) if target.part == 'hyperedge' or \
-                not hasattr(view, 'plan') else view.plan(
-                    ('inverse_counts', in_order, target.part, cls, x.dtype),
-                    lambda: inverse(cls))
+            scale = view_plan(
+                view, ('inverse_counts', in_order, target.part, cls, x.dtype),
+                lambda: inverse_counts(cls, target, counts, x.dtype),
+                keep=target.part != 'hyperedge')
             value = value * scale.unsqueeze(-1)
         out = out + value
     return out

@@ -19,6 +19,7 @@ from torch_geometric_hot.ops.higher_order_attention import SummaryKeys, \
     attention_index
 from torch_geometric_hot.ops.native import SoftmaxGroups
 from torch_geometric_hot.ops.packed_class_attention import KEY_KIND
+from torch_geometric_hot.ops.plan_cache import view_plan
 from torch_geometric_hot.ops.pooled_combination import ValueProjection
 from torch_geometric_hot.ops.row_selection import select_rows
 
@@ -48,9 +49,8 @@ def class_groups(cls: EquivariantClass, target: Target, view,
                                            device=position.device),
                               num_groups, query_ids, key_ids)
 
-    if not hasattr(view, 'plan') or target.part == 'hyperedge':
-        return build()
-    return view.plan(('grouped_softmax', in_order, target.part, cls), build)
+    return view_plan(view, ('grouped_softmax', in_order, target.part, cls),
+                     build, keep=target.part != 'hyperedge')
 
 
 def grouped_class_attention(classes: Sequence[Sequence[EquivariantClass]],
@@ -96,9 +96,8 @@ def grouped_class_attention(classes: Sequence[Sequence[EquivariantClass]],
         kind_keys = keys.index_select(0, position)
         kind_values = torch.nn.functional.linear(
             values.x.index_select(0, position),
-            select_rows(weight, [slot for *_, slot in members]).flatten(
-                0, 1)).view(
-                position.numel(), len(members), H, D).unbind(1)  # one backward
+            select_rows(weight, [slot for *_, slot in members]).flatten(0, 1)
+        ).view(position.numel(), len(members), H, D).unbind(1)  # one backward
         for m, (p, c, cls, _) in enumerate(members):
             outs[p].append((c, grouped_softmax_attention(
                 queries[p], kind_keys, kind_values[m],

@@ -27,6 +27,7 @@ from torch_geometric_hot.ops.class_combination import READING, SINGLE_KEY, \
 from torch_geometric_hot.ops.equivariant import Target, class_counts, \
     summary_counts
 from torch_geometric_hot.ops.kernel_attention import KeySummary, Reading
+from torch_geometric_hot.ops.plan_cache import view_plan
 from torch_geometric_hot.ops.pooled_combination import CombinationPart, \
     ValueProjection, pooled_combination
 from torch_geometric_hot.ops.recomputed_attention import dropout_seed, \
@@ -140,9 +141,8 @@ def class_pairs(cls: EquivariantClass, target: Target, view, in_order: int,
                               f'class {cls.name}')
         return _class_pairs(*args)
 
-    if not hasattr(view, 'plan') or target.part == 'hyperedge':
-        return build()  # (hyperedges come with the call, not the view)
-    return view.plan(('class_pairs', in_order, target.part, cls), build)
+    return view_plan(view, ('class_pairs', in_order, target.part, cls), build,
+                     keep=target.part != 'hyperedge')
 
 
 def attention_index(cls: EquivariantClass, target: Target, view,
@@ -359,14 +359,12 @@ def _kernel_plan(classes: Sequence[Sequence[EquivariantClass]],
         return _build_kernel_plan(classes, targets, view, in_order, slots,
                                   exact, d_v)
 
-    if not hasattr(view, 'plan') or any(t.part == 'hyperedge'
-                                        for t in targets):
-        return build()
-    return view.plan(('kernel_class_attention', in_order,
-                      tuple(t.part for t in targets),
-                      tuple(tuple(part) for part in classes),
-                      tuple(tuple(part) for part in slots), exact, d_v),
-                     build)
+    return view_plan(view, ('kernel_class_attention', in_order,
+                            tuple(t.part for t in targets),
+                            tuple(tuple(part) for part in classes),
+                            tuple(tuple(part) for part in slots), exact,
+                            d_v), build,
+                     keep=all(t.part != 'hyperedge' for t in targets))
 
 
 def _build_kernel_plan(classes: Sequence[Sequence[EquivariantClass]],

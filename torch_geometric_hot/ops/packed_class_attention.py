@@ -54,6 +54,7 @@ from torch_geometric_hot.ops.higher_order_attention import SummaryKeys, \
 from torch_geometric_hot.ops.native import applies as native_applies
 from torch_geometric_hot.ops.packed_layout import PackedLayout, \
     cached_layout, pack, unpack
+from torch_geometric_hot.ops.plan_cache import view_plan
 from torch_geometric_hot.ops.pooled_combination import ValueProjection
 from torch_geometric_hot.ops.row_selection import select_rows
 
@@ -111,8 +112,7 @@ def packed_pays(view, in_order: int, out_order: int, x: Tensor,
         # host synchronisation: the decision (once per batch and row kind)
         return torch.stack([rows.sum(), (rows * rows).sum()]).tolist()
 
-    total, square = view.plan(('packed_sizes', pairs), sizes) \
-        if hasattr(view, 'plan') else sizes()
+    total, square = view_plan(view, ('packed_sizes', pairs), sizes)
     return 0 < total and square <= limit * total
 
 
@@ -334,9 +334,7 @@ def _key_rows(summary: str, view, in_order: int, pairs: bool,
         return SummaryKeys(summary, view, in_order).position.index_select(
             0, layout.slots[kind].taken_row)
 
-    if not hasattr(view, 'plan'):
-        return build()
-    return view.plan(('packed_key_rows', in_order, pairs, kind), build)
+    return view_plan(view, ('packed_key_rows', in_order, pairs, kind), build)
 
 
 def _cached_plan(members: List[EquivariantClass], target: Target, view,
@@ -346,10 +344,8 @@ def _cached_plan(members: List[EquivariantClass], target: Target, view,
         return _build_plan(members, target, view, in_order, exact, layout,
                            attention, dtype)
 
-    if not hasattr(view, 'plan'):
-        return build()
-    return view.plan(('packed_class_attention', in_order, target.part,
-                      tuple(members), exact, attention, dtype), build)
+    return view_plan(view, ('packed_class_attention', in_order, target.part,
+                            tuple(members), exact, attention, dtype), build)
 
 
 def _build_plan(members: List[EquivariantClass], target: Target, view,

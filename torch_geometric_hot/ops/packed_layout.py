@@ -18,6 +18,7 @@ from typing import Dict, List, NamedTuple
 import torch
 from torch import Tensor
 
+from torch_geometric_hot.ops.plan_cache import view_plan
 from torch_geometric_hot.ops.token_attention import token_positions
 from torch_geometric_hot.ops.token_buckets import BUCKET_RATIO, bucket_plan
 
@@ -139,7 +140,5 @@ def packed_layout(view, pairs: bool) -> PackedLayout:
 
 def cached_layout(view, pairs: bool) -> PackedLayout:
     r""":func:`packed_layout`, kept with the view when it keeps plans."""
-    if not hasattr(view, 'plan'):
-        return packed_layout(view, pairs)
-    return view.plan(('packed_layout', pairs),
+    return view_plan(view, ('packed_layout', pairs),
                      lambda: packed_layout(view, pairs))

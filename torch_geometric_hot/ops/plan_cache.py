@@ -96,3 +96,14 @@ def plans_for(index: Sequence[Tensor]) -> PlanCache:
     while len(_caches) > RECENT:
         del _caches[next(iter(_caches))]
     return entry.cache
+
+
+def view_plan(view, key: Hashable, build: Callable[[], T],
+              keep: bool = True) -> T:
+    r"""The plan :obj:`key` of :obj:`view` (:meth:`PlanCache.plan`) when
+    the view keeps plans and :obj:`keep` holds (false for a plan of
+    hyperedge rows, which come with the call, not the view); otherwise
+    :obj:`build()`, made afresh."""
+    if not keep or not hasattr(view, 'plan'):
+        return build()
+    return view.plan(key, build)
