@@ -35,7 +35,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(
 
 from torch_geometric_hot.nn import TokenGTEmbedding
 from torch_geometric_hot.ops.equality_patterns import bell, equality_pattern
-from torch_geometric_hot.ops.token_attention import token_positions
+from torch_geometric_hot.ops.size_buckets import token_positions
 from torch_geometric_hot.transforms import AddLaplacianNodeId
 
 HEADS = bell(4)  # 15 basis tensors of order 2 -> 2

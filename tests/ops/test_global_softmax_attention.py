@@ -3,11 +3,13 @@ import torch
 
 from torch_geometric_hot.data import PairView
 from torch_geometric_hot.data.targets import resolve_targets
-from torch_geometric_hot.ops import softmax_class_attention
+import torch_geometric_hot.ops.global_softmax_attention as module
+from torch_geometric_hot.ops import size_buckets, softmax_class_attention
 from torch_geometric_hot.ops.basis import basis
 from torch_geometric_hot.ops.global_softmax_attention import \
-    global_softmax_class_attention
-from torch_geometric_hot.testing import edge_case_batch, global_class_cases
+    global_buckets, global_softmax_class_attention
+from torch_geometric_hot.testing import edge_case_batch, \
+    global_class_cases, skewed_batch
 
 ORDERS = [(2, 2), (2, 1), (2, 0), (1, 1), (1, 0), (1, 2)]
 H, D = 2, 3
@@ -66,3 +68,60 @@ def test_rejects_local_class():
     with pytest.raises(ValueError, match='not global'):
         global_softmax_class_attention(cls, targets[cls.part], view, 2,
                                        x[:targets[cls.part].num_rows], x, x)
+
+
+def outputs_and_grads(fn, q, k, v, seed=0):
+    out = fn(q, k, v)
+    w = torch.randn(out.shape, dtype=out.dtype,
+                    generator=torch.Generator().manual_seed(seed))
+    return [out, *torch.autograd.grad((out * w).sum(), (q, k, v))]
+
+
+@pytest.mark.parametrize('orders', ORDERS)
+def test_buckets_equal_one_block_and_enumerated_pairs(orders, monkeypatch):
+    # many small graphs, 1-node and edgeless ones, one much larger graph
+    layouts = []
+
+    def spy(*args):
+        layouts.append(global_buckets(*args))
+        return layouts[-1]
+
+    monkeypatch.setattr(module, 'global_buckets', spy)
+    in_order, out_order = orders
+    for cls, target, view, q, k, v in global_class_cases(
+            skewed_batch(out_order), in_order, out_order, H, D):
+        def ours(q, k, v):
+            return global_softmax_class_attention(cls, target, view,
+                                                  in_order, q, k, v)
+
+        got = outputs_and_grads(ours, q, k, v)
+        assert len(layouts[-1].counts) > 1, cls.name  # the rule: buckets
+        expected = outputs_and_grads(
+            lambda q, k, v: softmax_class_attention(
+                cls, target, view, in_order, q, k, v)[0], q, k, v)
+        with monkeypatch.context() as m:
+            m.setattr(size_buckets, 'BUCKET_GAIN', float('inf'))
+            block = outputs_and_grads(ours, q, k, v)
+            assert len(layouts[-1].counts) == 1
+            m.setattr(module, 'BLOCK_ELEMENTS', 1)  # tiny query chunks
+            m.setattr(size_buckets, 'BUCKET_GAIN', 2.0)
+            chunked = outputs_and_grads(ours, q, k, v)
+        for a, b, c, d in zip(got, expected, block, chunked):
+            torch.testing.assert_close(a, b, rtol=0, atol=1e-10)
+            torch.testing.assert_close(a, c, rtol=0, atol=1e-10)
+            torch.testing.assert_close(a, d, rtol=0, atol=1e-10)
+
+
+def test_rule_keeps_one_block_for_graphs_of_one_size():
+    lengths = torch.tensor([5, 5, 4, 5])
+    graph = torch.repeat_interleave(torch.arange(4), lengths)
+    buckets = global_buckets(graph, graph, 4)
+    assert buckets.counts == [4]
+    assert buckets.query_slots.widths == [5]
+    assert buckets.key_slots.widths == [6]  # and the zero key
+    lengths = torch.tensor([40, 2, 3, 1, 2, 2, 3])
+    graph = torch.repeat_interleave(torch.arange(7), lengths)
+    buckets = global_buckets(graph, graph, 7)
+    assert buckets.counts == [1, 2, 3, 1]  # by queries + keys
+    assert [k.tolist() for k in buckets.key_lengths] == \
+        [[40], [3, 3], [2, 2, 2], [1]]

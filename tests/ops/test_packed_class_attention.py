@@ -6,8 +6,8 @@ import torch_geometric_hot.ops.packed_class_attention as packed
 import torch_geometric_hot.ops.packed_layout as packed_layout_module
 from torch_geometric_hot.data import PairView
 from torch_geometric_hot.nn import HOTConv
-from torch_geometric_hot.ops.packed_layout import packed_layout, pack, \
-    unpack
+from torch_geometric_hot.ops.packed_layout import packed_layout
+from torch_geometric_hot.ops.size_buckets import pack, unpack
 from torch_geometric_hot import testing
 from torch_geometric_hot.testing import random_graph
 

@@ -18,9 +18,8 @@ from torch_geometric_hot.nn import (HOTConv, HOTLayer, SimplexIndexer,
 from torch_geometric_hot.ops import (SizeLimitError, current_size_limit,
                                      native, size_limit, use_backend,
                                      validating, validation)
-from torch_geometric_hot.ops import (bucketed_global_softmax,
-                                     higher_order_attention,
-                                     softmax_class_attention, token_buckets)
+from torch_geometric_hot.ops import (higher_order_attention, size_buckets,
+                                     softmax_class_attention)
 from torch_geometric_hot.ops.basis import basis
 from torch_geometric_hot.ops.scatter import current_backend
 from torch_geometric_hot.ops.validation import check_features, \
@@ -321,7 +320,7 @@ def test_size_limit_guards_global_softmax_blocks(layout, monkeypatch):
     # limit counts exactly the padded query, key and value elements either
     # layout allocates, and is checked before any slot or block is built.
     if layout == 'one block':
-        monkeypatch.setattr(token_buckets, 'BUCKET_GAIN', float('inf'))
+        monkeypatch.setattr(size_buckets, 'BUCKET_GAIN', float('inf'))
     built = []
 
     def spy(module, name):
@@ -335,10 +334,9 @@ def test_size_limit_guards_global_softmax_blocks(layout, monkeypatch):
 
         monkeypatch.setattr(module, name, record)
 
-    spy(bucketed_global_softmax, 'padded_blocks')
-    spy(global_softmax, 'pad_by_graph')
-    slots = bucketed_global_softmax.bucket_slots
-    monkeypatch.setattr(bucketed_global_softmax, 'bucket_slots',
+    spy(global_softmax, 'pack')
+    slots = global_softmax.bucket_slots
+    monkeypatch.setattr(global_softmax, 'bucket_slots',
                         lambda *args: built.append('slots') or slots(*args))
     graphs = [random_graph(3, 2, seed=s) for s in range(8)]
     data = Batch.from_data_list([
@@ -352,7 +350,7 @@ def test_size_limit_guards_global_softmax_blocks(layout, monkeypatch):
             cls, target, view, 2, q, k, v)
 
     expected = attend()
-    assert ('slots' in built) == (layout == 'size buckets')
+    assert 'slots' in built
     padded = sum(b.numel() for b in built if isinstance(b, torch.Tensor))
     assert padded > q.numel()
     built.clear()
@@ -361,8 +359,9 @@ def test_size_limit_guards_global_softmax_blocks(layout, monkeypatch):
     built.clear()
     with size_limit(padded - 1), pytest.raises(
             SizeLimitError, match=f"global softmax attention's padded "
-            f"{'size buckets' if layout == 'size buckets' else 'blocks'} .*"
-            f"above the size limit of {padded - 1:,}; raise it with"):
+            f"blocks \\(9 graphs in {1 if layout == 'one block' else 2} "
+            f"size buckets.*above the size limit of {padded - 1:,}; "
+            f"raise it with"):
         attend()
     assert built == []
 

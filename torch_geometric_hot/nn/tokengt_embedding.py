@@ -16,7 +16,7 @@ from torch_geometric_hot.ops.node_identifiers import (
     batched_laplacian_node_ids, check_dim, orthogonal_node_ids,
     random_node_ids)
 from torch_geometric_hot.ops.seeded_generators import SeededGenerators
-from torch_geometric_hot.ops.token_attention import token_positions
+from torch_geometric_hot.ops.size_buckets import token_positions
 
 NODE_IDS = ('orf', 'laplacian', 'random', None)
 

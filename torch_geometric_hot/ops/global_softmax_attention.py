@@ -13,33 +13,31 @@ mask built from the exclusions, one block of queries at a time, so the
 extra memory is :math:`O(B \cdot L_q^{\text{block}} \cdot L_k)` booleans
 plus what the attention kernel needs. A batch of graphs of very different
 sizes is packed into size buckets instead of one block padded to its
-largest graph (:mod:`~torch_geometric_hot.ops.bucketed_global_softmax`,
-when the block would hold at least twice the score entries). Either way the
-padded blocks are checked against the size limit
+largest graph (:mod:`~torch_geometric_hot.ops.size_buckets`, when the
+block would hold at least twice the score entries). Either way the padded
+blocks are checked against the size limit
 (:func:`~torch_geometric_hot.ops.validation.size_limit`) before they are
 allocated. The result is the same: the enumerated path is its test oracle.
 Under :func:`torch.compile` the attention is one operator,
 ``torch_geometric_hot::global_class_softmax``
 (:mod:`~torch_geometric_hot.ops.recomputed_attention`).
 """
-from typing import List
+from typing import List, NamedTuple, Tuple
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
 from torch_geometric_hot.ops.basis import EquivariantClass
-from torch_geometric_hot.ops.bucketed_global_softmax import (
-    bucketed_global_attention, global_buckets, padded_elements)
 from torch_geometric_hot.ops.equivariant import Target
 from torch_geometric_hot.ops.higher_order_attention import attention_index
 from torch_geometric_hot.ops.recomputed_attention import dropout_seed, \
     recomputed_attention
-from torch_geometric_hot.ops.token_attention import pad_by_graph, \
-    token_positions
+from torch_geometric_hot.ops.size_buckets import Slots, blocks, \
+    bucket_plan, bucket_slots, buckets_or_block, pack, token_positions
 from torch_geometric_hot.ops.validation import check_size
 
-#: Largest number of mask entries (B x query block x keys) per block.
+#: Largest number of mask entries (graphs x query block x keys) per block.
 BLOCK_ELEMENTS = 1 << 22
 
 
@@ -81,6 +79,56 @@ def global_softmax_class_attention(cls: EquivariantClass, target: Target,
     return global_block_attention(*args)
 
 
+class GlobalBuckets(NamedTuple):
+    r"""The size buckets of a global class (:func:`global_buckets`): the
+    slots of the queries and of the keys (pool order; each graph's key
+    block ends with at least one padding slot, the zero key), the graphs of
+    every bucket and the key count of every graph of every bucket."""
+    query_slots: Slots
+    key_slots: Slots
+    counts: List[int]
+    key_lengths: List[Tensor]
+
+
+def global_buckets(query_graph: Tensor, key_graph: Tensor, num_graphs: int,
+                   widths: Tuple[int, int] = (1, 1)) -> GlobalBuckets:
+    r"""The size buckets of a global class's queries and keys, the graphs
+    sorted by their queries plus keys, or one block padded to the largest
+    graph where buckets save less than ``BUCKET_GAIN`` times its
+    :math:`B \cdot L_q \cdot (L_k + 1)` score entries
+    (:func:`~torch_geometric_hot.ops.size_buckets.buckets_or_block`).
+
+    The padded blocks (the elements of one query slot and of one key slot,
+    keys and values, are :obj:`widths`) are checked against the size limit
+    (:func:`~torch_geometric_hot.ops.validation.size_limit`) before any
+    slot is built."""
+    q_pos, q_len = token_positions(query_graph, num_graphs)
+    k_pos, k_len = token_positions(key_graph, num_graphs)
+    order, bounds = bucket_plan(q_len + k_len)
+    # host synchronisation: the block shapes
+    q_sorted, k_sorted = torch.stack([q_len, k_len])[:, order].tolist()
+
+    def shape(start: int, end: int) -> Tuple[int, int]:
+        return max(q_sorted[start:end]), max(k_sorted[start:end]) + 1
+
+    bounds = buckets_or_block(bounds, lambda start, end: (
+        end - start) * shape(start, end)[0] * shape(start, end)[1])
+    ranges = list(zip(bounds[:-1], bounds[1:]))
+    counts = [end - start for start, end in ranges]
+    shapes = [shape(start, end) for start, end in ranges]
+    check_size(sum(count * (len_q * widths[0] + len_k * widths[1])
+                   for count, (len_q, len_k) in zip(counts, shapes)),
+               f"global softmax attention's padded blocks ({num_graphs} "
+               f"graphs in {len(counts)} size buckets, up to "
+               f"{max(k_sorted, default=0) + 1} keys)")
+    return GlobalBuckets(
+        bucket_slots(query_graph, num_graphs, order, counts,
+                     [len_q for len_q, _ in shapes], q_pos),
+        bucket_slots(key_graph, num_graphs, order, counts,
+                     [len_k for _, len_k in shapes], k_pos), counts,
+        [k_len[order[start:end]] for start, end in ranges])
+
+
 def global_block_attention(q: Tensor, k: Tensor, v: Tensor,
                            query_graph: Tensor, key_graph: Tensor,
                            key_position: Tensor, num_graphs: int,
@@ -89,57 +137,56 @@ def global_block_attention(q: Tensor, k: Tensor, v: Tensor,
     r"""The attention of :func:`global_softmax_class_attention` from index
     tensors: the graph of every query row :obj:`[rows]`, the graph and the
     input row of every key :obj:`[K]`, and the exclusions as ids (see
-    :func:`~torch_geometric_hot.ops.higher_order_attention.exclusion_ids`).
+    :func:`~torch_geometric_hot.ops.higher_order_attention.exclusion_ids`),
+    on the blocks of :func:`global_buckets`, one chunk of queries at a time
+    (at most ``BLOCK_ELEMENTS`` mask entries).
 
     :rtype: :class:`torch.Tensor` :obj:`[rows, H, d_v]`
     """
     rows, heads = q.size(0), q.size(1)
     if rows == 0:
         return v.new_zeros(0, heads, v.size(-1))
-    ids = list(zip(query_ids, key_ids))
-    q_pos, q_len = token_positions(query_graph, num_graphs)
-    k_pos, k_len = token_positions(key_graph, num_graphs)
-    widths = (heads * q.size(-1), heads * (k.size(-1) + v.size(-1)))
-    buckets = global_buckets(query_graph, q_pos, q_len, key_graph, k_pos,
-                             k_len, widths)  # checks the buckets' size
-    if buckets is not None:  # graphs of very different sizes
-        return bucketed_global_attention(
-            q, k.index_select(0, key_position),
-            v.index_select(0, key_position), ids, buckets, BLOCK_ELEMENTS,
-            dropout)
-    # host synchronisation: the padded lengths are the largest graph's
-    len_q, len_k = int(q_len.max()), int(k_len.max()) + 1  # + zero key
-    check_size(padded_elements([(num_graphs, len_q, len_k)], widths),
-               f"global softmax attention's padded blocks ({num_graphs} "
-               f"graphs x {len_k} keys of the largest)")
+    buckets = global_buckets(query_graph, key_graph, num_graphs, (
+        heads * q.size(-1), heads * (k.size(-1) + v.size(-1))))
+    q_slots, k_slots = buckets.query_slots, buckets.key_slots
 
-    def key_blocks(x: Tensor) -> Tensor:  # [K, H, d] -> [B, H, L_k, d]
-        return pad_by_graph(x.index_select(0, key_position), key_graph,
-                            k_pos, num_graphs, len_k).transpose(1, 2)
+    def padded(x: Tensor, slots: Slots, fill: float = 0.0) -> List[Tensor]:
+        return blocks(pack(x, slots.slot_row, fill), buckets.counts,
+                      slots.widths)
 
-    keys, values = key_blocks(k), key_blocks(v)
-    queries = pad_by_graph(q, query_graph, q_pos, num_graphs,
-                           len_q).transpose(1, 2)  # [B, H, L_q, d]
-    # key slots that hold a key: [B, L_k]
-    real = torch.arange(len_k, device=q.device) < k_len.view(-1, 1)
-    id_blocks = [(pad_by_graph(qi, query_graph, q_pos, num_graphs, len_q, -2),
-                  pad_by_graph(ki, key_graph, k_pos, num_graphs, len_k, -3))
-                 for qi, ki in ids]
-    step = max(1, BLOCK_ELEMENTS // (num_graphs * len_k))
-    outs = []
-    for start in range(0, len_q, step):
-        end = min(start + step, len_q)
-        allowed = real.unsqueeze(1).expand(num_graphs, end - start,
-                                           len_k).clone()
-        for q_ids, k_ids in id_blocks:
-            allowed &= q_ids[:, start:end].unsqueeze(-1) != \
-                k_ids.unsqueeze(1)
-        allowed[..., -1] = ~allowed.any(-1)  # empty group: the zero key
-        outs.append(F.scaled_dot_product_attention(
-            queries[:, :, start:end], keys, values,
-            attn_mask=allowed.unsqueeze(1), dropout_p=dropout, scale=1.0))
-    out = torch.cat(outs, 2) if len(outs) > 1 else outs[0]
-    return out.transpose(1, 2)[query_graph, q_pos]  # [rows, H, d_v]
+    queries = padded(q, q_slots)
+    keys = padded(k.index_select(0, key_position), k_slots)
+    values = padded(v.index_select(0, key_position), k_slots)
+    # padding never matches: queries -2, keys -3
+    id_blocks = [(padded(qi, q_slots, -2), padded(ki, k_slots, -3))
+                 for qi, ki in zip(query_ids, key_ids)]
+    out = []
+    for b, (count, len_q, len_k) in enumerate(zip(
+            buckets.counts, q_slots.widths, k_slots.widths)):
+        if len_q == 0:  # graphs with keys but no query rows
+            continue
+        real = torch.arange(len_k, device=q.device) < \
+            buckets.key_lengths[b].view(-1, 1)  # [count, len_k]
+        query = queries[b].transpose(1, 2)  # [count, H, len_q, d]
+        key, value = keys[b].transpose(1, 2), values[b].transpose(1, 2)
+        step = max(1, BLOCK_ELEMENTS // (count * len_k))
+        chunks = []
+        for start in range(0, len_q, step):
+            end = min(start + step, len_q)
+            allowed = real.unsqueeze(1).expand(count, end - start,
+                                               len_k).clone()
+            for q_ids, k_ids in id_blocks:
+                allowed &= q_ids[b][:, start:end].unsqueeze(-1) != \
+                    k_ids[b].unsqueeze(1)
+            allowed[..., -1] = ~allowed.any(-1)  # empty group: zero key
+            chunks.append(F.scaled_dot_product_attention(
+                query[:, :, start:end], key, value,
+                attn_mask=allowed.unsqueeze(1), dropout_p=dropout,
+                scale=1.0))  # [count, H, end - start, d_v]
+        block = torch.cat(chunks, 2) if len(chunks) > 1 else chunks[0]
+        out.append(block.transpose(1, 2).reshape(
+            count * len_q, heads, block.size(-1)))
+    return torch.cat(out).index_select(0, q_slots.row_slot)
 
 
 _global_class_softmax = recomputed_attention('global_class_softmax',

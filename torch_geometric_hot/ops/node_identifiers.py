@@ -23,7 +23,7 @@ import scipy.sparse.linalg
 import torch
 from torch import Tensor
 
-from torch_geometric_hot.ops.token_attention import token_positions
+from torch_geometric_hot.ops.size_buckets import token_positions
 from torch_geometric_hot.ops.validation import (check_batch, check_edge_index,
                                                 check_size, validating)
 

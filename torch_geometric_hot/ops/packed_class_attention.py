@@ -53,10 +53,11 @@ from torch_geometric_hot.ops.higher_order_attention import SummaryKeys, \
     exclusion_ids, softmax_class_output
 from torch_geometric_hot.ops.native import applies as native_applies
 from torch_geometric_hot.ops.packed_layout import PackedLayout, \
-    cached_layout, pack, unpack
+    cached_layout
 from torch_geometric_hot.ops.plan_cache import view_plan
 from torch_geometric_hot.ops.pooled_combination import ValueProjection
 from torch_geometric_hot.ops.row_selection import select_rows
+from torch_geometric_hot.ops.size_buckets import pack, unpack
 
 #: Kernel attention takes the packed path for a batch whose graphs have at
 #: most this many rows (nodes, plus pair entries when an order is 2) on

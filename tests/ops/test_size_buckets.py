@@ -2,15 +2,15 @@ import pytest
 import torch
 
 from torch_geometric_hot.models import TokenGT
-from torch_geometric_hot.ops import token_attention, token_buckets as tb
+from torch_geometric_hot.ops import size_buckets, token_attention
 from torch_geometric_hot.ops.native import use_native
+from torch_geometric_hot.ops.size_buckets import (bucket_bounds, bucket_plan,
+                                                  bucket_slots,
+                                                  buckets_or_block, pack,
+                                                  unpack)
 from torch_geometric_hot.ops.token_attention import (
-    dense_softmax_attention_reference, padded_layout,
-    per_graph_softmax_attention, token_layout, token_positions)
-from torch_geometric_hot.ops.token_buckets import (TokenBuckets,
-                                                   bucket_bounds,
-                                                   bucketed_softmax_attention,
-                                                   token_buckets)
+    TokenBuckets, dense_softmax_attention_reference,
+    per_graph_softmax_attention, token_buckets, token_layout)
 
 # Many small graphs, 1-token and 0-token graphs, one much larger graph.
 SKEWED = [3, 1, 4, 0, 2, 40, 3, 5, 1, 2, 6, 4]
@@ -42,24 +42,53 @@ def test_bucket_bounds_keep_lengths_within_the_ratio():
 
 def test_every_token_has_its_own_slot_in_its_graphs_block():
     _, token_batch, num_graphs = tokens(SKEWED)
-    position, lengths = token_positions(token_batch, num_graphs)
-    buckets = token_buckets(token_batch, position, lengths)
+    slots = token_buckets(token_batch, num_graphs).slots
     T = token_batch.numel()
-    assert torch.equal(buckets.slot_token[buckets.token_slot],
-                       torch.arange(T))
-    assert int((buckets.slot_token < T).sum()) == T
-    assert sum(c * n for c, n in buckets.shapes) == \
-        buckets.slot_token.numel()
+    assert torch.equal(slots.slot_row[slots.row_slot], torch.arange(T))
+    assert int((slots.slot_row < T).sum()) == T
+    assert torch.equal(slots.taken_row,
+                       slots.slot_row.masked_fill(slots.slot_row == T, 0))
+
+
+def test_slots_of_graphs_in_no_bucket_point_past_the_slots():
+    # graph 1 is empty: its graph row has no slot and unpacks to zeros
+    graphs = torch.arange(3)
+    order, bounds = bucket_plan(torch.tensor([2, 0, 5]))
+    assert bounds == [0, 1, 2]
+    slots = bucket_slots(graphs, 3, order, [1, 1], [1, 1],
+                         torch.zeros_like(graphs))
+    assert slots.row_slot.tolist() == [1, 2, 0]
+    assert slots.slot_row.tolist() == [2, 0]
+    x = torch.tensor([[1.], [2.], [3.]])
+    assert unpack(pack(x, slots.slot_row), slots.row_slot).view(-1) \
+        .tolist() == [1., 0., 3.]
+
+
+def test_one_block_unless_buckets_save_enough():
+    def cost(start, end):
+        return (end - start) * lengths[start]**2
+
+    lengths = [40, 5, 4, 3]
+    bounds = bucket_bounds(lengths)
+    assert bounds == [0, 1, 2, 3, 4]
+    assert buckets_or_block(bounds, cost) == bounds  # 6400 vs 1650
+    lengths = [4, 3, 3, 3]
+    assert bucket_bounds(lengths) == [0, 1, 4]
+    assert buckets_or_block([0, 1, 4], cost) == [0, 4]  # 64 vs 43
 
 
 @pytest.mark.parametrize('sizes', [SKEWED, [1, 1, 1], [7, 0, 1], [1]])
-def test_buckets_equal_one_padded_block_and_the_reference(sizes):
+def test_buckets_equal_one_padded_block_and_the_reference(sizes,
+                                                          monkeypatch):
     (q, k, v), token_batch, num_graphs = tokens(sizes)
-    position, lengths = token_positions(token_batch, num_graphs)
-    buckets = token_buckets(token_batch, position, lengths)
-    out = bucketed_softmax_attention(q, k, v, buckets)
+    buckets = token_buckets(token_batch, num_graphs)
+    out = per_graph_softmax_attention(q, k, v, token_batch, num_graphs,
+                                      layout=buckets)
+    monkeypatch.setattr(size_buckets, 'BUCKET_GAIN', float('inf'))
+    one = token_buckets(token_batch, num_graphs)
+    assert len(one.counts) == 1
     block = per_graph_softmax_attention(q, k, v, token_batch, num_graphs,
-                                        layout=(position, lengths))
+                                        layout=one)
     ref = dense_softmax_attention_reference(q, k, v, token_batch,
                                             num_graphs)
     torch.testing.assert_close(out, block, rtol=0, atol=1e-10)
@@ -73,26 +102,25 @@ def test_buckets_equal_one_padded_block_and_the_reference(sizes):
 
 def test_bucketed_attention_gradcheck():
     (q, k, v), token_batch, _ = tokens([5, 1, 2, 2], heads=1, dim=2)
-    position, lengths = token_positions(token_batch, 4)
-    buckets = token_buckets(token_batch, position, lengths)
-    assert len(buckets.shapes) == 3
+    buckets = token_buckets(token_batch, 4)
+    assert len(buckets.counts) == 3
     assert torch.autograd.gradcheck(
-        lambda q, k, v: bucketed_softmax_attention(q, k, v, buckets),
+        lambda q, k, v: per_graph_softmax_attention(q, k, v, token_batch, 4,
+                                                    layout=buckets),
         (q, k, v))
 
 
 def test_layout_rule_buckets_skewed_batches_only():
     _, token_batch, num_graphs = tokens(SKEWED)
-    assert isinstance(padded_layout(token_batch, num_graphs), TokenBuckets)
+    assert len(token_buckets(token_batch, num_graphs).counts) > 1
     with use_native('off'):  # the padded layouts are the default then
         assert isinstance(token_layout(token_batch, num_graphs),
                           TokenBuckets)
     _, token_batch, num_graphs = tokens([4, 4, 4, 3])  # little padding
-    assert not isinstance(padded_layout(token_batch, num_graphs),
-                          TokenBuckets)
+    assert len(token_buckets(token_batch, num_graphs).counts) == 1
     _, token_batch, num_graphs = tokens([9])  # one graph: no padding
-    assert not isinstance(padded_layout(token_batch, num_graphs),
-                          TokenBuckets)
+    buckets = token_buckets(token_batch, num_graphs)
+    assert buckets.counts == [1] and buckets.masks == [None]
 
 
 def molecules_batch(sizes, seed=0):
@@ -130,19 +158,20 @@ def test_tokengt_output_and_gradients_equal_with_and_without_buckets(
         out.square().sum().backward()
         return out, [p.grad.clone() for p in model.parameters()]
 
-    calls = []
-    bucketed = token_attention.bucketed_softmax_attention
+    layouts = []
+    built = token_attention.token_buckets
 
     def spy(*args, **kwargs):
-        calls.append(1)
-        return bucketed(*args, **kwargs)
+        layouts.append(built(*args, **kwargs))
+        return layouts[-1]
 
-    monkeypatch.setattr(token_attention, 'bucketed_softmax_attention', spy)
+    monkeypatch.setattr(token_attention, 'token_buckets', spy)
     out, grads = run()
-    assert len(calls) == 2  # one per layer: the rule chose buckets
-    monkeypatch.setattr(tb, 'BUCKET_GAIN', float('inf'))
+    assert len(layouts) == 1  # once per batch
+    assert len(layouts[0].counts) > 1  # the rule chose buckets
+    monkeypatch.setattr(size_buckets, 'BUCKET_GAIN', float('inf'))
     ref, ref_grads = run()
-    assert len(calls) == 2
+    assert len(layouts) == 2 and len(layouts[1].counts) == 1
     torch.testing.assert_close(out, ref, rtol=0, atol=1e-10)
     for a, b in zip(grads, ref_grads):
         torch.testing.assert_close(a, b, rtol=0, atol=1e-10)

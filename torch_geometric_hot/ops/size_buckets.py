@@ -1,0 +1,167 @@
+r"""Per-graph dense blocks on size buckets: the one padded layout of the
+engine (TokenGT's softmax attention, the global classes of HOT's softmax
+attention, HOT's packed attention).
+
+The graphs of a batch are sorted by size and cut into buckets. A bucket
+starts at the largest graph not yet placed, of :math:`L` rows, and takes
+every graph of more than :math:`L / \mathrm{ratio}` rows
+(:data:`BUCKET_RATIO`): a graph is padded by less than that factor, its
+share of the score entries by less than its square. Each bucket gives each
+of its graphs the same number of slots per kind of row (the most rows of
+that kind among its graphs), so that the slots of one kind and bucket
+reshape to a :obj:`[graphs, width, *]` block. Slots are numbered bucket
+after bucket, graph after graph. An empty graph takes no bucket. Where
+buckets save little, every graph can stay in one bucket,
+one block padded to the largest graph (:func:`buckets_or_block`): each
+bucket costs its own operations.
+"""
+from typing import Callable, List, NamedTuple, Optional, Tuple
+
+import torch
+from torch import Tensor
+
+from torch_geometric_hot.ops.scatter import segment_counts
+
+BUCKET_RATIO = 1.25
+#: Buckets replace one padded block when that block holds at least this
+#: many times their score entries.
+BUCKET_GAIN = 2.0
+
+
+def token_positions(token_batch: Tensor,
+                    num_graphs: int) -> Tuple[Tensor, Tensor]:
+    r"""Position of every row inside its graph (in flat-list order) and the
+    number of rows of every graph.
+
+    Args:
+        token_batch (torch.Tensor): Graph of every row, shape :obj:`[T]`.
+        num_graphs (int): Number of graphs :math:`B`.
+
+    :rtype: (:class:`torch.Tensor` :obj:`[T]`, :class:`torch.Tensor`
+        :obj:`[B]`)
+    """
+    lengths = segment_counts(token_batch, num_graphs)
+    order = torch.sort(token_batch, stable=True)[1]
+    starts = torch.cumsum(lengths, 0) - lengths
+    position = torch.empty_like(token_batch)
+    position[order] = torch.arange(token_batch.numel(),
+                                   device=token_batch.device) - starts[
+                                       token_batch[order]]
+    return position, lengths
+
+
+def bucket_bounds(lengths: List[int], ratio: float = BUCKET_RATIO
+                  ) -> List[int]:
+    r"""Bucket boundaries in the descending order of :obj:`lengths`: the
+    bucket :math:`b` holds sorted positions
+    :obj:`bounds[b]:bounds[b + 1]`. Empty graphs (length 0) take no
+    bucket."""
+    bounds = [0]
+    count = sum(1 for length in lengths if length > 0)
+    ordered = sorted(lengths, reverse=True)
+    while bounds[-1] < count:
+        top, end = ordered[bounds[-1]], bounds[-1] + 1
+        while end < count and ordered[end] * ratio > top:
+            end += 1
+        bounds.append(end)
+    return bounds
+
+
+def bucket_plan(sizes: Tensor, ratio: float = BUCKET_RATIO
+                ) -> Tuple[Tensor, List[int]]:
+    r"""The graphs in descending order of :obj:`sizes` and the boundaries of
+    their buckets in that order (:func:`bucket_bounds`)."""
+    order = torch.sort(sizes, descending=True, stable=True)[1]
+    # host synchronisation: the bucket shapes depend on the graph sizes
+    return order, bucket_bounds(sizes[order].tolist(), ratio)
+
+
+def buckets_or_block(bounds: List[int],
+                     block_cost: Callable[[int, int], int]) -> List[int]:
+    r""":obj:`bounds`, or one bucket of all their graphs (one block padded
+    to the largest) unless that block holds at least :data:`BUCKET_GAIN`
+    times the score entries of the buckets; :obj:`block_cost` gives the
+    score entries of a block of the sorted graphs :obj:`start:end`."""
+    if len(bounds) > 2 and block_cost(0, bounds[-1]) < BUCKET_GAIN * sum(
+            block_cost(start, end)
+            for start, end in zip(bounds[:-1], bounds[1:])):
+        return [0, bounds[-1]]
+    return bounds
+
+
+class Slots(NamedTuple):
+    r"""The slots of one kind of row of a bucket layout.
+
+    Attributes:
+        slot_row (torch.Tensor): Row of every slot :obj:`[S]`; padding
+            slots hold the number of rows (an appended fill row).
+        row_slot (torch.Tensor): Slot of every row :obj:`[rows]`; rows of
+            graphs in no bucket hold :math:`S` (an appended zero row).
+        widths (list): Slots per graph in every bucket.
+        taken_row (torch.Tensor): :obj:`slot_row` with row 0 in the padding
+            slots, to pack rows whose padding is masked out or dropped with
+            one gather and no fill row.
+    """
+    slot_row: Tensor
+    row_slot: Tensor
+    widths: List[int]
+    taken_row: Tensor
+
+
+def bucket_slots(row_graph: Tensor, num_graphs: int, order: Tensor,
+                 counts: List[int], widths: List[int],
+                 position: Optional[Tensor] = None) -> Slots:
+    r"""The slots of rows that belong to graphs, the graphs :obj:`order`
+    packed bucket by bucket (:obj:`counts` graphs each), each graph of
+    bucket :math:`b` given :obj:`widths[b]` slots.
+
+    Args:
+        row_graph (torch.Tensor): Graph of every row :obj:`[rows]`.
+        num_graphs (int): Number of graphs.
+        order (torch.Tensor): The graphs in bucket order
+            (:func:`bucket_plan`).
+        counts (list): Graphs of every bucket.
+        widths (list): Slots per graph of every bucket.
+        position (torch.Tensor, optional): Position of every row in its
+            graph (default: :func:`token_positions`).
+    """
+    device = row_graph.device
+    if position is None:
+        position = token_positions(row_graph, num_graphs)[0]
+    total = sum(c * w for c, w in zip(counts, widths))
+    width = torch.repeat_interleave(
+        torch.tensor(widths, dtype=torch.long, device=device),
+        torch.tensor(counts, dtype=torch.long, device=device))
+    first = torch.full((num_graphs, ), -1, dtype=torch.long, device=device)
+    first[order[:width.numel()]] = torch.cumsum(width, 0) - width
+    row_first = first.index_select(0, row_graph)
+    row_slot = torch.where(row_first < 0, total, row_first + position)
+    slot_row = torch.full((total + 1, ), row_graph.numel(),
+                          dtype=torch.long, device=device)
+    slot_row[row_slot] = torch.arange(row_graph.numel(), device=device)
+    slot_row = slot_row[:total]
+    return Slots(slot_row, row_slot, widths,
+                 slot_row.masked_fill(slot_row == row_graph.numel(), 0))
+
+
+def pack(x: Tensor, slot_row: Tensor, fill: float = 0.0) -> Tensor:
+    r"""Rows :obj:`[rows, *]` -> slots :obj:`[S, *]`, padding slots set to
+    :obj:`fill`."""
+    x = torch.cat([x, x.new_full((1, ) + x.shape[1:], fill)])
+    return x.index_select(0, slot_row)
+
+
+def unpack(x: Tensor, row_slot: Tensor) -> Tensor:
+    r"""Slots :obj:`[S, *]` -> rows :obj:`[rows, *]` (rows without a slot
+    get zeros)."""
+    return torch.cat([x, x.new_zeros((1, ) + x.shape[1:])]).index_select(
+        0, row_slot)
+
+
+def blocks(x: Tensor, counts: List[int], widths: List[int]) -> List[Tensor]:
+    r"""Slots :obj:`[S, *]` as one block :obj:`[counts[b], widths[b], *]`
+    per bucket (views)."""
+    return [block.view((count, width) + x.shape[1:])
+            for block, count, width in zip(
+                x.split([c * w for c, w in zip(counts, widths)]), counts,
+                widths)]
