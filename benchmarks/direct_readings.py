@@ -90,7 +90,7 @@ def compare(graph: Graph, repeats: int) -> Dict:
             for name, limit in settings.items():
                 kernel_attention.DIRECT_MAX_KEYS = limit
                 elapsed = _timed(lambda: model(data.x, data.edge_index,
-                                                batch=data.batch, view=view))
+                                               batch=data.batch, view=view))
                 if rep:
                     times[name].append(elapsed)
     finally:

@@ -11,7 +11,8 @@ API
     numpy: 10^7 edges in seconds.
 ``bandwidth_floor(num_rows, channels=32, num_groups=None, seed=0) -> step``
     The reference op ("the floor" of ``docs/design.md``): one gather of
-    ``num_rows`` rows and one ``index_add_`` of them into ``num_groups`` (default ``num_rows``) rows.
+    ``num_rows`` rows and one ``index_add_`` of them into ``num_groups``
+    (default ``num_rows``) rows.
     Its forward+backward time is the "floor" every variant is divided by.
 ``time_fwd_bwd(step_fwd, repeats=3, warmup=1, min_time=0.0) -> (fwd_s,
 fwd_bwd_s)``

@@ -39,7 +39,6 @@ HEADS, CHANNELS, GROUP_SIZE = 4, 16, 8
 SIZES = (10**4, 10**5, 10**6)
 
 
-
 def softmax_on_library_scatter(src: Tensor, index: Tensor,
                                groups: int) -> Tensor:
     r"""The grouped softmax written on the library's maximum and sum (the

@@ -22,7 +22,6 @@ from torch_geometric_hot.data import PairView
 from torch_geometric_hot.datasets import synthetic_chains
 from torch_geometric_hot.models import HOTNodeModel
 from torch_geometric_hot.nn import EquivariantLinear
-from torch_geometric_hot.data import PairView
 from torch_geometric_hot.transforms import AddSecondOrderView
 
 HIDDEN = 16

@@ -33,10 +33,11 @@ from torch_geometric.data import Batch, Data
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(
     __file__))))  # run from a source checkout without installing
 
-from torch_geometric_hot.nn import TokenGTEmbedding
-from torch_geometric_hot.ops.equality_patterns import bell, equality_pattern
-from torch_geometric_hot.ops.size_buckets import token_positions
-from torch_geometric_hot.transforms import AddLaplacianNodeId
+from torch_geometric_hot.nn import TokenGTEmbedding  # noqa: E402
+from torch_geometric_hot.ops.equality_patterns import (  # noqa: E402
+    bell, equality_pattern)
+from torch_geometric_hot.ops.size_buckets import token_positions  # noqa: E402
+from torch_geometric_hot.transforms import AddLaplacianNodeId  # noqa: E402
 
 HEADS = bell(4)  # 15 basis tensors of order 2 -> 2
 CONFIGS = [(None, False), (None, True), ('random', False), ('random', True),
@@ -154,7 +155,7 @@ def run(config, train: List[Data], test: List[Data], args) -> Dict:
     warmup = max(1, args.steps // 10)
     sched = torch.optim.lr_scheduler.LambdaLR(
         opt, lambda s: min((s + 1) / warmup, max(0.0, (args.steps - s) /
-                                                  (args.steps - warmup))))
+                                                 (args.steps - warmup))))
     gen = torch.Generator().manual_seed(args.seed)
     start = time.perf_counter()
     for _ in range(args.steps):

@@ -4,9 +4,9 @@
 # installed, the native kernel-attention kernels when a C compiler builds
 # them), then the core test directories run a second time with
 # TORCH_GEOMETRIC_HOT_SCATTER=torch and TORCH_GEOMETRIC_HOT_NATIVE=off, so
-# that the pure-torch fallbacks are exercised too. Before them, the
-# documentation site is built and its doctests run. Extra arguments are
-# passed to pytest.
+# that the pure-torch fallbacks are exercised too. Before them, flake8
+# checks the style and the documentation site is built and its doctests
+# run. Extra arguments are passed to pytest.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -14,8 +14,11 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 py="$root/.venv/bin/python"
 
-# The documentation site and its doctests first (scripts/docs.sh), so that
-# pytest's summary stays the last thing printed.
+# The style check (flake8, configured in setup.cfg) and the documentation
+# site with its doctests (scripts/docs.sh) first, so that pytest's summary
+# stays the last thing printed.
+"$py" -m flake8 torch_geometric_hot tests examples benchmarks scripts
+echo "test: flake8 found nothing"
 "$root/scripts/docs.sh"
 
 # pytest's exit code 5 ("no tests collected") is a failure here: the suite

@@ -20,7 +20,7 @@ def theorem_3_7(n, order, d, value_norm, key_norm, radius):
     return (n * math.sqrt(2 * n) * order * value_norm**order *
             radius**(order - 1) *
             math.sqrt(1 + d * order**2 * (key_norm * radius)**(2 *
-                                                              (order + 1))))
+                                                               (order + 1))))
 
 
 @pytest.mark.parametrize('order', [1, 2, 3])

@@ -46,7 +46,7 @@ def test_loglog_slope():
     assert harness.loglog_slope(xs, [3 * x**1.5 for x in xs]) == (
         pytest.approx(1.5))
     assert harness.loglog_slope(xs, [7.0] * 4) == pytest.approx(0.0,
-                                                              abs=1e-12)
+                                                                abs=1e-12)
     assert math.isnan(harness.loglog_slope([10], [1.0]))
     assert math.isnan(harness.loglog_slope([10, 20], [0.0, 0.0]))
 

@@ -30,6 +30,6 @@ def test_quick_run_records_every_operation(tmp_path):
     for r in records:
         assert len(r['rounds']['ours']) == len(r['rounds']['pyg']) == 2
         ratios = [p / o for p, o in zip(r['rounds']['pyg'],
-                                         r['rounds']['ours'])]
+                                        r['rounds']['ours'])]
         assert r['pyg_to_ours'] == pytest.approx(statistics.median(ratios))
     assert out.exists()

@@ -52,7 +52,8 @@ def run_notebook(tmp_path):
         fields = ', '.join(f'{key}={expr}' for key, expr in values.items())
         (tmp_path / 'run').mkdir()
         book, _ = execute(NOTEBOOKS / name, quick=True,
-                          data_dir=tmp_path / 'data', work_dir=tmp_path / 'run',
+                          data_dir=tmp_path / 'data',
+                          work_dir=tmp_path / 'run',
                           extra_code=PROBE % (MARKER, fields), timeout=600)
         lines = [line for output in book.cells[-1].outputs
                  for line in output.get('text', '').splitlines()

@@ -55,8 +55,8 @@ def test_dense_oracle_covers_the_whole_basis(orders):
     labels = {c.partition for c in basis(in_order, out_order)}
     dense = dense_basis(max(in_order + out_order, 1), in_order, out_order)
     if out_order >= 3:  # only classes with distinct output positions
-        dense = {l: b for l, b in dense.items()
-                 if all(block.count('o') <= 1 for block in l.split('|'))}
+        dense = {label: b for label, b in dense.items()
+                 if all(block.count('o') <= 1 for block in label.split('|'))}
     assert labels == set(dense)
 
 

@@ -131,7 +131,7 @@ def test_favor_approaches_softmax(device):
 @pytest.mark.parametrize('orders', ORDERS)
 @pytest.mark.parametrize('attention', ['softmax', 'kernel'])
 def test_permutation_equivariant_and_batch_independent(orders, attention,
-                                                        device):
+                                                       device):
     layer = make(orders, device, attention=attention, kernel='favor+', seed=0)
     data = attach_order_inputs(random_graph(7, 9, device=device), orders[1],
                                seed=3)

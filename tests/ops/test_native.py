@@ -441,10 +441,10 @@ def test_pool_readings_with_repeated_and_no_positions(groups, grouping,
     values = torch.randn(50, 3, 2, 4, dtype=torch.float64, generator=gen)
     q = torch.rand(100, 2, 5, dtype=torch.float64, generator=gen)
     pools = [ka.KeySummary(torch.randint(50, (3000, ), generator=gen).int(),
-                     torch.randint(groups, (3000, ), generator=gen), groups,
-                     (2, 0)),
+                           torch.randint(groups, (3000, ), generator=gen),
+                           groups, (2, 0)),
              ka.KeySummary(torch.empty(0, dtype=torch.long),
-                     torch.empty(0, dtype=torch.long), 6, (1, ))]
+                           torch.empty(0, dtype=torch.long), 6, (1, ))]
     reads = [ka.Reading(0, torch.randint(groups, (100, ), generator=gen)),
              ka.Reading(1, torch.randint(6, (100, ), generator=gen))]
     grads = [torch.randn(100, 2, 9, dtype=torch.float64, generator=gen),

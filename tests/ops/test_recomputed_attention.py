@@ -56,7 +56,7 @@ def _eager(op, q):
 @pytest.mark.parametrize('orders', ORDERS)
 @pytest.mark.parametrize('dropout', [0.0, 0.5])
 def test_operator_equals_eager_attention_and_gradients(orders, dropout,
-                                                      device, mode):
+                                                       device, mode):
     for cls, op, qkv, index in cases(*orders, device):
         seed = torch.tensor(7, device=device) if dropout else None
         with use_native(mode):

@@ -85,27 +85,27 @@ def _higher_order(layer, data: Data) -> Outputs:
 def _hot_cases():
     cases = []
     for attention in ('softmax', 'kernel'):
-        for k, l in ((1, 0), (1, 1), (1, 2), (2, 0), (2, 1), (2, 2)):
+        for k, m in ((1, 0), (1, 1), (1, 2), (2, 0), (2, 1), (2, 2)):
             cases.append(Case(
-                f'HOTConv{k}to{l}-{attention}',
-                lambda k=k, l=l, a=attention: HOTConv(
-                    CHANNELS, CHANNELS, k, l, heads=2, attention=a,
+                f'HOTConv{k}to{m}-{attention}',
+                lambda k=k, m=m, a=attention: HOTConv(
+                    CHANNELS, CHANNELS, k, m, heads=2, attention=a,
                     seed=0),
-                _higher_order, _order_levels(l)))
+                _higher_order, _order_levels(m)))
         cases.append(Case(
             f'HOTConv1toK-{attention}',
             lambda a=attention: HOTConv1toK(CHANNELS, CHANNELS, 3,
                                             attention=a, seed=0),
             _higher_order, _order_levels(3)))
-    for k, l in ((1, 1), (2, 2), (2, 1)):
-        cases.append(Case(f'HOTLayer{k}to{l}',
-                          lambda k=k, l=l: HOTLayer(CHANNELS, k, l, heads=2),
-                          _higher_order, _order_levels(l)))
-    for k, l in ((1, 0), (1, 1), (1, 2), (2, 0), (2, 1), (2, 2)):
-        cases.append(Case(f'EquivariantLinear{k}to{l}',
-                          lambda k=k, l=l: EquivariantLinear(
-                              CHANNELS, CHANNELS, k, l),
-                          _higher_order, _order_levels(l)))
+    for k, m in ((1, 1), (2, 2), (2, 1)):
+        cases.append(Case(f'HOTLayer{k}to{m}',
+                          lambda k=k, m=m: HOTLayer(CHANNELS, k, m, heads=2),
+                          _higher_order, _order_levels(m)))
+    for k, m in ((1, 0), (1, 1), (1, 2), (2, 0), (2, 1), (2, 2)):
+        cases.append(Case(f'EquivariantLinear{k}to{m}',
+                          lambda k=k, m=m: EquivariantLinear(
+                              CHANNELS, CHANNELS, k, m),
+                          _higher_order, _order_levels(m)))
     return cases
 
 
@@ -192,4 +192,3 @@ def prepare(data: Data, case: Case) -> Data:
         data = data.clone()
         data.hyperedge_index = _hyperedges(data)
     return data
-

@@ -141,7 +141,6 @@ def test_simplicial_edge_index_out_of_range(candidates, capacity):
         layer(torch.randn(5, CHANNELS), torch.tensor([[0, 1, 7], [1, 0, 2]]))
 
 
-
 def _cross_graph_calls():
     # two graphs of 3 nodes; the edge (2, 3) joins them
     x = torch.randn(6, CHANNELS)

@@ -68,7 +68,7 @@ def local_lipschitz(fn: Callable[[Tensor], Tensor], x: Tensor,
 
 def _linearise(fn: Callable[[Tensor], Tensor], x: Tensor
                ) -> Tuple[Callable[[Tensor], Tensor], Callable[[Tensor],
-                                                              Tensor]]:
+                                                               Tensor]]:
     r"""Jacobian–vector and vector–Jacobian products of :obj:`fn` at
     :obj:`x` from one recorded graph: :math:`g(u) = J^\top u` is linear in
     :math:`u`, so :math:`J v` is the vector–Jacobian product of :math:`g`

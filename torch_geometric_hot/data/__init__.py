@@ -1,7 +1,7 @@
 r"""Views of a batch that the layers share: the pair view, the node view,
 simplex candidate tuples and the plans cached with them."""
 from torch_geometric_hot.data.pair_view import (PairView, build_pair_index,
-                                               check_edge_index)
+                                                check_edge_index)
 from torch_geometric_hot.data.node_view import NodeView
 from torch_geometric_hot.ops.plan_cache import PlanCache
 from torch_geometric_hot.data.resolve_view import (resolve_node_view,

@@ -92,8 +92,9 @@ class PairView(PlanCache):
     :class:`~torch_geometric_hot.data.PlanCache`).
 
     Entries may come in any order (e.g. graph by graph, as PyG batches the
-    per-graph views of :class:`~torch_geometric_hot.transforms.AddSecondOrderView`);
-    the bundle records where the diagonal and off-diagonal entries are.
+    per-graph views of
+    :class:`~torch_geometric_hot.transforms.AddSecondOrderView`); the bundle
+    records where the diagonal and off-diagonal entries are.
 
     Args:
         pair_index (torch.Tensor): Entries :obj:`[2, P]`; exactly one
@@ -246,7 +247,7 @@ class PairView(PlanCache):
             raise ValueError("'pair_transpose' points outside the entries")
         has = t >= 0
         ok = (self.row[t[has]] == self.col[has]) & (self.col[t[has]]
-                                                     == self.row[has])
+                                                    == self.row[has])
         if not bool(ok.all()):
             raise ValueError("'pair_transpose' does not match 'pair_index' "
                              "(was the view built for a different graph?)")

@@ -57,9 +57,9 @@ def resolve_targets(x: Tensor, view, in_order: int, out_order: int,
 def _check_hyperedges(index: Optional[Tensor], k: int, num_nodes: int):
     if not isinstance(index, Tensor) or index.dim() != 2 or index.size(
             0) != k or index.dtype != torch.long:
+        got = list(index.shape) if isinstance(index, Tensor) else index
         raise ValueError(f"'hyperedge_index' must be a long tensor of shape "
-                         f"[{k}, num_hyperedges], got "
-                         f"{list(index.shape) if isinstance(index, Tensor) else index}")
+                         f"[{k}, num_hyperedges], got {got}")
     if index.numel() == 0:
         return
     if int(index.min()) < 0 or int(index.max()) >= num_nodes:

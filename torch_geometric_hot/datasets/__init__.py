@@ -27,6 +27,6 @@ from torch_geometric_hot.datasets.ogb_molecules import (
 __all__ += [
     'MoleculeTable', 'nci_tpsa_table', 'read_molecule_csv', 'scaffold_split',
     'write_ogbg_mol', 'write_pcqm4mv2', 'MoleculeBenchmark',
-    'benchmark_name', 'load_molecule_benchmark', 'offline_labels', 'ogb_safe_globals',
-    'write_offline'
+    'benchmark_name', 'load_molecule_benchmark', 'offline_labels',
+    'ogb_safe_globals', 'write_offline'
 ]

@@ -1,7 +1,6 @@
 r"""The Delaunay set-to-graph task of `Set2Graph
 <https://arxiv.org/abs/2002.08772>`_ (used by `HOT
 <https://arxiv.org/abs/2110.14416>`_, §5, Table 3), generated offline."""
-import os.path as osp
 from typing import Callable, List, Optional, Tuple, Union
 
 import torch

@@ -334,4 +334,3 @@ def load_molecule_benchmark(name: str, root: str, offline: bool = False,
     return MoleculeBenchmark(name, dataset, split, num_tasks, task_type,
                              metric, metric in ('rocauc', 'ap', 'acc', 'F1'),
                              evaluate, folder, source)
-

@@ -3,9 +3,9 @@ attention (HOT), TokenGT blocks, N-simplicial attention and encoders."""
 from torch_geometric_hot.nn.equivariant_linear import EquivariantLinear
 from torch_geometric_hot.nn.categorical_encoder import CategoricalEncoder
 from torch_geometric_hot.nn.hot_conv import (HOTConv, HOTConv1to0, HOTConv1to1,
-                                            HOTConv1to2, HOTConv1toK,
-                                            HOTConv2to0, HOTConv2to1,
-                                            HOTConv2to2)
+                                             HOTConv1to2, HOTConv1toK,
+                                             HOTConv2to0, HOTConv2to1,
+                                             HOTConv2to2)
 from torch_geometric_hot.nn.hot_layer import HOTLayer
 from torch_geometric_hot.nn.hot_node_conv import HOTNodeConv
 from torch_geometric_hot.nn.pair_encoder import PairEncoder

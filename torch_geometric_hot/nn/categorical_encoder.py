@@ -43,7 +43,7 @@ class CategoricalEncoder(torch.nn.Module):
                              f"{x.dtype} and shape {list(x.shape)}")
         # host synchronisation: a value check, skipped with validation off
         if x.numel() and validating() and (bool((x < 0).any()) or bool(
-            (x >= x.new_tensor(self.cardinalities)).any())):
+                (x >= x.new_tensor(self.cardinalities)).any())):
             raise ValueError(f"'x' has categories outside "
                              f"[0, {self.cardinalities})")
         out = self.embeddings[0].weight.new_zeros(x.size(0), self.channels)

@@ -11,7 +11,8 @@ from torch_geometric_hot.ops.validation import check_device
 
 class HOTNodeConv(torch.nn.Module):
     r"""A node-to-node Higher-Order Transformer layer that drops into any
-    message-passing stack like :class:`~torch_geometric.nn.conv.TransformerConv`
+    message-passing stack like
+    :class:`~torch_geometric.nn.conv.TransformerConv`
     (`HOT <https://arxiv.org/abs/2110.14416>`_): it lifts node features onto
     the diagonal of the graph's pair view and edge features onto its edges,
     then applies second-order-to-first-order attention

@@ -83,6 +83,7 @@ class TokenGTLayer(torch.nn.Module):
         check_features(x, self.channels, self.attn_norm.weight.dtype)
         token_batch, num_graphs = check_batch(token_batch, x.size(0),
                                               num_graphs, 'token_batch')
+
         def branch(h: Tensor) -> Tensor:
             h = F.dropout(h, self.dropout, self.training)
             return drop_path(h, self.drop_path, self.training, token_batch,

@@ -189,7 +189,7 @@ def evaluate_class(cls: EquivariantClass, target: Target,
     for sign, name, selector in cls.terms:
         term = gather(summaries[name], target.index(name, selector))
         out = term if out is None else (out + term if sign > 0 else
-                                         out - term)
+                                        out - term)
     return out
 
 

@@ -388,7 +388,7 @@ def _build_kernel_plan(classes: Sequence[Sequence[EquivariantClass]],
     for summary, pool_slots in users.items():
         pool = SummaryKeys(summary, view, in_order)
         pools.append(KeySummary(pool.position, pool.group, pool.num_groups,
-                          tuple(pool_slots)))
+                                tuple(pool_slots)))
 
     reads: List[Reading] = []
     parts: List[CombinationPart] = []
@@ -435,8 +435,8 @@ def _combination_part(classes: Sequence[EquivariantClass], target: Target,
         position, mask = key_position(summary, selector, target, view)
         positions.append(position if mask is None else
                          torch.where(mask, position, -1))
-        single_key_terms[(summary, selector)] = CombinationTerm(1, SINGLE_KEY,
-                                                     len(positions) - 1)
+        single_key_terms[(summary, selector)] = CombinationTerm(
+            1, SINGLE_KEY, len(positions) - 1)
     nonempty = torch.stack([class_counts(cls, target, counts) > 0
                             for cls in classes], dim=1)
     return CombinationPart(

@@ -298,8 +298,8 @@ def _native_applies(phi_k, phi_q, values, weight, pools, reads) -> bool:
 
 
 def _build_native_plan(pools: Sequence[KeySummary], reads: Sequence[Reading],
-                 parts: Sequence[_Part], phi_q: Tensor, phi_k: Tensor,
-                 shape: torch.Size) -> Tuple[List, PoolPlan]:
+                       parts: Sequence[_Part], phi_q: Tensor, phi_k: Tensor,
+                       shape: torch.Size) -> Tuple[List, PoolPlan]:
     # the index work of the native kernels: the checks of the positions and
     # slots they use as offsets, the parts' combination tables and the
     # pools' plan

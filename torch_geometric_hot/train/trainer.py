@@ -217,7 +217,7 @@ class Run:
         self.net.eval()
         preds, trues, index = [], [], self._indices(part)
         positions = torch.arange(index.numel())[self.ctx.rank::
-                                               self.ctx.world_size]
+                                                self.ctx.world_size]
         for batch in self._progress(self._loader(part), f'{part}'):
             batch = batch.to(self.ctx.device)
             y = _targets(self.bench, batch)

@@ -1,5 +1,3 @@
-from typing import Optional
-
 import torch
 from torch_geometric.data import Data
 from torch_geometric.data.datapipes import functional_transform
