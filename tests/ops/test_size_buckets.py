@@ -29,7 +29,7 @@ def test_bucket_bounds_keep_lengths_within_the_ratio():
 def test_slots_of_graphs_in_no_bucket_point_past_the_slots():
     # graph 1 is empty: its graph row has no slot and unpacks to zeros
     graphs = torch.arange(3)
-    order, bounds = bucket_plan(torch.tensor([2, 0, 5]))
+    order, bounds, _ = bucket_plan(torch.tensor([2, 0, 5]))
     assert bounds == [0, 1, 2]
     slots = bucket_slots(graphs, 3, order, [1, 1], [1, 1],
                          torch.zeros_like(graphs))

@@ -333,7 +333,7 @@ def test_size_limit_guards_global_softmax_blocks(layout, monkeypatch):
 
         monkeypatch.setattr(module, name, record)
 
-    spy(global_softmax, 'pack')
+    spy(global_softmax, 'padded_blocks')
     slots = global_softmax.bucket_slots
     monkeypatch.setattr(global_softmax, 'bucket_slots',
                         lambda *args: built.append('slots') or slots(*args))

@@ -22,6 +22,7 @@ Under :func:`torch.compile` the attention is one operator,
 ``torch_geometric_hot::global_class_softmax``
 (:mod:`~torch_geometric_hot.ops.recomputed_attention`).
 """
+import math
 from typing import List, NamedTuple, Tuple
 
 import torch
@@ -33,8 +34,9 @@ from torch_geometric_hot.ops.equivariant import Target
 from torch_geometric_hot.ops.higher_order_attention import attention_index
 from torch_geometric_hot.ops.recomputed_attention import dropout_seed, \
     recomputed_attention
-from torch_geometric_hot.ops.size_buckets import Slots, blocks, \
-    bucket_plan, bucket_slots, buckets_or_block, pack, token_positions
+from torch_geometric_hot.ops.size_buckets import BUCKET_RATIO, Slots, \
+    bucket_plan, bucket_slots, buckets_or_block, padded_blocks, \
+    token_positions
 from torch_geometric_hot.ops.validation import check_size
 
 #: Largest number of mask entries (graphs x query block x keys) per block.
@@ -104,15 +106,14 @@ def global_buckets(query_graph: Tensor, key_graph: Tensor, num_graphs: int,
     slot is built."""
     q_pos, q_len = token_positions(query_graph, num_graphs)
     k_pos, k_len = token_positions(key_graph, num_graphs)
-    order, bounds = bucket_plan(q_len + k_len)
-    # host synchronisation: the block shapes
-    q_sorted, k_sorted = torch.stack([q_len, k_len])[:, order].tolist()
+    order, bounds, (_, q_sorted, k_sorted) = bucket_plan(
+        q_len + k_len, BUCKET_RATIO, q_len, k_len)
 
     def shape(start: int, end: int) -> Tuple[int, int]:
         return max(q_sorted[start:end]), max(k_sorted[start:end]) + 1
 
     bounds = buckets_or_block(bounds, lambda start, end: (
-        end - start) * shape(start, end)[0] * shape(start, end)[1])
+        end - start) * math.prod(shape(start, end)))
     ranges = list(zip(bounds[:-1], bounds[1:]))
     counts = [end - start for start, end in ranges]
     shapes = [shape(start, end) for start, end in ranges]
@@ -150,19 +151,17 @@ def global_block_attention(q: Tensor, k: Tensor, v: Tensor,
         heads * q.size(-1), heads * (k.size(-1) + v.size(-1))))
     q_slots, k_slots = buckets.query_slots, buckets.key_slots
 
-    def padded(x: Tensor, slots: Slots, fill: float = 0.0) -> List[Tensor]:
-        return blocks(pack(x, slots.slot_row, fill), buckets.counts,
-                      slots.widths)
-
-    queries = padded(q, q_slots)
-    keys = padded(k.index_select(0, key_position), k_slots)
-    values = padded(v.index_select(0, key_position), k_slots)
+    counts = buckets.counts
+    queries = padded_blocks(q, q_slots, counts)
+    keys = padded_blocks(k.index_select(0, key_position), k_slots, counts)
+    values = padded_blocks(v.index_select(0, key_position), k_slots, counts)
     # padding never matches: queries -2, keys -3
-    id_blocks = [(padded(qi, q_slots, -2), padded(ki, k_slots, -3))
+    id_blocks = [(padded_blocks(qi, q_slots, counts, -2),
+                  padded_blocks(ki, k_slots, counts, -3))
                  for qi, ki in zip(query_ids, key_ids)]
     out = []
     for b, (count, len_q, len_k) in enumerate(zip(
-            buckets.counts, q_slots.widths, k_slots.widths)):
+            counts, q_slots.widths, k_slots.widths)):
         if len_q == 0:  # graphs with keys but no query rows
             continue
         real = torch.arange(len_k, device=q.device) < \

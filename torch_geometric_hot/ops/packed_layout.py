@@ -63,10 +63,8 @@ def packed_layout(view, pairs: bool) -> PackedLayout:
     edges = view.edges_per_graph if pairs else torch.zeros_like(nodes)
     ratio = BUCKET_RATIO if nodes.device.type == 'cpu' else \
         LAUNCH_BOUND_BUCKET_RATIO
-    order, bounds = bucket_plan(nodes + edges, ratio)
-    # host synchronisation: the block sizes of the buckets
-    sorted_nodes, sorted_edges = torch.stack([nodes, edges])[:, order] \
-        .tolist()
+    order, bounds, (_, sorted_nodes, sorted_edges) = bucket_plan(
+        nodes + edges, ratio, nodes, edges)
     ranges = list(zip(bounds[:-1], bounds[1:]))
     counts = [end - start for start, end in ranges]
     num_graphs = view.num_graphs

@@ -67,13 +67,17 @@ def bucket_bounds(lengths: List[int], ratio: float = BUCKET_RATIO
     return bounds
 
 
-def bucket_plan(sizes: Tensor, ratio: float = BUCKET_RATIO
-                ) -> Tuple[Tensor, List[int]]:
-    r"""The graphs in descending order of :obj:`sizes` and the boundaries of
-    their buckets in that order (:func:`bucket_bounds`)."""
+def bucket_plan(sizes: Tensor, ratio: float = BUCKET_RATIO,
+                *columns: Tensor
+                ) -> Tuple[Tensor, List[int], List[List[int]]]:
+    r"""The graphs in descending order of :obj:`sizes`, the boundaries of
+    their buckets in that order (:func:`bucket_bounds`), and :obj:`sizes`
+    then every per-graph tensor of :obj:`columns` in that order, as lists
+    (the block shapes are read from them)."""
     order = torch.sort(sizes, descending=True, stable=True)[1]
-    # host synchronisation: the bucket shapes depend on the graph sizes
-    return order, bucket_bounds(sizes[order].tolist(), ratio)
+    # host synchronisation, once: the bucket shapes depend on the sizes
+    rows = torch.stack([sizes, *columns])[:, order].tolist()
+    return order, bucket_bounds(rows[0], ratio), rows
 
 
 def buckets_or_block(bounds: List[int],
@@ -156,6 +160,14 @@ def unpack(x: Tensor, row_slot: Tensor) -> Tensor:
     get zeros)."""
     return torch.cat([x, x.new_zeros((1, ) + x.shape[1:])]).index_select(
         0, row_slot)
+
+
+def padded_blocks(x: Tensor, slots: Slots, counts: List[int],
+                  fill: float = 0.0) -> List[Tensor]:
+    r"""Rows :obj:`[rows, *]` -> one block :obj:`[counts[b], widths[b], *]`
+    per bucket, padding slots set to :obj:`fill` (:func:`pack`, then
+    :func:`blocks`)."""
+    return blocks(pack(x, slots.slot_row, fill), counts, slots.widths)
 
 
 def blocks(x: Tensor, counts: List[int], widths: List[int]) -> List[Tensor]:

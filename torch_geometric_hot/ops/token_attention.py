@@ -32,8 +32,8 @@ from torch_geometric_hot.ops.kernel_attention import (gather_contract,
                                                       segment_outer_sum)
 from torch_geometric_hot.ops.native import SoftmaxGroups
 from torch_geometric_hot.ops.recomputed_attention import dropout_seed
-from torch_geometric_hot.ops.size_buckets import Slots, blocks, \
-    bucket_plan, bucket_slots, buckets_or_block, pack, token_positions
+from torch_geometric_hot.ops.size_buckets import Slots, bucket_plan, \
+    bucket_slots, buckets_or_block, padded_blocks, token_positions
 from torch_geometric_hot.ops.validation import check_size
 
 
@@ -67,9 +67,7 @@ def token_buckets(token_batch: Tensor, num_graphs: int) -> TokenBuckets:
         num_graphs (int): Number of graphs :math:`B`.
     """
     position, lengths = token_positions(token_batch, num_graphs)
-    order, bounds = bucket_plan(lengths)
-    # host synchronisation: the block shapes
-    sorted_lengths = lengths[order].tolist()
+    order, bounds, (sorted_lengths, ) = bucket_plan(lengths)
     bounds = buckets_or_block(bounds, lambda start, end: (
         end - start) * sorted_lengths[start]**2)
     counts = [end - start for start, end in zip(bounds[:-1], bounds[1:])]
@@ -172,9 +170,8 @@ def per_graph_softmax_attention(query: Tensor, key: Tensor, value: Tensor,
                f"{len(layout.counts)} size buckets)")
 
     def padded(x: Tensor) -> List[Tensor]:  # [T, H, d] -> [g, H, L, d]
-        return [block.transpose(1, 2) for block in blocks(
-            pack(x, layout.slots.slot_row), layout.counts,
-            layout.slots.widths)]
+        return [block.transpose(1, 2) for block in padded_blocks(
+            x, layout.slots, layout.counts)]
 
     outs = [
         F.scaled_dot_product_attention(q, k, v, attn_mask=mask,
