@@ -78,8 +78,9 @@ def build(paths: List[str], target: str):
     compiler = native._compiler()
     if compiler is None:
         raise RuntimeError('no C compiler')
-    subprocess.run([compiler, *native._FLAGS[0], *native._COMMON, '-o',
-                    target, *paths], check=True)
+    error = native._compile(compiler, native._FLAGS[0], paths, target)
+    if error is not None:
+        raise RuntimeError(f'compiling {paths} failed:\n{error}')
     return native._declare(ctypes.CDLL(target))
 
 

@@ -131,6 +131,20 @@ def test_unavailable_compiler_falls_back_or_fails(monkeypatch, tmp_path):
             pass
 
 
+def test_failed_build_names_the_compiler_error_and_leaves_no_files(
+        monkeypatch, tmp_path):
+    script = tmp_path / 'broken-cc'
+    script.write_text('#!/bin/sh\necho "broken-cc: no such flag" >&2\n'
+                      'exit 1\n')
+    script.chmod(0o755)
+    monkeypatch.setenv('CC', str(script))
+    cache = tmp_path / 'cache'
+    monkeypatch.setenv('TORCH_GEOMETRIC_HOT_CACHE', str(cache))
+    with pytest.raises(RuntimeError, match='(?s)failed.*no such flag'):
+        native._build()
+    assert list(cache.rglob('*')) == [cache / 'native']  # no objects left
+
+
 def test_kernels_built_for_another_processor_are_not_reused(
         monkeypatch, tmp_path):
     # -march=native code from one CPU may not run on another: the cached

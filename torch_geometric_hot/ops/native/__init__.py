@@ -17,15 +17,16 @@ the C sources next to this file at first use:
   included (:mod:`torch_geometric_hot.ops.grouped_softmax_attention`),
   and its backward pass.
 
-The sources are plain C11 (no torch headers, so they build in about a
-second);
-it is compiled with the system C compiler (``$CC`` or ``cc``) into
-``~/.cache/torch_geometric_hot/native`` (or ``$TORCH_GEOMETRIC_HOT_CACHE``),
-under a name that hashes the source, the flags, the compiler and the
+The sources are plain C11 without torch headers. At first use they are
+compiled with the system C compiler (``$CC`` or ``cc``), one object per
+source side by side, and linked into
+``~/.cache/torch_geometric_hot/native`` (or ``$TORCH_GEOMETRIC_HOT_CACHE``)
+under a name that hashes the sources, the flags, the compiler and the
 processor (``-march=native`` code is only valid on the CPU it was built
-for), and loaded
-with :mod:`ctypes`. When no compiler is found or the build fails, the
-pure-torch path is used and a warning says why.
+for); the library is loaded with :mod:`ctypes`. A cold build lasts as long
+as the slowest source where there are enough cores (about 10 s on two);
+later processes load the cached library. When no compiler is found or the
+build fails, the pure-torch path is used and a warning says why.
 
 The choice can be forced with the environment variable
 ``TORCH_GEOMETRIC_HOT_NATIVE`` (``"auto"``: use the kernels when they build;
@@ -41,8 +42,8 @@ equal estimated costs, :data:`QUERY_COST`), the
 FAVOR+ kernels and the pair gather their rows; the class combination
 splits its rows across them, backward too (each thread past the first
 adds to zeroed key and value gradients of its own, added after: rows share
-keys); the pair scatter runs on one (split, it gained nothing: its time
-is the page faults of its fresh output).
+keys); the pair scatter runs on one thread (its time is the page faults of
+its fresh output, which more threads do not shorten).
 """
 import contextlib
 import contextvars
@@ -71,7 +72,7 @@ _SOURCES = [os.path.join(_HERE, name)
                          'feature_maps.c', 'direct_readings.c',
                          'pair_entries.c', 'grouped_softmax.c')]
 _FLAGS = [['-O3', '-march=native'], ['-O3']]  # the second if the first fails
-_COMMON = ['-std=gnu11', '-fopenmp-simd', '-shared', '-fPIC']
+_COMMON = ['-std=gnu11', '-fopenmp-simd', '-fPIC']
 _LIBRARIES = ['-lm']
 _MODES = ('auto', 'on', 'off')
 _FUNCTIONS = {  # name: (pointer arguments, integer arguments)
@@ -137,6 +138,34 @@ def _cpu_signature() -> str:
         return platform.processor()
 
 
+def _run(command: List[str]) -> subprocess.CompletedProcess:
+    return subprocess.run(command, capture_output=True, text=True)
+
+
+def _compile(compiler: str, flags: List[str], sources: Sequence[str],
+             target: str) -> Optional[str]:
+    # one object per source, compiled side by side (a cold build is as long
+    # as its slowest source on enough cores), then linked into `target`;
+    # returns the compiler's error, or None
+    with tempfile.TemporaryDirectory(dir=os.path.dirname(target)) as folder:
+        objects = [os.path.join(folder, f'{i}.o') for i in range(len(sources))]
+        with ThreadPoolExecutor(min(len(sources), os.cpu_count() or 1)) \
+                as pool:
+            results = list(pool.map(_run, [
+                [compiler, *flags, *_COMMON, '-c', source, '-o', obj]
+                for source, obj in zip(sources, objects)]))
+        partial = os.path.join(folder, 'kernels.so')
+        for result in results:
+            if result.returncode != 0:
+                return result.stderr
+        result = _run([compiler, *flags, '-shared', '-o', partial, *objects,
+                       *_LIBRARIES])
+        if result.returncode != 0:
+            return result.stderr
+        os.replace(partial, target)  # atomic: concurrent builds agree
+    return None
+
+
 def _build() -> ctypes.CDLL:
     compiler = _compiler()
     if compiler is None:
@@ -145,8 +174,7 @@ def _build() -> ctypes.CDLL:
     for path in _SOURCES:
         with open(path, 'rb') as f:
             source += f.read()
-    version = subprocess.run([compiler, '--version'], capture_output=True,
-                             text=True).stdout
+    version = _run([compiler, '--version']).stdout
     target_cpu = (platform.machine(), _cpu_signature())
     errors = []
     for flags in _FLAGS:
@@ -154,15 +182,10 @@ def _build() -> ctypes.CDLL:
                              .encode()).hexdigest()[:16]
         target = os.path.join(_cache_dir(), f'kernels_{key}.so')
         if not os.path.exists(target):
-            partial = f'{target}.{os.getpid()}.tmp'
-            result = subprocess.run(
-                [compiler, *flags, *_COMMON, '-o', partial, *_SOURCES,
-                 *_LIBRARIES],
-                capture_output=True, text=True)
-            if result.returncode != 0:
-                errors.append(result.stderr.strip()[-500:])
+            error = _compile(compiler, flags, _SOURCES, target)
+            if error is not None:
+                errors.append(error.strip()[-500:])
                 continue
-            os.replace(partial, target)  # atomic: concurrent builds agree
         return ctypes.CDLL(target)
     raise RuntimeError('compiling the native kernels failed:\n' +
                        '\n'.join(errors))
