@@ -25,7 +25,10 @@ and ``delaunay.png`` (test F1 during training, and one test set with the
 edges each model predicts) go to ``--out``.
 
 Run ``python examples/hot_delaunay.py`` (the default budget; see
-``docs/paper_results.md`` for its time) or ``--smoke`` (seconds).
+``docs/paper_results.md`` for its time) or ``--smoke`` (seconds). Training
+runs on ``--device`` (``auto``, the default: CUDA when torch sees a GPU,
+else the CPU; or ``cpu``, ``cuda``), e.g.
+``python examples/hot_delaunay.py --smoke --device cuda``.
 """
 import argparse
 import json
@@ -45,6 +48,7 @@ from torch_geometric_hot.data import PairView  # noqa: E402
 from torch_geometric_hot.datasets import DelaunaySets  # noqa: E402
 from torch_geometric_hot.models import HOTSetToGraph  # noqa: E402
 from torch_geometric_hot.nn import EquivariantLinear  # noqa: E402
+from torch_geometric_hot.train import resolve_device  # noqa: E402
 from torch_geometric_hot.transforms import AddSecondOrderView  # noqa: E402
 
 MODELS = ('HOT', 'S2G+')
@@ -123,10 +127,12 @@ def metrics(pred: Tensor, y: Tensor) -> Dict[str, float]:
 
 
 @torch.no_grad()
-def evaluate(model: torch.nn.Module, loader: DataLoader) -> Dict:
+def evaluate(model: torch.nn.Module, loader: DataLoader,
+             device: torch.device = torch.device('cpu')) -> Dict:
     model.eval()
     preds, ys = [], []
     for batch in loader:
+        batch = batch.to(device)
         preds.append(edge_scores(model, batch) > 0)
         ys.append(batch.y > 0.5)
     model.train()
@@ -134,9 +140,9 @@ def evaluate(model: torch.nn.Module, loader: DataLoader) -> Dict:
 
 
 def train(name: str, seed: int, args: argparse.Namespace, data: Dict,
-          progress: tqdm) -> Dict:
+          progress: tqdm, device: torch.device = torch.device('cpu')) -> Dict:
     torch.manual_seed(seed)
-    model = build(name, args)
+    model = build(name, args).to(device)
     optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
     loader = DataLoader(data['train'], batch_size=args.batch_size,
                         shuffle=True)
@@ -145,6 +151,7 @@ def train(name: str, seed: int, args: argparse.Namespace, data: Dict,
     step, start, best, best_state = 0, time.perf_counter(), -1.0, None
     while step < args.steps:
         for batch in loader:
+            batch = batch.to(device)
             loss = loss_fn(edge_scores(model, batch), batch.y)
             optimizer.zero_grad()
             loss.backward()
@@ -152,7 +159,7 @@ def train(name: str, seed: int, args: argparse.Namespace, data: Dict,
             step += 1
             progress.update()
             if step % args.eval_every == 0 or step == args.steps:
-                val = evaluate(model, val_loader)
+                val = evaluate(model, val_loader, device)
                 curve.append(dict(step=step, loss=float(loss.detach()), **val))
                 progress.set_postfix(model=name, seed=seed,
                                      val_f1=f"{val['f1']:.3f}")
@@ -165,20 +172,22 @@ def train(name: str, seed: int, args: argparse.Namespace, data: Dict,
     seconds = time.perf_counter() - start
     model.load_state_dict(best_state)
     test = evaluate(model, DataLoader(data['test'],
-                                      batch_size=args.batch_size))
+                                      batch_size=args.batch_size), device)
     return dict(model=name, seed=seed, seconds=seconds, curve=curve,
                 params=sum(p.numel() for p in model.parameters()),
-                test=test, example=example_prediction(model, data['test']))
+                test=test,
+                example=example_prediction(model, data['test'], device))
 
 
 @torch.no_grad()
-def example_prediction(model: torch.nn.Module, dataset) -> Dict:
+def example_prediction(model: torch.nn.Module, dataset,
+                       device: torch.device = torch.device('cpu')) -> Dict:
     model.eval()
-    batch = next(iter(DataLoader(dataset, batch_size=1)))
+    batch = next(iter(DataLoader(dataset, batch_size=1))).to(device)
     pred = edge_scores(model, batch) > 0
-    return dict(pos=batch.x.tolist(),
-                predicted=batch.edge_index[:, pred].tolist(),
-                target=batch.edge_index[:, batch.y > 0.5].tolist())
+    return dict(pos=batch.x.cpu().tolist(),
+                predicted=batch.edge_index[:, pred].cpu().tolist(),
+                target=batch.edge_index[:, batch.y > 0.5].cpu().tolist())
 
 
 def plot(results: List[Dict], out: str) -> None:
@@ -252,6 +261,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument('--threads', type=int, default=None,
                         help="torch intra-op threads (default: torch's "
                         'choice)')
+    parser.add_argument('--device', default='auto',
+                        choices=('auto', 'cpu', 'cuda'),
+                        help='cpu, cuda, or auto: CUDA when torch sees a GPU '
+                        '(default: auto)')
     parser.add_argument('--root', default=os.path.join('data_cache',
                                                        'delaunay'),
                         help='dataset cache')
@@ -270,6 +283,7 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def main(argv=None) -> Dict:
     args = parse_args(argv)
+    device = resolve_device(args.device)
     if args.threads:
         torch.set_num_threads(args.threads)
     os.makedirs(args.out, exist_ok=True)
@@ -284,9 +298,10 @@ def main(argv=None) -> Dict:
     }
     runs = [(m, s) for s in args.seeds for m in args.models]
     results = []
-    with tqdm(total=len(runs) * args.steps, desc='delaunay') as progress:
+    with tqdm(total=len(runs) * args.steps,
+              desc=f'delaunay on {device}') as progress:
         for name, seed in runs:
-            results.append(train(name, seed, args, data, progress))
+            results.append(train(name, seed, args, data, progress, device))
     summary = {}
     for name in args.models:
         tests = [r['test'] for r in results if r['model'] == name]
@@ -300,6 +315,7 @@ def main(argv=None) -> Dict:
             r['seconds'] for r in results
             if r['model'] == name) / len(tests)
     config = {k: v for k, v in vars(args).items() if k not in ('out', )}
+    config['device'] = str(device)  # the device it ran on, not 'auto'
     with open(os.path.join(args.out, 'results.json'), 'w') as f:
         json.dump(dict(config=config, summary=summary, runs=results), f,
                   indent=1)

@@ -23,7 +23,10 @@ Models (same width, epochs and optimiser):
 
 Test AUC and AUPR per seed go to ``results.json``; ``hyperedges.png`` plots
 test AUC during training. Run ``python examples/hot_hyperedges.py`` or
-``--smoke`` (seconds).
+``--smoke`` (seconds); ``--device cpu``, ``cuda`` or ``auto`` (the default:
+CUDA when torch sees a GPU) picks where the models train. Negatives are
+drawn on the CPU either way, so a seed draws the same candidates on every
+device.
 """
 import argparse
 import json
@@ -42,6 +45,7 @@ from torch_geometric_hot.datasets import (  # noqa: E402
     planted_hypergraph, read_hyperedge_npz)
 from torch_geometric_hot.models import HOTHyperedgeModel  # noqa: E402
 from torch_geometric_hot.nn import EquivariantLinear  # noqa: E402
+from torch_geometric_hot.train import resolve_device  # noqa: E402
 
 MODELS = ('HOT', 'S2G+')
 
@@ -77,14 +81,14 @@ class HyperedgeMLP(torch.nn.Module):
 
 def node_features(data) -> Tensor:
     r"""Row-normalised co-occurrence counts in the training hyperedges,
-    then the one-hot node type."""
+    then the one-hot node type (on the device of the hyperedges)."""
     n, index = data.num_nodes, data.train_hyperedges
     k = index.size(0)
     rows = index.repeat(k, 1).view(-1)
     cols = index.repeat_interleave(k, 0).view(-1)
-    counts = torch.zeros(n, n).index_put_((rows, cols),
-                                          torch.ones(rows.numel()),
-                                          accumulate=True)
+    counts = torch.zeros(n, n, device=index.device).index_put_(
+        (rows, cols), torch.ones(rows.numel(), device=index.device),
+        accumulate=True)
     counts = counts / counts.sum(1, keepdim=True).clamp_min(1.0)
     types = torch.nn.functional.one_hot(data.node_type,
                                         int(data.nums_type.numel()))
@@ -119,7 +123,8 @@ def negatives(positives: Tensor, nums_type: Tensor, known: Set[Tuple],
 
 def auc_aupr(score: Tensor, label: Tensor) -> Tuple[float, float]:
     r"""Area under the ROC curve (rank statistic, ties averaged) and
-    average precision."""
+    average precision, computed on the CPU."""
+    score, label = score.detach().cpu(), label.detach().cpu()
     ranks = torch.empty_like(score)
     order = score.argsort()
     ranks[order] = torch.arange(1, score.numel() + 1, dtype=score.dtype)
@@ -154,10 +159,13 @@ def score(model: torch.nn.Module, x: Tensor, index: Tensor) -> Tensor:
 
 def train(name: str, seed: int, data, x: Tensor, test: Tuple[Tensor, Tensor],
           args: argparse.Namespace) -> Dict:
+    r"""Trains one model on the device of :obj:`x` (:obj:`test` lives
+    there too); :obj:`data` stays on the CPU, where the negatives are
+    drawn."""
     torch.manual_seed(seed)
     gen = torch.Generator().manual_seed(seed)
     k = data.train_hyperedges.size(0)
-    model = build(name, x.size(1), args, k)
+    model = build(name, x.size(1), args, k).to(x.device)
     optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
     known = {tuple(c) for c in data.train_hyperedges.t().tolist()}
     positives = data.train_hyperedges
@@ -166,9 +174,9 @@ def train(name: str, seed: int, data, x: Tensor, test: Tuple[Tensor, Tensor],
     for epoch in range(1, args.epochs + 1):
         model.train()
         neg = negatives(positives, data.nums_type, known, 5, gen)
-        index = torch.cat([positives, neg], 1)
+        index = torch.cat([positives, neg], 1).to(x.device)
         label = torch.cat([torch.ones(positives.size(1)),
-                           torch.zeros(neg.size(1))])
+                           torch.zeros(neg.size(1))]).to(x.device)
         loss = torch.nn.functional.binary_cross_entropy_with_logits(
             score(model, x, index), label)
         optimizer.zero_grad()
@@ -236,6 +244,10 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help='models to train (default: all)')
     parser.add_argument('--threads', type=int, default=None,
                         help="torch's CPU threads (default: torch's choice)")
+    parser.add_argument('--device', default='auto',
+                        choices=('auto', 'cpu', 'cuda'),
+                        help='cpu, cuda, or auto: CUDA when torch sees a GPU '
+                        '(default: auto)')
     parser.add_argument('--out', default=os.path.join('results',
                                                       'hot_hyperedges'),
                         help='folder for results.json and hyperedges.png '
@@ -249,6 +261,7 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def main(argv=None) -> Dict:
     args = parse_args(argv)
+    device = resolve_device(args.device)
     if args.threads:
         torch.set_num_threads(args.threads)
     os.makedirs(args.out, exist_ok=True)
@@ -263,12 +276,13 @@ def main(argv=None) -> Dict:
         [data.train_hyperedges, data.test_hyperedges], 1).t().tolist()}
     test_neg = negatives(data.test_hyperedges, data.nums_type, known, 5,
                          torch.Generator().manual_seed(12345))
-    test = (torch.cat([data.test_hyperedges, test_neg], 1),
+    test = (torch.cat([data.test_hyperedges, test_neg], 1).to(device),
             torch.cat([torch.ones(data.test_hyperedges.size(1)),
-                       torch.zeros(test_neg.size(1))]))
+                       torch.zeros(test_neg.size(1))]).to(device))
+    x = x.to(device)
     runs = [(m, s) for s in args.seeds for m in args.models]
     results = [train(m, s, data, x, test, args)
-               for m, s in tqdm(runs, desc='hyperedges')]
+               for m, s in tqdm(runs, desc=f'hyperedges ({device})')]
     summary = {}
     for name in args.models:
         rows = [r for r in results if r['model'] == name]
@@ -279,8 +293,8 @@ def main(argv=None) -> Dict:
             params=rows[0]['params'])
     config = {k: v for k, v in vars(args).items() if k != 'out'}
     with open(os.path.join(args.out, 'results.json'), 'w') as f:
-        json.dump(dict(config=config, summary=summary, runs=results), f,
-                  indent=1)
+        json.dump(dict(config=config, device=str(device), summary=summary,
+                       runs=results), f, indent=1)
     plot(results, args.out)
     for name, s in summary.items():
         per_seed = ', '.join(f'{v:.3f}' for v in s['auc_per_seed'])

@@ -18,9 +18,11 @@ with :mod:`torch_geometric_hot.analysis`:
    the largest empirical constant over the ball follows. Plot
    ``radius.png``.
 
-Everything runs in float64 on the CPU; ``summary.json`` holds the numbers.
-Run ``python examples/simplicial_smoothing.py`` (about a minute on 2 CPU
-cores) or ``--smoke`` (seconds).
+Everything runs in float64, on a GPU when torch sees one (``--device``);
+``summary.json`` holds the numbers. Run
+``python examples/simplicial_smoothing.py`` (about a minute on 2 CPU cores)
+or ``--smoke`` (seconds); ``--device cpu`` or ``--device cuda`` picks the
+device (default ``auto``).
 """
 import argparse
 import json
@@ -38,6 +40,7 @@ from torch_geometric_hot.analysis import (  # noqa: E402
     WithoutResidual, layerwise_token_residual, local_lipschitz,
     simplicial_lipschitz_bound)
 from torch_geometric_hot.nn import SimplicialAttention  # noqa: E402
+from torch_geometric_hot.train import resolve_device  # noqa: E402
 
 ORDERS = (1, 2, 3)
 STACKS = ('unmasked', 'masked', 'residual + LayerNorm')
@@ -69,6 +72,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument('--out', default=os.path.join('results',
                                                       'simplicial_smoothing'),
                         help='output folder for plots and summary.json')
+    parser.add_argument('--device', default='auto',
+                        choices=('auto', 'cpu', 'cuda'),
+                        help='cpu, cuda, or auto: CUDA when torch sees a GPU '
+                        '(default: auto)')
     args = parser.parse_args(argv)
     if args.smoke:
         args.tokens, args.channels, args.depth, args.seeds = 5, 6, 4, 2
@@ -83,9 +90,10 @@ def ring(n: int) -> Tensor:
                         torch.cat([(node + 1) % n, node])])
 
 
-def collapse(args: argparse.Namespace, order: int, stack: str,
-             seed: int) -> List[float]:
-    r"""Relative residual per layer of one random stack."""
+def collapse(args: argparse.Namespace, order: int, stack: str, seed: int,
+             device: torch.device) -> List[float]:
+    r"""Relative residual per layer of one random stack (built and drawn
+    on the CPU, as for every device, then run on :obj:`device`)."""
     torch.manual_seed(seed)
     candidates = 'walks' if stack == 'masked' else 'dense'
     layers = []
@@ -97,9 +105,10 @@ def collapse(args: argparse.Namespace, order: int, stack: str,
             torch.nn.Sequential(attention, torch.nn.LayerNorm(args.channels))
             if stack == 'residual + LayerNorm' else
             WithoutResidual(attention))
-    layers = [layer.double() for layer in layers]
-    x = torch.randn(args.tokens, args.channels, dtype=torch.double)
-    edge_index = ring(args.tokens)
+    layers = [layer.double().to(device) for layer in layers]
+    x = torch.randn(args.tokens, args.channels,
+                    dtype=torch.double).to(device)
+    edge_index = ring(args.tokens).to(device)
 
     def forward(layer, h):
         if stack == 'masked':
@@ -107,13 +116,14 @@ def collapse(args: argparse.Namespace, order: int, stack: str,
         return layer(h)
 
     res = layerwise_token_residual(layers, x, forward=forward)
-    return res[:, 0].tolist()
+    return res[:, 0].cpu().tolist()
 
 
 def ball_point(n: int, channels: int, radius: float,
                gen: torch.Generator) -> Tensor:
     r"""Random tokens with norms uniform in [0, R], the first on the
-    sphere."""
+    sphere, drawn from :obj:`gen` (a CPU generator: the same points on
+    every device)."""
     x = torch.randn(n, channels, generator=gen, dtype=torch.double)
     norms = radius * torch.rand(n, 1, generator=gen, dtype=torch.double)
     norms[0] = radius
@@ -121,12 +131,14 @@ def ball_point(n: int, channels: int, radius: float,
 
 
 def lipschitz(args: argparse.Namespace, order: int, seed: int,
-              radii: List[float], biases: bool) -> List[Dict]:
+              radii: List[float], biases: bool,
+              device: torch.device) -> List[Dict]:
     r"""Empirical local constant (max over points of the ball) and bound of
     one random pure attention layer, per radius."""
     torch.manual_seed(seed)
     gen = torch.Generator().manual_seed(seed)
-    layer = SimplicialAttention(args.channels, heads=2, order=order).double()
+    layer = SimplicialAttention(args.channels, heads=2,
+                                order=order).double().to(device)
     if not biases:
         with torch.no_grad():
             layer.lin_qkv.bias.zero_()
@@ -136,7 +148,9 @@ def lipschitz(args: argparse.Namespace, order: int, seed: int,
     rows = []
     for radius in radii:
         empirical = max(
-            local_lipschitz(pure, ball_point(n, args.channels, radius, gen),
+            local_lipschitz(pure,
+                            ball_point(n, args.channels, radius,
+                                       gen).to(device),
                             iterations=iterations, generator=gen)
             for _ in range(points))
         rows.append(dict(order=order, seed=seed, radius=radius,
@@ -200,27 +214,31 @@ def plot(summary: Dict, out: str) -> None:
 
 def main(argv=None) -> Dict:
     args = parse_args(argv)
+    device = resolve_device(args.device)
     torch.set_num_threads(args.threads)
     os.makedirs(args.out, exist_ok=True)
     seeds = range(args.seeds)
-    summary: Dict = dict(config={k: v for k, v in vars(args).items()
-                                 if k != 'out'},
+    config = {k: v for k, v in vars(args).items() if k != 'out'}
+    config['device'] = str(device)
+    summary: Dict = dict(config=config,
                          collapse={s: {} for s in STACKS})
     jobs = [(order, stack) for stack in STACKS for order in ORDERS]
     for order, stack in tqdm(jobs, desc='collapse'):
         summary['collapse'][stack][str(order)] = [
-            collapse(args, order, stack, seed) for seed in seeds
+            collapse(args, order, stack, seed, device) for seed in seeds
         ]
     radii_wide = [0.1, 2.0] if args.smoke else [0.1, 0.5, 1.0, 2.0]
     summary['lipschitz'] = [
         row for order in tqdm(ORDERS, desc='lipschitz') for seed in seeds
-        for row in lipschitz(args, order, seed, radii_wide, biases=True)
+        for row in lipschitz(args, order, seed, radii_wide, biases=True,
+                             device=device)
     ]
     radii_small = [10.0**e for e in ([-3, -1, 0] if args.smoke else
                                      [-4, -3, -2, -1, -0.5, 0, 0.5])]
     summary['radius'] = [
         row for order in tqdm(ORDERS, desc='radius') for seed in seeds
-        for row in lipschitz(args, order, seed, radii_small, biases=False)
+        for row in lipschitz(args, order, seed, radii_small, biases=False,
+                             device=device)
     ]
     rows = summary['lipschitz'] + summary['radius']
     summary['claims'] = dict(
@@ -248,7 +266,7 @@ def main(argv=None) -> Dict:
     print(f'bound at R = {min(radii_small):g}: ' + ', '.join(
         f'N={o}: {v:.2e}'
         for o, v in claims['bound_at_smallest_radius'].items()))
-    print(f'plots and summary.json in {args.out}')
+    print(f'plots and summary.json in {args.out} (device: {device})')
     return summary
 
 

@@ -3,6 +3,7 @@ import json
 from pathlib import Path
 
 import pytest
+import torch
 
 pytest.importorskip('matplotlib')
 pytest.importorskip('scipy')
@@ -10,12 +11,13 @@ pytest.importorskip('scipy')
 SCRIPT = Path(__file__).resolve().parents[2] / 'examples' / 'hot_delaunay.py'
 
 
-def test_smoke_trains_both_models_and_writes_the_plot(tmp_path):
+def test_smoke_trains_both_models_and_writes_the_plot(tmp_path, device):
     spec = importlib.util.spec_from_file_location('hot_delaunay', SCRIPT)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     out = module.main(['--smoke', '--root', str(tmp_path / 'data'), '--out',
-                       str(tmp_path / 'out')])
+                       str(tmp_path / 'out'), '--device', device.type])
+    assert torch.device(out['config']['device']).type == device.type
     assert set(out['summary']) == {'HOT', 'S2G+'}
     for scores in out['summary'].values():
         for key in ('accuracy', 'precision', 'recall', 'f1'):
@@ -24,6 +26,18 @@ def test_smoke_trains_both_models_and_writes_the_plot(tmp_path):
     saved = json.loads((tmp_path / 'out' / 'results.json').read_text())
     assert len(saved['runs']) == 2
     assert saved['runs'][0]['example']['target']  # Delaunay edges exist
+
+
+@pytest.mark.skipif(torch.cuda.is_available(),
+                    reason='this machine has a CUDA device')
+def test_device_cuda_without_a_gpu_is_a_clear_error(tmp_path):
+    spec = importlib.util.spec_from_file_location('hot_delaunay', SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    with pytest.raises(ValueError, match='--device'):
+        module.main(['--smoke', '--root', str(tmp_path / 'data'), '--out',
+                     str(tmp_path / 'out'), '--device', 'cuda'])
+    assert not (tmp_path / 'out').exists()  # refused before any work
 
 
 def test_smoke_covers_the_variable_size_setting(tmp_path):

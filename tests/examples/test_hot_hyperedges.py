@@ -17,12 +17,23 @@ def load():
     return module
 
 
-def test_smoke_trains_both_models(tmp_path):
-    out = load().main(['--smoke', '--out', str(tmp_path)])
+def test_smoke_trains_both_models(tmp_path, device):
+    out = load().main(['--smoke', '--device', device.type, '--out',
+                       str(tmp_path)])
     assert set(out['summary']) == {'HOT', 'S2G+'}
     for s in out['summary'].values():
         assert 0.0 <= s['auc'] <= 1.0 and 0.0 <= s['aupr'] <= 1.0
+    assert out['config']['device'] == device.type
     assert (tmp_path / 'hyperedges.png').stat().st_size > 0
+
+
+@pytest.mark.skipif(torch.cuda.is_available(),
+                    reason='needs a machine without CUDA')
+def test_device_cuda_without_a_gpu_is_a_clear_error(tmp_path):
+    with pytest.raises(ValueError, match='--device'):
+        load().main(['--smoke', '--device', 'cuda', '--out',
+                     str(tmp_path)])
+    assert not (tmp_path / 'results.json').exists()
 
 
 def test_auc_aupr_against_hand_values():

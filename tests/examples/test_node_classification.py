@@ -18,13 +18,24 @@ def load():
     return module
 
 
-def test_smoke_runs_every_model_on_both_offline_graphs(tmp_path):
-    out = load().main(['--smoke', '--out', str(tmp_path)])
+def test_smoke_runs_every_model_on_both_offline_graphs(tmp_path, device):
+    out = load().main(['--smoke', '--device', device.type, '--out',
+                       str(tmp_path)])
     assert set(out['summary']) == {'KarateClub', 'SBM'}
     for row in out['summary'].values():
         assert set(row) == {'GCN', 'GAT', 'TokenGT', 'HOT'}
         assert all(0.0 <= v <= 1.0 for v in row.values())
+    assert out['config']['device'] == device.type
     assert (tmp_path / 'nodes.png').stat().st_size > 0
+
+
+@pytest.mark.skipif(torch.cuda.is_available(),
+                    reason='needs a machine without CUDA')
+def test_device_cuda_without_a_gpu_is_a_clear_error(tmp_path):
+    with pytest.raises(ValueError, match='--device'):
+        load().main(['--smoke', '--device', 'cuda', '--out',
+                     str(tmp_path)])
+    assert not (tmp_path / 'results.json').exists()
 
 
 def test_few_label_split_is_seeded_and_balanced():
@@ -50,9 +61,9 @@ def test_propagate_is_gcn_propagation_without_weights():
 
 
 @pytest.mark.parametrize('hot_input', ['features', 'features+ids'])
-def test_smoke_runs_hot_on_its_other_inputs(tmp_path, hot_input):
+def test_smoke_runs_hot_on_its_other_inputs(tmp_path, hot_input, device):
     out = load().main(['--smoke', '--models', 'HOT', '--graphs',
-                       'KarateClub', '--hot-input', hot_input, '--out',
-                       str(tmp_path)])
+                       'KarateClub', '--hot-input', hot_input, '--device',
+                       device.type, '--out', str(tmp_path)])
     assert 0.0 <= out['summary']['KarateClub']['HOT'] <= 1.0
     assert out['config']['hot_input'] == hot_input

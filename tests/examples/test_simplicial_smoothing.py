@@ -2,6 +2,7 @@ import importlib.util
 from pathlib import Path
 
 import pytest
+import torch
 
 pytest.importorskip('matplotlib')
 pytest.importorskip('tqdm')
@@ -18,8 +19,10 @@ def load():
     return module
 
 
-def test_smoke_reproduces_the_claims(tmp_path):
-    summary = load().main(['--smoke', '--out', str(tmp_path)])
+def test_smoke_reproduces_the_claims(tmp_path, device):
+    summary = load().main(['--smoke', '--out', str(tmp_path), '--device',
+                           device.type])
+    assert summary['config']['device'].split(':')[0] == device.type
     for name in ('collapse.png', 'lipschitz.png', 'radius.png',
                  'summary.json'):
         assert (tmp_path / name).stat().st_size > 0
@@ -31,3 +34,10 @@ def test_smoke_reproduces_the_claims(tmp_path):
     assert summary['claims']['max_empirical_over_bound'] <= 1.0
     bound = summary['claims']['bound_at_smallest_radius']
     assert bound[1] > 1.0 > 1e-1 > bound[2] > bound[3]
+
+
+@pytest.mark.skipif(torch.cuda.is_available(),
+                    reason='checks the error on a machine without CUDA')
+def test_cuda_without_a_gpu_is_a_clear_error(tmp_path):
+    with pytest.raises(ValueError, match='--device'):
+        load().main(['--smoke', '--out', str(tmp_path), '--device', 'cuda'])

@@ -1,0 +1,47 @@
+import importlib.util
+import math
+from pathlib import Path
+
+import pytest
+import torch
+
+pytest.importorskip('networkx')
+
+SCRIPT = (Path(__file__).resolve().parents[2] / 'examples' /
+          'tokengt_basis_approximation.py')
+
+
+def load():
+    spec = importlib.util.spec_from_file_location(
+        'tokengt_basis_approximation', SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_smoke_needs_node_and_type_identifiers(tmp_path, device):
+    out = tmp_path / 'table.json'
+    result = load().main(['--smoke', '--out', str(out), '--device',
+                          device.type])
+    assert out.stat().st_size > 0
+    assert result['device'].split(':')[0] == device.type
+    records = {(r['node_id'], r['type_id']): r for r in result['records']}
+    assert sorted(records) == [('None', True), ('laplacian', True),
+                               ('orf', False), ('orf', True)]
+    for r in result['records']:
+        assert r['input'] == 'sparse'
+        for key in ('train_l2', 'test_l2'):
+            assert math.isfinite(r[key]) and r[key] >= 0
+    l2 = {key: r['test_l2'] for key, r in records.items()}
+    # Orthonormal node identifiers with type identifiers approximate the
+    # basis far better than type identifiers alone or ORF alone.
+    for node_id in ('orf', 'laplacian'):
+        assert l2[node_id, True] < 0.5 * l2['None', True]
+    assert l2['orf', True] < 0.6 * l2['orf', False]
+
+
+@pytest.mark.skipif(torch.cuda.is_available(),
+                    reason='checks the error on a machine without CUDA')
+def test_cuda_without_a_gpu_is_a_clear_error():
+    with pytest.raises(ValueError, match='--device'):
+        load().main(['--smoke', '--device', 'cuda'])
