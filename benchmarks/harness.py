@@ -9,13 +9,14 @@ API
     preferential attachment), undirected with both directions stored, no
     self-loops or duplicates; ``E`` is about ``num_edges``. Vectorised
     numpy: 10^7 edges in seconds.
-``bandwidth_floor(num_rows, channels=32, num_groups=None, seed=0) -> step``
+``bandwidth_floor(num_rows, channels=32, num_groups=None, seed=0,
+device='cpu') -> step``
     The reference op ("the floor" of ``docs/design.md``): one gather of
     ``num_rows`` rows and one ``index_add_`` of them into ``num_groups``
-    (default ``num_rows``) rows.
+    (default ``num_rows``) rows, on ``device``.
     Its forward+backward time is the "floor" every variant is divided by.
-``time_fwd_bwd(step_fwd, repeats=3, warmup=1, min_time=0.0) -> (fwd_s,
-fwd_bwd_s)``
+``time_fwd_bwd(step_fwd, repeats=3, warmup=1, min_time=0.0,
+device=None) -> (fwd_s, fwd_bwd_s)``
     Medians over at least ``repeats`` repetitions, and more (up to 200)
     until the timed repetitions add up to ``min_time`` seconds, so that
     small sizes are not at the mercy of one preemption on a busy machine.
@@ -23,7 +24,8 @@ fwd_bwd_s)``
     enabled (that is ``fwd_s``), then ``out.sum().backward()``; ``fwd_bwd_s``
     is the time of both. Gradients are not zeroed between repetitions. An
     output that does not require grad (an index builder) is not
-    differentiated, so its ``fwd_bwd_s`` is its ``fwd_s``.
+    differentiated, so its ``fwd_bwd_s`` is its ``fwd_s``. On a CUDA
+    ``device`` every clock reading waits for the device first.
 ``alternation_times(times, first, second, prefixes=()) -> dict``
     The fields of a side-by-side comparison of two settings timed
     alternately in one process: per setting its passes, minimum and
@@ -41,11 +43,13 @@ fwd_bwd_s)``
 ``run_benchmark(name, sizes, variants, argv=None, size_key='n_edges',
 floor=None, quick_sizes=None) -> list[dict]``
     The command line of every script. ``variants`` maps a variant name to
-    ``build(size) -> (step_fwd, fields)``, where ``fields`` holds the size
-    columns of the record (``n_nodes``, ``n_edges`` or ``n_tokens`` /
-    ``n_tuples``). A ``'floor'`` variant is added (``floor(size)``, default
+    ``build(size, device) -> (step_fwd, fields)``, which builds its inputs
+    and modules on ``device``; ``fields`` holds the size columns of the
+    record (``n_nodes``, ``n_edges`` or ``n_tokens`` / ``n_tuples``). A
+    ``'floor'`` variant is added (``floor(size, device)``, default
     ``bandwidth_floor(size)``), so the floor is measured in the same run at
-    every size. Options: ``--out PATH`` (JSON), ``--plot PATH`` (PNG),
+    every size. Options: ``--device cpu|cuda`` (default ``cpu``),
+    ``--out PATH`` (JSON), ``--plot PATH`` (PNG),
     ``--quick`` (``quick_sizes``), ``--sizes``, ``--variants``,
     ``--repeats``, ``--min-time``, ``--warmup``, ``--threads``,
     ``--max-seconds`` and ``--max-mem-gb`` (a variant's sweep stops at the
@@ -96,7 +100,10 @@ runs the garbage collector, resets the kernel's peak-RSS mark
 before it: the memory of the forward and backward passes (activations,
 outputs, gradients, allocator growth), not of the inputs or of the Python
 and torch runtime. Where the peak mark cannot be reset the peak includes
-set-up (``peak_reset`` is false in the record). With ``--alternate``, the
+set-up (``peak_reset`` is false in the record). On CUDA it is the device
+memory instead: the peak that torch's caching allocator reports
+(``torch.cuda.max_memory_allocated``, reset before the passes) minus what
+was allocated before them. With ``--alternate``, the
 references are built and timed after the peak is read.
 
 Why alternate: this machine's speed swings by up to 3x from one phase to
@@ -122,7 +129,7 @@ import torch
 from torch import Tensor
 
 Step = Callable[[], Tensor]
-Builder = Callable[[int], Tuple[Step, Dict]]
+Builder = Callable[[int, torch.device], Tuple[Step, Dict]]
 FLOOR = 'floor'
 MAX_REPEATS = 200
 #: A reference's passes per alternating round: at least this many, and
@@ -182,16 +189,19 @@ def ba_edge_index(num_edges: int, m: int = 5, seed: int = 0) -> Tensor:
 
 # ------------------------------------------------------------- the floor --
 def bandwidth_floor(num_rows: int, channels: int = 32,
-                    num_groups: Optional[int] = None, seed: int = 0) -> Step:
+                    num_groups: Optional[int] = None, seed: int = 0,
+                    device: torch.device = torch.device('cpu')) -> Step:
     r"""The reference op: ``out = zeros(G, C).index_add_(0, dst, x[src])``
     with :obj:`num_rows` random ``src``/``dst`` indices and a leaf ``x`` of
-    :obj:`[G, C]` (``G = num_groups or num_rows``); backward is one
-    ``index_add_`` for the gather and one gather for the sum."""
+    :obj:`[G, C]` (``G = num_groups or num_rows``), on :obj:`device` (drawn
+    on the CPU: the same on every device); backward is one ``index_add_``
+    for the gather and one gather for the sum."""
     num_groups = num_groups or num_rows
     gen = torch.Generator().manual_seed(seed)
-    x = torch.randn(num_groups, channels, generator=gen, requires_grad=True)
-    src = torch.randint(num_groups, (num_rows, ), generator=gen)
-    dst = torch.randint(num_groups, (num_rows, ), generator=gen)
+    x = torch.randn(num_groups, channels, generator=gen).to(device)
+    x.requires_grad_()
+    src = torch.randint(num_groups, (num_rows, ), generator=gen).to(device)
+    dst = torch.randint(num_groups, (num_rows, ), generator=gen).to(device)
 
     def step() -> Tensor:
         return x.new_zeros(num_groups, channels).index_add_(0, dst, x[src])
@@ -200,25 +210,35 @@ def bandwidth_floor(num_rows: int, channels: int = 32,
 
 
 # ---------------------------------------------------------------- timing --
+def _clock(device: Optional[torch.device]) -> float:
+    # the time once the device has finished what it was given
+    if device is not None and device.type == 'cuda':
+        torch.cuda.synchronize(device)
+    return time.perf_counter()
+
+
 def time_fwd_bwd(step_fwd: Step, repeats: int = 3, warmup: int = 1,
-                 min_time: float = 0.0) -> Tuple[float, float]:
+                 min_time: float = 0.0,
+                 device: Optional[torch.device] = None
+                 ) -> Tuple[float, float]:
     r"""Median forward and forward+backward seconds of :obj:`step_fwd`
     (forward with autograd enabled; backward of ``out.sum()`` when
     :obj:`out` requires grad), over at least :obj:`repeats` timed
     repetitions and at least :obj:`min_time` seconds (at most 200
-    repetitions)."""
+    repetitions); on a CUDA :obj:`device`, each reading of the clock waits
+    for the device."""
     if repeats < 1:
         raise ValueError(f"'repeats' must be >= 1, got {repeats}")
     fwd, fwd_bwd = [], []
     i = 0
     while i < warmup + repeats or (sum(fwd_bwd) < min_time
                                    and len(fwd_bwd) < MAX_REPEATS):
-        start = time.perf_counter()
+        start = _clock(device)
         out = step_fwd()
-        mid = time.perf_counter()
+        mid = _clock(device)
         if out.requires_grad:
             out.sum().backward()
-        end = time.perf_counter()
+        end = _clock(device)
         del out
         if i >= warmup:
             fwd.append(mid - start)
@@ -259,7 +279,8 @@ def format_alternation(record: Dict, prefixes: Sequence[str],
 
 
 def alternate_with_references(step: Step, references: Dict[str, Step],
-                              rounds: int) -> Dict:
+                              rounds: int,
+                              device: Optional[torch.device] = None) -> Dict:
     r"""Times :obj:`step` alternately with the :obj:`references` (steps on
     the same input) for :obj:`rounds` rounds in this process: per round one
     forward+backward pass of :obj:`step`, then per reference the median of
@@ -267,13 +288,15 @@ def alternate_with_references(step: Step, references: Dict[str, Step],
     :data:`REFERENCE_MIN_TIME` seconds (after one warm-up pass each). A
     slow phase of the machine then slows both sides of a round's ratio."""
     for reference in references.values():
-        time_fwd_bwd(reference, repeats=1, warmup=0)
+        time_fwd_bwd(reference, repeats=1, warmup=0, device=device)
     times: Dict[str, List[float]] = {'self': []}
     for _ in range(rounds):
-        times['self'].append(time_fwd_bwd(step, repeats=1, warmup=0)[1])
+        times['self'].append(time_fwd_bwd(step, repeats=1, warmup=0,
+                                          device=device)[1])
         for name, reference in references.items():
             times.setdefault(name, []).append(time_fwd_bwd(
-                reference, REFERENCE_REPEATS, 0, REFERENCE_MIN_TIME)[1])
+                reference, REFERENCE_REPEATS, 0, REFERENCE_MIN_TIME,
+                device)[1])
     record = {f'alt_{name}_s': t for name, t in times.items()}
     for name in references:
         record[f'alt_to_{name}'] = statistics.median(
@@ -299,27 +322,37 @@ def _reset_peak_rss() -> bool:
 def measure_point(build: Builder, size: int, repeats: int, warmup: int,
                   min_time: float = 0.0,
                   references: Optional[Dict[str, Builder]] = None,
-                  rounds: int = 0) -> Dict:
-    r"""Builds a point and measures it in this process (the child side);
-    then, with :obj:`rounds`, times it alternately with the
-    :obj:`references` built at the same size (after its peak memory is
+                  rounds: int = 0,
+                  device: torch.device = torch.device('cpu')) -> Dict:
+    r"""Builds a point on :obj:`device` and measures it in this process
+    (the child side); then, with :obj:`rounds`, times it alternately with
+    the :obj:`references` built at the same size (after its peak memory is
     read: they do not enter it)."""
     torch.manual_seed(0)
-    step, fields = build(size)
+    step, fields = build(size, device)
     gc.collect()
+    cuda = device.type == 'cuda'
+    if cuda:
+        torch.cuda.synchronize(device)
+        torch.cuda.reset_peak_memory_stats(device)
+        base_device = torch.cuda.memory_allocated(device)
     peak_reset = _reset_peak_rss()
     base_kb = _current_rss_kb()
-    fwd_s, fwd_bwd_s = time_fwd_bwd(step, repeats, warmup, min_time)
-    peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    fwd_s, fwd_bwd_s = time_fwd_bwd(step, repeats, warmup, min_time, device)
+    if cuda:
+        peak_mb = (torch.cuda.max_memory_allocated(device) -
+                   base_device) / 2**20
+    else:
+        peak_mb = max(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss -
+                      base_kb, 0) / 1024
     record = dict(fields, fwd_s=fwd_s, fwd_bwd_s=fwd_bwd_s,
-                  peak_mem_mb=max(peak_kb - base_kb, 0) / 1024,
-                  base_rss_mb=base_kb / 1024, peak_reset=peak_reset,
-                  load_avg=os.getloadavg()[0])
+                  peak_mem_mb=peak_mb, base_rss_mb=base_kb / 1024,
+                  peak_reset=peak_reset, load_avg=os.getloadavg()[0])
     if rounds and references:
         torch.manual_seed(0)
         record.update(alternate_with_references(step, {
-            name: builder(size)[0] for name, builder in references.items()},
-            rounds))
+            name: builder(size, device)[0]
+            for name, builder in references.items()}, rounds, device))
     return record
 
 
@@ -329,6 +362,9 @@ def _parse(argv: Optional[Sequence[str]], name: str) -> argparse.Namespace:
         description=f'Benchmark {name!r}: forward+backward time and peak '
         'memory of each variant, size by size, against the gather/scatter '
         'floor measured in the same run.')
+    parser.add_argument('--device', default='cpu', choices=('cpu', 'cuda'),
+                        help='where every point runs (default: cpu); on '
+                        'cuda, peak memory is device memory')
     parser.add_argument('--out', help='write the JSON records here')
     parser.add_argument('--plot', help='write a log-log PNG here')
     parser.add_argument('--quick', action='store_true',
@@ -431,8 +467,8 @@ def run_benchmark(name: str, sizes: Sequence[int],
     """
     args = _parse(argv, name)
     builders = dict(variants)
-    builders[FLOOR] = floor or (lambda size: (bandwidth_floor(size),
-                                              {size_key: size}))
+    builders[FLOOR] = floor or (lambda size, device: (
+        bandwidth_floor(size, device=device), {size_key: size}))
     if args.threads:
         torch.set_num_threads(args.threads)
     if args.point:
@@ -444,7 +480,8 @@ def run_benchmark(name: str, sizes: Sequence[int],
         record = measure_point(builders[point['variant']], point['size'],
                                point['repeats'], point['warmup'],
                                point['min_time'], references,
-                               point.get('alternate', 0))
+                               point.get('alternate', 0),
+                               torch.device(point.get('device', 'cpu')))
         print(json.dumps(dict(record, threads=torch.get_num_threads())))
         sys.exit(0)
 
@@ -463,7 +500,10 @@ def run_benchmark(name: str, sizes: Sequence[int],
     if unknown:
         raise SystemExit(f'unknown variants to alternate with '
                          f'{sorted(unknown)}; choose from {sorted(builders)}')
-    common = dict(benchmark=name, device='cpu',
+    if args.device == 'cuda' and not torch.cuda.is_available():
+        raise SystemExit("'--device cuda' was asked for but torch sees no "
+                         "CUDA device")
+    common = dict(benchmark=name, device=args.device,
                   torch=torch.__version__.split('+')[0],
                   threads=args.threads or torch.get_num_threads(),
                   machine=platform.machine(),
@@ -479,7 +519,7 @@ def run_benchmark(name: str, sizes: Sequence[int],
             continue
         point = dict(variant=variant, size=size, repeats=args.repeats,
                      warmup=args.warmup, min_time=args.min_time,
-                     threads=common['threads'],
+                     threads=common['threads'], device=args.device,
                      alternate=0 if variant == FLOOR else args.alternate,
                      alternate_with=args.alternate_with)
         record = dict(common, variant=variant, size=size, thp=thp,

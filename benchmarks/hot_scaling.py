@@ -73,11 +73,13 @@ Step = Callable[[], Tensor]
 
 class BAGraph:
     r"""A BA graph with node features, as the models read it."""
-    def __init__(self, size: int) -> None:
-        self.edge_index = ba_edge_index(size, m=5, seed=0)
+    def __init__(self, size: int,
+                 device: torch.device = torch.device('cpu')) -> None:
+        self.edge_index = ba_edge_index(size, m=5, seed=0).to(device)
         self.num_nodes = int(self.edge_index.max()) + 1
         gen = torch.Generator().manual_seed(0)
-        self.x = torch.randn(self.num_nodes, CHANNELS, generator=gen)
+        self.x = torch.randn(self.num_nodes, CHANNELS,
+                             generator=gen).to(device)
 
     @property
     def fields(self) -> Dict:
@@ -86,8 +88,10 @@ class BAGraph:
                     n_entries=self.num_nodes + m)
 
 
-def _pair_model(model: torch.nn.Module, size: int) -> Tuple[Step, Dict]:
-    graph = BAGraph(size)
+def _pair_model(model: torch.nn.Module, size: int,
+                device: torch.device) -> Tuple[Step, Dict]:
+    graph = BAGraph(size, device)
+    model.to(device)
     view = PairView.build(graph.edge_index, graph.num_nodes)
     return (lambda: model(graph.x, graph.edge_index, view=view)), \
         graph.fields
@@ -109,10 +113,10 @@ def hot_model(attention: str, checkpoint: bool = False) -> HOTGraphModel:
 
 
 def hot(attention: str, checkpoint: bool = False):
-    def build(size: int) -> Tuple[Step, Dict]:
+    def build(size: int, device: torch.device) -> Tuple[Step, Dict]:
         if attention == 'softmax':
             _check_softmax_fits(size)
-        return _pair_model(hot_model(attention, checkpoint), size)
+        return _pair_model(hot_model(attention, checkpoint), size, device)
 
     return build
 
@@ -128,9 +132,9 @@ def _check_softmax_fits(size: int) -> None:
                           f'projected {projected:.0f} GB > {limit} GB')
 
 
-def invariant_mlp(size: int) -> Tuple[Step, Dict]:
+def invariant_mlp(size: int, device: torch.device) -> Tuple[Step, Dict]:
     return _pair_model(InvariantMLP(CHANNELS, CHANNELS, num_layers=LAYERS),
-                       size)
+                       size, device)
 
 
 class _Stack(torch.nn.Module):
@@ -147,19 +151,21 @@ class _Stack(torch.nn.Module):
         return x.sum(0, keepdim=True)
 
 
-def _node_model(stack: _Stack, size: int) -> Tuple[Step, Dict]:
-    graph = BAGraph(size)
+def _node_model(stack: _Stack, size: int,
+                device: torch.device) -> Tuple[Step, Dict]:
+    graph = BAGraph(size, device)
+    stack.to(device)
     return (lambda: stack(graph.x, graph.edge_index)), graph.fields
 
 
-def gat(size: int) -> Tuple[Step, Dict]:
+def gat(size: int, device: torch.device) -> Tuple[Step, Dict]:
     from torch_geometric.nn import GATConv
     convs = [GATConv(CHANNELS, CHANNELS // HEADS, heads=HEADS)
              for _ in range(LAYERS)]
-    return _node_model(_Stack(convs, act=True), size)
+    return _node_model(_Stack(convs, act=True), size, device)
 
 
-def gps_performer(size: int) -> Tuple[Step, Dict]:
+def gps_performer(size: int, device: torch.device) -> Tuple[Step, Dict]:
     from torch_geometric.nn import GINConv, GPSConv
 
     def local() -> torch.nn.Module:
@@ -169,12 +175,13 @@ def gps_performer(size: int) -> Tuple[Step, Dict]:
 
     convs = [GPSConv(CHANNELS, local(), heads=HEADS, attn_type='performer')
              for _ in range(LAYERS)]
-    return _node_model(_Stack(convs, act=False), size)
+    return _node_model(_Stack(convs, act=False), size, device)
 
 
-def floor(size: int) -> Tuple[Step, Dict]:
+def floor(size: int, device: torch.device) -> Tuple[Step, Dict]:
     fields = BAGraph(size).fields
-    return bandwidth_floor(fields['n_entries'], CHANNELS), fields
+    return bandwidth_floor(fields['n_entries'], CHANNELS,
+                           device=device), fields
 
 
 VARIANTS = {  # the HOT kernel variants first: the longest, most wanted

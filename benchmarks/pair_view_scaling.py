@@ -33,34 +33,40 @@ SIZES = [10**3, 3 * 10**3, 10**4, 3 * 10**4, 10**5, 3 * 10**5, 10**6]
 QUICK_SIZES = [10**3, 10**5]  # each point is a fresh process (~7 s start-up)
 
 
-def graph(size: int):
-    edge_index = ba_edge_index(size, m=5, seed=0)
+def graph(size: int, device: torch.device):
+    edge_index = ba_edge_index(size, m=5, seed=0).to(device)
     num_nodes = int(edge_index.max()) + 1
     fields = dict(n_nodes=num_nodes, n_edges=edge_index.size(1),
                   n_entries=num_nodes + edge_index.size(1))
     return edge_index, num_nodes, fields
 
 
-def pair_view_build(size: int):
-    edge_index, num_nodes, fields = graph(size)
+def pair_view_build(size: int, device: torch.device):
+    edge_index, num_nodes, fields = graph(size, device)
     return (lambda: PairView.build(edge_index, num_nodes).row), fields
 
 
-def equivariant_linear(size: int):
-    edge_index, num_nodes, fields = graph(size)
+def equivariant_linear(size: int, device: torch.device):
+    edge_index, num_nodes, fields = graph(size, device)
     view = PairView.build(edge_index, num_nodes)
-    layer = EquivariantLinear(CHANNELS, CHANNELS, 2, 2, normalize='mean')
-    x = torch.randn(view.num_entries, CHANNELS, requires_grad=True)
+    layer = EquivariantLinear(CHANNELS, CHANNELS, 2, 2,
+                              normalize='mean').to(device)
+    x = torch.randn(view.num_entries, CHANNELS, device=device,
+                    requires_grad=True)
     return (lambda: layer(x, view)), fields
 
 
-def floor(size: int):
-    _, _, fields = graph(size)
-    return bandwidth_floor(fields['n_entries'], CHANNELS), fields
+def floor(size: int, device: torch.device):
+    _, _, fields = graph(size, device)
+    return bandwidth_floor(fields['n_entries'], CHANNELS,
+                           device=device), fields
 
+
+VARIANTS = {
+    'pair_view_build': pair_view_build,
+    'equivariant_linear_2to2': equivariant_linear,
+}
 
 if __name__ == '__main__':
-    run_benchmark('pair_view_scaling', SIZES, {
-        'pair_view_build': pair_view_build,
-        'equivariant_linear_2to2': equivariant_linear,
-    }, floor=floor, quick_sizes=QUICK_SIZES)
+    run_benchmark('pair_view_scaling', SIZES, VARIANTS, floor=floor,
+                  quick_sizes=QUICK_SIZES)

@@ -55,7 +55,7 @@ COMPARE = ['dense_n128', 'indexer_n128']
 def _step(candidates: str, x: Tensor, batch: Tensor, edge_index=None,
           **kwargs) -> Tuple[Callable[[], Tensor], Dict]:
     module = SimplicialAttention(CHANNELS, heads=HEADS, order=ORDER,
-                                 candidates=candidates, **kwargs)
+                                 candidates=candidates, **kwargs).to(x.device)
     with torch.no_grad():
         if candidates == 'walks':
             tuples = walk_simplices(edge_index, x.size(0), ORDER)
@@ -72,42 +72,47 @@ def _step(candidates: str, x: Tensor, batch: Tensor, edge_index=None,
                       edge_index.size(1))
 
 
-def build_walks(size: int):
+def build_walks(size: int, device: torch.device):
     n, degree = max(size // 64, 2), 8
     gen = torch.Generator().manual_seed(0)
     edge_index = torch.stack([
         torch.arange(n).repeat_interleave(degree),
         torch.randint(n, (n * degree, ), generator=gen)
-    ])
-    x = torch.randn(n, CHANNELS, generator=gen, requires_grad=True)
-    return _step('walks', x, torch.zeros(n, dtype=torch.long), edge_index)
+    ]).to(device)
+    x = torch.randn(n, CHANNELS, generator=gen).to(device).requires_grad_()
+    return _step('walks', x, torch.zeros(n, dtype=torch.long, device=device),
+                 edge_index)
 
 
-def _batch_of(num_graphs: int, graph_size: int) -> Tuple[Tensor, Tensor]:
+def _batch_of(num_graphs: int, graph_size: int,
+              device: torch.device) -> Tuple[Tensor, Tensor]:
     n = num_graphs * graph_size
     gen = torch.Generator().manual_seed(0)
-    x = torch.randn(n, CHANNELS, generator=gen, requires_grad=True)
-    return x, torch.arange(num_graphs).repeat_interleave(graph_size)
+    x = torch.randn(n, CHANNELS, generator=gen).to(device).requires_grad_()
+    return x, torch.arange(num_graphs, device=device).repeat_interleave(
+        graph_size)
 
 
-def build_dense(size: int):
-    return _step('dense', *_batch_of(max(size // 512, 1), 8))
+def build_dense(size: int, device: torch.device):
+    return _step('dense', *_batch_of(max(size // 512, 1), 8, device))
 
 
-def build_indexer(size: int):
-    return _step('indexer', *_batch_of(max(size // 2048, 1), 32), k=8)
+def build_indexer(size: int, device: torch.device):
+    return _step('indexer', *_batch_of(max(size // 2048, 1), 32, device),
+                 k=8)
 
 
-def build_dense_n128(size: int):
-    return _step('dense', *_batch_of(1, COMPARE_NODES))
+def build_dense_n128(size: int, device: torch.device):
+    return _step('dense', *_batch_of(1, COMPARE_NODES, device))
 
 
-def build_indexer_n128(size: int):
-    return _step('indexer', *_batch_of(1, COMPARE_NODES), k=8)
+def build_indexer_n128(size: int, device: torch.device):
+    return _step('indexer', *_batch_of(1, COMPARE_NODES, device), k=8)
 
 
-def build_floor(size: int):
-    return bandwidth_floor(size, CHANNELS, num_groups=max(size // 64, 1)), \
+def build_floor(size: int, device: torch.device):
+    return bandwidth_floor(size, CHANNELS, num_groups=max(size // 64, 1),
+                           device=device), \
         dict(n_tuples=size, n_nodes=max(size // 64, 1))
 
 

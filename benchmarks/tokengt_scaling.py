@@ -40,17 +40,18 @@ QUICK_SIZES = [1000, 3000, 10000]
 SOFTMAX_MAX_TOKENS = 30000
 
 
-def build(attention: str, size: int) -> Tuple[Callable[[], Tensor], Dict]:
+def build(attention: str, size: int,
+          device: torch.device) -> Tuple[Callable[[], Tensor], Dict]:
     if attention == 'softmax' and size > SOFTMAX_MAX_TOKENS:
         raise ValueError(f'softmax attention is quadratic in time: measured '
                          f'up to {SOFTMAX_MAX_TOKENS} tokens only')
-    edge_index = ba_edge_index(round(size / 1.1), m=5, seed=0)
+    edge_index = ba_edge_index(round(size / 1.1), m=5, seed=0).to(device)
     n = int(edge_index.max()) + 1
     gen = torch.Generator().manual_seed(0)
-    x = torch.randn(n, CHANNELS, generator=gen, requires_grad=True)
+    x = torch.randn(n, CHANNELS, generator=gen).to(device).requires_grad_()
     model = TokenGTEncoder(CHANNELS, CHANNELS, LAYERS, heads=HEADS,
                            node_id='orf', node_id_dim=NODE_ID_DIM,
-                           attention=attention, seed=0)
+                           attention=attention, seed=0).to(device)
 
     def step() -> Tensor:
         out = model(x, edge_index)
@@ -60,8 +61,11 @@ def build(attention: str, size: int) -> Tuple[Callable[[], Tensor], Dict]:
                       n_tokens=1 + n + edge_index.size(1))
 
 
+VARIANTS = {
+    'performer': lambda size, device: build('performer', size, device),
+    'softmax': lambda size, device: build('softmax', size, device),
+}
+
 if __name__ == '__main__':
-    run_benchmark('tokengt_scaling', SIZES, {
-        'performer': lambda size: build('performer', size),
-        'softmax': lambda size: build('softmax', size),
-    }, size_key='n_tokens', quick_sizes=QUICK_SIZES)
+    run_benchmark('tokengt_scaling', SIZES, VARIANTS, size_key='n_tokens',
+                  quick_sizes=QUICK_SIZES)

@@ -76,7 +76,7 @@ def test_alternate_with_references_takes_the_median_of_round_ratios(
         8.0, 1.0, 4.0,
         6.0, 2.0, 2.0])
 
-    def timed(step, repeats=3, warmup=1, min_time=0.0):
+    def timed(step, repeats=3, warmup=1, min_time=0.0, device=None):
         calls.append((step, repeats, warmup, min_time))
         t = next(passes)
         return t / 2, t
@@ -136,10 +136,11 @@ def test_time_fwd_bwd_runs_warmup_and_repeats():
         harness.time_fwd_bwd(step, repeats=0)
 
 
-def test_bandwidth_floor_is_gather_then_index_add():
-    step = harness.bandwidth_floor(1_000, channels=4, num_groups=50, seed=1)
+def test_bandwidth_floor_is_gather_then_index_add(device):
+    step = harness.bandwidth_floor(1_000, channels=4, num_groups=50, seed=1,
+                                   device=device)
     out = step()
-    assert out.shape == (50, 4)
+    assert out.shape == (50, 4) and out.device.type == device.type
     out.sum().backward()
     (x, ) = [c.cell_contents for c in step.__closure__
              if isinstance(c.cell_contents, torch.Tensor)
@@ -148,7 +149,7 @@ def test_bandwidth_floor_is_gather_then_index_add():
     gathered = x.grad[:, 0]
     assert float(gathered.sum()) == 1_000
     assert torch.allclose(out.sum(0), x.detach()[
-        torch.repeat_interleave(torch.arange(50),
+        torch.repeat_interleave(torch.arange(50, device=device),
                                 gathered.long())].sum(0), atol=1e-3)
 
 
@@ -158,8 +159,8 @@ sys.path.insert(0, {bench!r})
 import torch
 import harness
 
-def build(size):
-    x = torch.randn(size, 8, requires_grad=True)
+def build(size, device):
+    x = torch.randn(size, 8, device=device, requires_grad=True)
     return (lambda: (x * 2).relu()), dict(n_nodes=size, n_edges=size)
 
 harness.run_benchmark('toy', [1000, 4000], {{'double': build}},
@@ -189,6 +190,35 @@ def test_run_benchmark_end_to_end(tmp_path):
     assert 'ratio_spread' in proc.stdout
     assert (tmp_path / 'toy.png').exists()
     assert (tmp_path / 'toy_summary.json').exists()
+
+
+def test_measure_point_on_the_device(device):
+    def build(size, device):
+        x = torch.randn(size, 8, device=device, requires_grad=True)
+        return (lambda: (x * 2).relu()), dict(n_nodes=size, n_edges=size)
+
+    floor = (lambda size, device: (harness.bandwidth_floor(size,
+                                                           device=device),
+                                   dict(n_edges=size)))
+    record = harness.measure_point(build, 1000, repeats=2, warmup=1,
+                                   references={'floor': floor}, rounds=2,
+                                   device=device)
+    assert record['n_edges'] == 1000
+    assert 0 < record['fwd_s'] <= record['fwd_bwd_s']
+    assert record['peak_mem_mb'] >= 0
+    assert len(record['alt_self_s']) == len(record['alt_floor_s']) == 2
+    assert record['alt_to_floor'] > 0
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason='a GPU is present')
+def test_run_benchmark_on_cuda_without_a_gpu_is_a_clear_error(tmp_path):
+    script = tmp_path / 'toy.py'
+    script.write_text(SCRIPT.format(bench=os.path.join(ROOT, 'benchmarks')))
+    proc = subprocess.run([sys.executable, str(script), '--quick',
+                           '--device', 'cuda'], capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode != 0
+    assert "'--device cuda'" in proc.stderr and 'no CUDA' in proc.stderr
 
 
 def test_run_benchmark_alternates_with_the_floor(tmp_path):

@@ -16,7 +16,7 @@ from torch_geometric_hot.ops.feature_maps import \
 def test_native_count_matches_the_pools_of_one_block():
     # the model of hot_scaling (4 x Enc2->2 + Enc2->0) on a 300-edge graph:
     # the count adds rows x H x R x columns over pools and readings
-    step, fields = hot_scaling.hot('kernel')(300)
+    step, fields = hot_scaling.hot('kernel')(300, hot_arithmetic.CPU)
     count = hot_arithmetic._native_macs(step)
     H, R, D = 4, default_num_features(8), 8
     m = fields['n_edges']

@@ -12,19 +12,22 @@ SIZE = 300  # directed edges
 
 
 @pytest.mark.parametrize('variant', sorted(hot_scaling.VARIANTS))
-def test_every_variant_runs_forward_and_backward(variant):
+def test_every_variant_runs_forward_and_backward(variant, device):
     torch.manual_seed(0)
-    step, fields = hot_scaling.VARIANTS[variant](SIZE)
+    step, fields = hot_scaling.VARIANTS[variant](SIZE, device)
     assert fields['n_entries'] == fields['n_nodes'] + fields['n_edges']
     assert 0.5 * SIZE <= fields['n_edges'] <= 1.5 * SIZE
     out = step()
+    assert out.device.type == device.type
     assert out.requires_grad and torch.isfinite(out).all()
     out.sum().backward()
 
 
-def test_floor_has_one_row_per_entry():
-    step, fields = hot_scaling.floor(SIZE)
-    assert step().size(0) == fields['n_entries']
+def test_floor_has_one_row_per_entry(device):
+    step, fields = hot_scaling.floor(SIZE, device)
+    out = step()
+    assert out.size(0) == fields['n_entries']
+    assert out.device.type == device.type
 
 
 def _record(variant, size, fwd_bwd_s, mem):
