@@ -1,21 +1,13 @@
-import importlib.util
-from pathlib import Path
-
 import pytest
 import torch
 
-pytest.importorskip('matplotlib')
+from example_scripts import load_example
 
-SCRIPT = (Path(__file__).resolve().parents[2] / 'examples' /
-          'node_classification.py')
+pytest.importorskip('matplotlib')
 
 
 def load():
-    spec = importlib.util.spec_from_file_location('node_classification',
-                                                  SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_example('node_classification')
 
 
 def test_smoke_runs_every_model_on_both_offline_graphs(tmp_path, device):
@@ -27,15 +19,6 @@ def test_smoke_runs_every_model_on_both_offline_graphs(tmp_path, device):
         assert all(0.0 <= v <= 1.0 for v in row.values())
     assert out['config']['device'] == device.type
     assert (tmp_path / 'nodes.png').stat().st_size > 0
-
-
-@pytest.mark.skipif(torch.cuda.is_available(),
-                    reason='needs a machine without CUDA')
-def test_device_cuda_without_a_gpu_is_a_clear_error(tmp_path):
-    with pytest.raises(ValueError, match='--device'):
-        load().main(['--smoke', '--device', 'cuda', '--out',
-                     str(tmp_path)])
-    assert not (tmp_path / 'results.json').exists()
 
 
 def test_few_label_split_is_seeded_and_balanced():

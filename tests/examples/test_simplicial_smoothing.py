@@ -1,22 +1,13 @@
-import importlib.util
-from pathlib import Path
-
 import pytest
-import torch
+
+from example_scripts import load_example
 
 pytest.importorskip('matplotlib')
 pytest.importorskip('tqdm')
 
-SCRIPT = (Path(__file__).resolve().parents[2] / 'examples' /
-          'simplicial_smoothing.py')
-
 
 def load():
-    spec = importlib.util.spec_from_file_location('simplicial_smoothing',
-                                                  SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_example('simplicial_smoothing')
 
 
 def test_smoke_reproduces_the_claims(tmp_path, device):
@@ -34,10 +25,3 @@ def test_smoke_reproduces_the_claims(tmp_path, device):
     assert summary['claims']['max_empirical_over_bound'] <= 1.0
     bound = summary['claims']['bound_at_smallest_radius']
     assert bound[1] > 1.0 > 1e-1 > bound[2] > bound[3]
-
-
-@pytest.mark.skipif(torch.cuda.is_available(),
-                    reason='checks the error on a machine without CUDA')
-def test_cuda_without_a_gpu_is_a_clear_error(tmp_path):
-    with pytest.raises(ValueError, match='--device'):
-        load().main(['--smoke', '--out', str(tmp_path), '--device', 'cuda'])

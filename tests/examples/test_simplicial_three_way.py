@@ -1,20 +1,12 @@
-import importlib.util
 import math
-from pathlib import Path
 
 import pytest
-import torch
 
-SCRIPT = (Path(__file__).resolve().parents[2] / 'examples' /
-          'simplicial_three_way.py')
+from example_scripts import load_example
 
 
 def load():
-    spec = importlib.util.spec_from_file_location('simplicial_three_way',
-                                                  SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_example('simplicial_three_way')
 
 
 def test_short_run_favours_the_2_simplicial_model(device):
@@ -37,13 +29,6 @@ def test_short_run_favours_the_2_simplicial_model(device):
     # more: the label is a three-way interaction
     assert models[2]['params'] > models[1]['params']
     assert models[2]['accuracy'] > models[1]['accuracy'] + 0.015
-
-
-@pytest.mark.skipif(torch.cuda.is_available(),
-                    reason='checks the error on a machine without CUDA')
-def test_cuda_without_a_gpu_is_a_clear_error():
-    with pytest.raises(ValueError, match='--device'):
-        load().main(['--steps', '1', '--device', 'cuda'])
 
 
 def test_steps_below_one_are_a_usage_error(capsys):

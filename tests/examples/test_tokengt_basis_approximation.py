@@ -1,22 +1,14 @@
-import importlib.util
 import math
-from pathlib import Path
 
 import pytest
-import torch
+
+from example_scripts import load_example
 
 pytest.importorskip('networkx')
 
-SCRIPT = (Path(__file__).resolve().parents[2] / 'examples' /
-          'tokengt_basis_approximation.py')
-
 
 def load():
-    spec = importlib.util.spec_from_file_location(
-        'tokengt_basis_approximation', SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_example('tokengt_basis_approximation')
 
 
 def test_smoke_needs_node_and_type_identifiers(tmp_path, device):
@@ -38,10 +30,3 @@ def test_smoke_needs_node_and_type_identifiers(tmp_path, device):
     for node_id in ('orf', 'laplacian'):
         assert l2[node_id, True] < 0.5 * l2['None', True]
     assert l2['orf', True] < 0.6 * l2['orf', False]
-
-
-@pytest.mark.skipif(torch.cuda.is_available(),
-                    reason='checks the error on a machine without CUDA')
-def test_cuda_without_a_gpu_is_a_clear_error():
-    with pytest.raises(ValueError, match='--device'):
-        load().main(['--smoke', '--device', 'cuda'])

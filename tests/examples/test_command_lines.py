@@ -1,4 +1,6 @@
-"""Every example's ``--help`` is complete plain text."""
+"""Every example's command line: its ``--help`` is complete plain text,
+and ``--device cuda`` without a GPU is a clear error before anything is
+written."""
 import argparse
 import re
 import runpy
@@ -6,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 EXAMPLES = Path(__file__).resolve().parents[2] / 'examples'
 SCRIPTS = sorted(EXAMPLES.glob('*.py'))
@@ -41,3 +44,19 @@ def test_help_is_complete_plain_text(script, monkeypatch):
         if action.option_strings and not (action.help or '').strip()
     ]
     assert not undocumented, f'{script.name}: no help for {undocumented}'
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason='a GPU is present')
+@pytest.mark.parametrize('script', [s for s in SCRIPTS
+                                    if s.name != 'ogbg_mol.py'],
+                         ids=lambda path: path.name)
+def test_cuda_without_a_gpu_is_a_clear_error(script, monkeypatch, tmp_path):
+    # (ogbg_mol.py is the training command: tests/train checks its device)
+    out = tmp_path / 'out'
+    options = {option for action in _parser(script, monkeypatch)._actions
+               for option in action.option_strings}
+    monkeypatch.setattr(sys, 'argv', [str(script), '--device', 'cuda'] + (
+        ['--out', str(out)] if '--out' in options else []))
+    with pytest.raises(ValueError, match='--device'):
+        runpy.run_path(str(script), run_name='__main__')
+    assert not out.exists()
