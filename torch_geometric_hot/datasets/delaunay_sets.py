@@ -7,6 +7,8 @@ import torch
 from torch import Tensor
 from torch_geometric.data import Data, InMemoryDataset
 
+from torch_geometric_hot.datasets.atomic_files import written_atomically
+
 _SPLITS = ('train', 'val', 'test')
 _SPLIT_SEEDS = {'train': 0, 'val': 1, 'test': 2}
 Size = Union[int, Tuple[int, int]]
@@ -122,7 +124,8 @@ class DelaunaySets(InMemoryDataset):
             if self.pre_transform is not None:
                 data = self.pre_transform(data)
             data_list.append(data)
-        self.save(data_list, self.processed_paths[0])
+        with written_atomically(self.processed_paths[0]) as partial:
+            self.save(data_list, partial)
 
     def __repr__(self) -> str:
         size = (self.low if self.low == self.high else

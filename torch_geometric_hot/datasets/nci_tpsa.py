@@ -13,6 +13,8 @@ import torch
 from torch import Tensor
 from torch_geometric.data import Data, InMemoryDataset
 
+from torch_geometric_hot.datasets.atomic_files import written_atomically
+
 _SPLITS = ('train', 'val', 'test')
 _FRACTIONS = (0.8, 0.1, 0.1)
 
@@ -134,9 +136,13 @@ class NCITPSA(InMemoryDataset):
             RDLogger.EnableLog('rdApp.*')
         if skipped:
             print(f'NCITPSA: skipped {len(skipped)} unparsable SMILES')
-        self.save(data_list, self.processed_paths[0])
-        with open(self.processed_paths[1], 'w') as f:
-            json.dump(skipped, f)
+        # the list of skipped SMILES first: a run that finds the data finds
+        # it too
+        with written_atomically(self.processed_paths[1]) as partial:
+            with open(partial, 'w') as f:
+                json.dump(skipped, f)
+        with written_atomically(self.processed_paths[0]) as partial:
+            self.save(data_list, partial)
 
     def _read_rows(self):
         with open(self.raw_paths[0], newline='') as f:

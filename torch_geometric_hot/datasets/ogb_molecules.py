@@ -33,6 +33,7 @@ import torch
 from torch import Tensor
 from torch_geometric.data import InMemoryDataset
 
+from torch_geometric_hot.datasets.atomic_files import written_atomically
 from torch_geometric_hot.datasets.ogb_layout import (PCQM4MV2_FOLDER,
                                                      SOURCE_FILE,
                                                      MoleculeTable,
@@ -225,8 +226,9 @@ class _Transformed(InMemoryDataset):
         pass
 
     def process(self) -> None:
-        self.save([self.pre_transform(data) for data in self.source],
-                  self.processed_paths[0])
+        with written_atomically(self.processed_paths[0]) as partial:
+            self.save([self.pre_transform(data) for data in self.source],
+                      partial)
 
 
 def _stable_key(obj) -> str:

@@ -1,0 +1,47 @@
+import os
+
+import pytest
+import torch
+from torch_geometric.data import InMemoryDataset
+
+from torch_geometric_hot.datasets import DelaunaySets
+from torch_geometric_hot.datasets.atomic_files import written_atomically
+
+
+def test_the_file_appears_whole_when_the_block_ends(tmp_path):
+    path = tmp_path / 'data.pt'
+    with written_atomically(str(path)) as partial:
+        torch.save(torch.arange(5), partial)
+        assert not path.exists()  # nothing at the path while writing
+    assert torch.equal(torch.load(path), torch.arange(5))
+    assert os.listdir(tmp_path) == ['data.pt']
+
+
+def test_an_interrupted_write_leaves_no_file(tmp_path):
+    path = tmp_path / 'data.pt'
+    with pytest.raises(KeyboardInterrupt):
+        with written_atomically(str(path)) as partial:
+            with open(partial, 'wb') as f:
+                f.write(b'PK\x03\x04 truncated')
+            raise KeyboardInterrupt
+    assert os.listdir(tmp_path) == []
+
+
+def test_dataset_interrupted_while_saving_processes_again(tmp_path,
+                                                          monkeypatch):
+    # a run stopped while writing its processed file must not leave a
+    # truncated file that every later run fails to load
+    pytest.importorskip('scipy')
+    save = InMemoryDataset.save.__func__
+
+    def interrupted(cls, data_list, path):
+        with open(path, 'wb') as f:
+            f.write(b'PK\x03\x04 truncated')
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(DelaunaySets, 'save', classmethod(interrupted))
+    with pytest.raises(KeyboardInterrupt):
+        DelaunaySets(str(tmp_path), 'train', 3, 6, seed=0)
+    monkeypatch.setattr(DelaunaySets, 'save', classmethod(save))
+    dataset = DelaunaySets(str(tmp_path), 'train', 3, 6, seed=0)
+    assert len(dataset) == 3 and dataset[0].num_nodes == 6
