@@ -5,7 +5,8 @@ import torch
 from torch_geometric.data import InMemoryDataset
 
 from torch_geometric_hot.datasets import DelaunaySets
-from torch_geometric_hot.datasets.atomic_files import written_atomically
+from torch_geometric_hot.datasets.atomic_files import held_alone, \
+    written_atomically
 
 
 def test_the_file_appears_whole_when_the_block_ends(tmp_path):
@@ -45,3 +46,27 @@ def test_dataset_interrupted_while_saving_processes_again(tmp_path,
     monkeypatch.setattr(DelaunaySets, 'save', classmethod(save))
     dataset = DelaunaySets(str(tmp_path), 'train', 3, 6, seed=0)
     assert len(dataset) == 3 and dataset[0].num_nodes == 6
+
+
+def _taken(lock_path) -> bool:
+    # whether another holder has the lock (flock locks of two open files
+    # conflict, in one process too)
+    fcntl = pytest.importorskip('fcntl')
+    with open(lock_path, 'a') as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(handle, fcntl.LOCK_UN)
+        return False
+
+
+def test_the_lock_is_held_for_the_block_only(tmp_path):
+    lock = tmp_path / '.data.lock'
+    with held_alone(str(lock)):
+        assert _taken(lock)
+    assert not _taken(lock)
+    with pytest.raises(KeyboardInterrupt):
+        with held_alone(str(lock)):
+            raise KeyboardInterrupt
+    assert not _taken(lock)

@@ -1,6 +1,8 @@
 import gzip
 import json
 import os.path as osp
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -16,6 +18,7 @@ from ogb.utils import smiles2graph  # noqa: E402
 from torch_geometric_hot.datasets import (  # noqa: E402
     load_molecule_benchmark, nci_tpsa_table, ogb_safe_globals,
     read_molecule_csv, scaffold_split, write_offline)
+from torch_geometric_hot.datasets import ogb_molecules  # noqa: E402
 from torch_geometric_hot.transforms import AddSecondOrderView  # noqa: E402
 
 N = 60
@@ -171,3 +174,43 @@ def test_too_few_scaffolds_is_a_clear_error(tmp_path):
     with pytest.raises(ValueError, match='scaffold split.*empty'):
         write_offline('ogbg-molesol', str(tmp_path / 'r'),
                       read_molecule_csv(str(path), 'smiles', ['y']))
+
+
+def test_the_folder_is_prepared_under_the_lock(tmp_path, monkeypatch):
+    fcntl = pytest.importorskip('fcntl')
+    lock = tmp_path / '.ogbg-molesol.lock'
+    held = []
+
+    def open_ogb(*args):
+        # another process's lock attempt meets this one's lock
+        with open(lock, 'a') as handle:
+            with pytest.raises(BlockingIOError):
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        held.append(True)
+        return open_unlocked(*args)
+
+    open_unlocked = ogb_molecules._open_ogb
+    monkeypatch.setattr(ogb_molecules, '_open_ogb', open_ogb)
+    load_molecule_benchmark('ogbg-molesol', str(tmp_path), offline=True,
+                            offline_molecules=N,
+                            pre_transform=AddSecondOrderView())
+    assert held == [True]
+
+
+def test_separate_commands_on_a_cold_root(tmp_path):
+    # started together, the first prepares the folder (OGB processes it
+    # once) and the others load it
+    code = ('import sys; from torch_geometric_hot.datasets import '
+            'load_molecule_benchmark as load; '
+            f'b = load("ogbg-molesol", sys.argv[1], offline=True, '
+            f'offline_molecules={N}); print(len(b.dataset))')
+    runs = [subprocess.Popen([sys.executable, '-c', code, str(tmp_path)],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True) for _ in range(3)]
+    outs = []
+    for run in runs:
+        out, err = run.communicate(timeout=300)
+        assert run.returncode == 0, err
+        assert out.split()[-1] == str(N)
+        outs.append(out)
+    assert sum('Loading necessary files' in out for out in outs) == 1

@@ -1,7 +1,13 @@
-r"""Processed files that are whole or absent."""
+r"""Processed files that are whole or absent, and folders prepared by one
+process at a time."""
 import contextlib
 import os
 from typing import Iterator
+
+try:
+    import fcntl
+except ImportError:  # not a POSIX system
+    fcntl = None
 
 
 @contextlib.contextmanager
@@ -24,3 +30,30 @@ def written_atomically(path: str) -> Iterator[str]:
     finally:
         if os.path.exists(partial):
             os.remove(partial)
+
+
+@contextlib.contextmanager
+def held_alone(lock_path: str) -> Iterator[None]:
+    r"""Runs the block while this process holds the lock file
+    :obj:`lock_path` (created if missing, kept afterwards): a block of
+    another process that holds the same lock file waits until this one
+    ends. Separate commands started together on a cold root thus prepare a
+    dataset folder once, one after the other, instead of each writing and
+    processing into it at the same time. The lock is an advisory POSIX
+    lock (:func:`fcntl.flock`, released when the process ends however it
+    ends); without :mod:`fcntl` (Windows) the block runs unlocked.
+
+    .. code-block:: python
+
+        with held_alone(os.path.join(root, '.ogbg-molhiv.lock')):
+            ...  # write, download or process the folder
+    """
+    if fcntl is None:
+        yield
+        return
+    with open(lock_path, 'a') as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)

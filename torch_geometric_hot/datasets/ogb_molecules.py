@@ -17,12 +17,17 @@ evaluators: any ``ogbg-mol*`` dataset
   (:func:`~torch_geometric_hot.datasets.ogb_layout.nci_tpsa_table`) in the
   dataset's own raw layout, and then read by the same OGB loader;
 * model-specific transforms applied once and cached beside OGB's processed
-  file (one cache per transform), so several models share one download.
+  file (one cache per transform), so several models share one download;
+* one process at a time per dataset and root: the folder is written,
+  downloaded, processed and transformed under a lock file in the root
+  (``.{name}.lock``), so separate commands started together on a cold root
+  wait for one another instead of each writing into the same folder.
 """
 import builtins
 import contextlib
 import hashlib
 import json
+import os
 import os.path as osp
 import re
 import warnings
@@ -33,7 +38,8 @@ import torch
 from torch import Tensor
 from torch_geometric.data import InMemoryDataset
 
-from torch_geometric_hot.datasets.atomic_files import written_atomically
+from torch_geometric_hot.datasets.atomic_files import held_alone, \
+    written_atomically
 from torch_geometric_hot.datasets.ogb_layout import (PCQM4MV2_FOLDER,
                                                      SOURCE_FILE,
                                                      MoleculeTable,
@@ -247,6 +253,23 @@ def _pcqm_split(official: Dict[str, Tensor], seed: int = 0
             'valid': train[perm[:holdout]].sort().values, 'test': test}
 
 
+def _open_ogb(name: str, root: str, folder: str):
+    # OGB's dataset (downloaded and processed as needed), its split and
+    # its evaluator
+    with ogb_safe_globals(), _no_prompts(folder):
+        if name == PCQM4MV2:
+            from ogb.lsc import PCQM4Mv2Evaluator, PygPCQM4Mv2Dataset
+            dataset = PygPCQM4Mv2Dataset(root)
+            return (dataset, _pcqm_split(dataset.get_idx_split()),
+                    PCQM4Mv2Evaluator())
+        from ogb.graphproppred import Evaluator, PygGraphPropPredDataset
+        dataset = PygGraphPropPredDataset(name, root)
+        official = dataset.get_idx_split()
+        return (dataset, {k: torch.as_tensor(official[k]).long()
+                          for k in ('train', 'valid', 'test')},
+                Evaluator(name))
+
+
 def load_molecule_benchmark(name: str, root: str, offline: bool = False,
                             pre_transform: Optional[Callable] = None,
                             transform: Optional[Callable] = None,
@@ -282,35 +305,38 @@ def load_molecule_benchmark(name: str, root: str, offline: bool = False,
     if osp.exists(root) and not osp.isdir(root):
         raise NotADirectoryError(f"'root' must be a folder, got the file "
                                  f"{root!r}")
-    folder = _ogb_folder(name, root)
-    source_path = osp.join(folder, SOURCE_FILE)
-    if offline and not osp.isdir(folder):
-        if offline_table is None:
-            write_offline(name, root, nci_tpsa_table(limit=offline_molecules))
-        else:
-            write_offline(name, root, offline_table, derive_labels=False)
-    elif offline and not osp.isfile(source_path):
-        raise ValueError(f"'root': {folder} holds a dataset this library did "
-                         f"not write; drop 'offline' to use it as it is")
-    if osp.isdir(folder):
-        _check_files(name, folder)
-    with ogb_safe_globals(), _no_prompts(folder):
-        if name == PCQM4MV2:
-            from ogb.lsc import PCQM4Mv2Evaluator, PygPCQM4Mv2Dataset
-            dataset = PygPCQM4Mv2Dataset(root)
-            split = _pcqm_split(dataset.get_idx_split())
-            evaluator = PCQM4Mv2Evaluator()
-            num_tasks, task_type, metric = 1, 'regression', 'mae'
-        else:
-            from ogb.graphproppred import Evaluator, PygGraphPropPredDataset
-            dataset = PygGraphPropPredDataset(name, root)
-            official = dataset.get_idx_split()
-            split = {k: torch.as_tensor(official[k]).long()
-                     for k in ('train', 'valid', 'test')}
-            evaluator = Evaluator(name)
-            num_tasks, metric = int(meta['num tasks']), meta['eval metric']
-            task_type = 'regression' if meta['task type'] == 'regression' \
-                else 'classification'
+    os.makedirs(root, exist_ok=True)
+    # separate commands on one root prepare the folder one at a time
+    with held_alone(osp.join(root, f'.{name}.lock')):
+        folder = _ogb_folder(name, root)
+        source_path = osp.join(folder, SOURCE_FILE)
+        if offline and not osp.isdir(folder):
+            if offline_table is None:
+                write_offline(name, root,
+                              nci_tpsa_table(limit=offline_molecules))
+            else:
+                write_offline(name, root, offline_table, derive_labels=False)
+        elif offline and not osp.isfile(source_path):
+            raise ValueError(f"'root': {folder} holds a dataset this library "
+                             f"did not write; drop 'offline' to use it as it "
+                             f"is")
+        if osp.isdir(folder):
+            _check_files(name, folder)
+        dataset, split, evaluator = _open_ogb(name, root, folder)
+        if pre_transform is not None:
+            with ogb_safe_globals():
+                dataset = _Transformed(
+                    dataset, osp.join(folder, 'processed',
+                                      f'tgh_{_stable_key(pre_transform)}'),
+                    pre_transform, transform)
+        elif transform is not None:
+            dataset.transform = transform
+    if name == PCQM4MV2:
+        num_tasks, task_type, metric = 1, 'regression', 'mae'
+    else:
+        num_tasks, metric = int(meta['num tasks']), meta['eval metric']
+        task_type = 'regression' if meta['task type'] == 'regression' \
+            else 'classification'
 
     def evaluate(y_true: Tensor, y_pred: Tensor) -> float:
         y_true, y_pred = y_true.detach().cpu(), y_pred.detach().cpu()
@@ -321,14 +347,6 @@ def load_molecule_benchmark(name: str, root: str, offline: bool = False,
                                      'y_pred': y_pred.view(-1, num_tasks)
                                      })[metric])
 
-    if pre_transform is not None:
-        with ogb_safe_globals():
-            dataset = _Transformed(
-                dataset, osp.join(folder, 'processed',
-                                  f'tgh_{_stable_key(pre_transform)}'),
-                pre_transform, transform)
-    elif transform is not None:
-        dataset.transform = transform
     source = None
     if osp.isfile(source_path):
         with open(source_path) as f:
