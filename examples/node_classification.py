@@ -34,7 +34,7 @@ Models, full-batch, Adam, the same epochs:
   (as PyG's ``SAGEConv`` with a root weight does). The propagated features
   average every node with its neighbours under one weight, GCN's
   inductive bias; the identifiers carry the positions where the features
-  are noise. With raw features (``--hot-input features``) HOT is 21
+  are noise. With raw features (``--hot-input features``) HOT is 22
   and 32 points below GCN on the two offline graphs, with the default
   input 5 below and 3 above; see ``docs/paper_results.md``.
 
@@ -118,7 +118,8 @@ class Transformer(torch.nn.Module):
                                  node_encoder=encoder, heads=4,
                                  node_id='laplacian',
                                  node_id_dim=args.node_id_dim,
-                                 attention='performer', seb=True,
+                                 attention=args.tokengt_attention,
+                                 seb=not args.no_seb,
                                  sign_flip=args.sign_flip, graph_token=False,
                                  dropout=args.dropout,
                                  attention_dropout=args.dropout)
@@ -336,6 +337,11 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument('--sign-flip', action='store_true',
                         help="TokenGT's random eigenvector sign flips in "
                         'training (off by default, see above)')
+    parser.add_argument('--tokengt-attention', default='performer',
+                        choices=('performer', 'softmax'),
+                        help="TokenGT's attention (default: performer)")
+    parser.add_argument('--no-seb', action='store_true',
+                        help="TokenGT without the special-edge bias")
     parser.add_argument('--weight-decay', type=float, default=5e-4,
                         help='weight decay (default: 0.0005)')
     parser.add_argument('--models', nargs='+', default=list(MODELS),

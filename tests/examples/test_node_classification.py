@@ -50,3 +50,14 @@ def test_smoke_runs_hot_on_its_other_inputs(tmp_path, hot_input, device):
                        device.type, '--out', str(tmp_path)])
     assert 0.0 <= out['summary']['KarateClub']['HOT'] <= 1.0
     assert out['config']['hot_input'] == hot_input
+
+
+@pytest.mark.parametrize('flags,attention,seb', [
+    ([], 'performer', True),
+    (['--tokengt-attention', 'softmax', '--no-seb'], 'softmax', False),
+])
+def test_tokengt_variants_from_the_command_line(flags, attention, seb):
+    module = load()
+    args = module.parse_args(flags)
+    text = repr(module.Transformer('TokenGT', 34, args.hidden, 4, args).model)
+    assert f"attention='{attention}'" in text and f'seb={seb}' in text

@@ -1,0 +1,33 @@
+import pytest
+import torch
+
+from torch_geometric_hot.data import PairView
+from torch_geometric_hot.nn import PairEncoder
+from torch_geometric_hot.testing import edge_case_graphs
+
+
+def test_features_enter_the_pair_view_encoded(device):
+    torch.manual_seed(0)
+    node = torch.nn.Linear(4, 8).to(device, torch.float64)
+    edge = torch.nn.Linear(2, 8).to(device, torch.float64)
+    encoder = PairEncoder(8, node, edge)
+    for data in edge_case_graphs(edge_dim=2, device=device):
+        view = PairView.from_data(data)
+        out = encoder(data.x, data.edge_attr, view)
+        expected = view.lift(node(data.x), edge(data.edge_attr))
+        assert torch.equal(out, expected)
+    assert torch.equal(PairEncoder(8, node, order=1)(data.x), node(data.x))
+    assert repr(encoder) == 'PairEncoder(8, order=2)'
+
+
+def test_bad_input_names_what_was_expected():
+    with pytest.raises(ValueError, match="'order' must be 1 or 2"):
+        PairEncoder(8, order=3)
+    x = torch.randn(3, 8)
+    with pytest.raises(ValueError, match="'view' is required"):
+        PairEncoder(8)(x)
+    with pytest.raises(ValueError, match="'x' .* dtype torch.int64"):
+        PairEncoder(8)(torch.zeros(3, 2, dtype=torch.long))
+    with pytest.raises(ValueError, match=r"after its encoder must have "
+                       r"shape \[\*, 8\]"):
+        PairEncoder(8, torch.nn.Linear(8, 4))(x)
