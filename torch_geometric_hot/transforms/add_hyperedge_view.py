@@ -9,7 +9,8 @@ from torch_geometric.transforms import BaseTransform
 from torch_geometric_hot.data.pair_view import check_edge_index
 from torch_geometric_hot.ops.validation import (check_size,
                                                 current_size_limit)
-from torch_geometric_hot.transforms.data_device import data_device
+from torch_geometric_hot.transforms.data_device import data_device, \
+    edge_index_or_empty
 
 
 def k_cliques(edge_index: torch.Tensor, num_nodes: int,
@@ -84,7 +85,7 @@ class AddHyperedgeView(BaseTransform):
     def _positives(self, data: Data, n: int) -> Set[Tuple[int, ...]]:
         given = getattr(data, self.source, None)
         if given is None:
-            return k_cliques(data.edge_index, n, self.k)
+            return k_cliques(edge_index_or_empty(data), n, self.k)
         if given.dim() != 2 or given.size(0) != self.k:
             raise ValueError(f"'{self.source}' must have shape "
                              f"[{self.k}, num_hyperedges], got "
@@ -94,7 +95,7 @@ class AddHyperedgeView(BaseTransform):
 
     def forward(self, data: Data) -> Data:
         n = data.num_nodes
-        check_edge_index(data.edge_index, n)
+        check_edge_index(edge_index_or_empty(data), n)
         positives = self._positives(data, n)
         if any(len(set(p)) != self.k for p in positives):
             raise ValueError(f"'{self.source}' columns must hold "

@@ -4,6 +4,7 @@ from torch_geometric.transforms import BaseTransform
 
 from torch_geometric_hot.ops.node_identifiers import (check_dim,
                                                       laplacian_node_ids)
+from torch_geometric_hot.transforms.data_device import edge_index_or_empty
 
 
 class AddLaplacianNodeId(BaseTransform):
@@ -43,8 +44,8 @@ class AddLaplacianNodeId(BaseTransform):
         self.dense_threshold = dense_threshold
 
     def forward(self, data: Data) -> Data:
-        ids = laplacian_node_ids(data.edge_index, data.num_nodes, self.k,
-                                 self.dense_threshold)
+        ids = laplacian_node_ids(edge_index_or_empty(data), data.num_nodes,
+                                 self.k, self.dense_threshold)
         data[self.attr_name] = ids
         return data
 

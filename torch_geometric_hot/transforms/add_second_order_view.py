@@ -4,6 +4,8 @@ from torch_geometric.data.datapipes import functional_transform
 from torch_geometric.transforms import BaseTransform
 
 from torch_geometric_hot.data.pair_view import PairView, build_pair_index
+from torch_geometric_hot.transforms.data_device import \
+    edge_index_or_empty
 
 
 @functional_transform('add_second_order_view')
@@ -29,7 +31,8 @@ class AddSecondOrderView(BaseTransform):
       :math:`[0 \,\|\, e_{ij}]` on edges (duplicates averaged, self-loop
       features on the diagonal's edge channels).
 
-    Self-loops are not off-diagonal entries; duplicate edges are merged.
+    Self-loops are not off-diagonal entries; duplicate edges are merged; a
+    graph without :obj:`edge_index` has no edges.
     Building costs :math:`O((n+m) \log(n+m))` (one sort and one
     :obj:`searchsorted`).
 
@@ -59,7 +62,7 @@ class AddSecondOrderView(BaseTransform):
         if num_nodes is None:
             raise ValueError("AddSecondOrderView needs 'num_nodes' (or 'x')")
         pair_index, transpose, edge_entry = build_pair_index(
-            data.edge_index, num_nodes)
+            edge_index_or_empty(data), num_nodes)
         data.pair_index = pair_index
         data.pair_transpose = transpose
         if self.pair_x:

@@ -7,7 +7,8 @@ from torch_geometric.transforms import BaseTransform
 from torch_geometric_hot.data.simplex_candidates import (dense_simplices,
                                                          neighbour_simplices,
                                                          walk_simplices)
-from torch_geometric_hot.transforms.data_device import data_device
+from torch_geometric_hot.transforms.data_device import data_device, \
+    edge_index_or_empty
 
 GENERATORS = ('dense', 'neighbours', 'walks')
 
@@ -49,7 +50,8 @@ class AddSimplexView(BaseTransform):
         else:
             generate = (neighbour_simplices if self.candidates
                         == 'neighbours' else walk_simplices)
-            data.simplex_index = generate(data.edge_index, n, self.order,
+            data.simplex_index = generate(edge_index_or_empty(data), n,
+                                          self.order,
                                           self.include_self)
         return data
 
