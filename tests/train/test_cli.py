@@ -165,6 +165,12 @@ def test_clear_errors(root, tmp_path, capsys):
     with pytest.raises(SystemExit):
         main(['--model', 'hot-fast', *BASE])
     assert 'unknown model' in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(['--lr', '0', *BASE])
+    assert "argument --lr: must be > 0, got 0.0" in capsys.readouterr().err
+    if not torch.cuda.is_available():
+        with pytest.raises(SystemExit, match="'--device cuda'.*no CUDA"):
+            main(['--root', root, '--device', 'cuda', *BASE])
 
 
 def test_without_out_nothing_is_written(root, tmp_path, monkeypatch):

@@ -57,6 +57,13 @@ def _positive(text: str) -> int:
     return value
 
 
+def _positive_float(text: str) -> float:
+    value = float(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f'must be > 0, got {value}')
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     r"""The command's argument parser (``--help`` lists every option and
     model)."""
@@ -107,7 +114,7 @@ def build_parser() -> argparse.ArgumentParser:
     model.add_argument('--batch-size', type=_positive, default=128,
                        help='molecules per batch and process (default: '
                        '%(default)s)')
-    model.add_argument('--lr', type=float, default=1e-3,
+    model.add_argument('--lr', type=_positive_float, default=1e-3,
                        help='Adam learning rate, cosine-annealed over the '
                        'epochs (default: %(default)s)')
     model.add_argument('--seed', type=_seeds, default=[0],
@@ -177,13 +184,18 @@ def main(argv: Optional[List[str]] = None) -> List[Dict]:
 
     from torch_geometric_hot.datasets import benchmark_name
     from torch_geometric_hot.train import checkpoint, report
-    from torch_geometric_hot.train.distributed import setup, teardown
+    from torch_geometric_hot.train.distributed import (resolve_device,
+                                                       setup, teardown)
     from torch_geometric_hot.train.trainer import (CURVE_FILE, Run,
                                                    run_name)
     try:  # a clear error before any work
         benchmark_name(args.dataset)
     except ValueError as error:
         raise SystemExit(f"'--dataset': {error}") from None
+    try:
+        resolve_device(args.device)
+    except ValueError as error:  # '--device cuda' without a GPU
+        raise SystemExit(str(error)) from None
     if args.threads is not None:
         torch.set_num_threads(args.threads)
     state = checkpoint.load(args.resume) if args.resume else None
