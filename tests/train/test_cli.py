@@ -177,3 +177,22 @@ def test_without_out_nothing_is_written(root, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     main(['--root', root, '--dataset', 'pcqm4mv2', '--model', 'gin', *BASE])
     assert list(tmp_path.iterdir()) == []
+
+
+def test_commands_sharing_out_report_every_run_of_their_settings(root,
+                                                                 tmp_path):
+    # a model list split over several commands, one --out: the table holds
+    # every run of the same settings, this command's models first
+    run_cli(root, tmp_path, '--dataset', 'pcqm4mv2', '--model', 'gin')
+    run_cli(root, tmp_path, '--dataset', 'pcqm4mv2', '--model', 'mlp',
+            '--seed', '1,0')
+    runs = json.loads((tmp_path / 'results.json').read_text())
+    assert [(r['model'], r['seed']) for r in runs] == [
+        ('mlp', 0), ('mlp', 1), ('gin', 0)]
+    table = (tmp_path / 'results.md').read_text()
+    assert '| mlp |' in table and '| gin |' in table
+    # other settings: the runs left from the earlier ones are not theirs
+    run_cli(root, tmp_path, '--dataset', 'pcqm4mv2', '--model', 'gin',
+            '--lr', '0.01')
+    runs = json.loads((tmp_path / 'results.json').read_text())
+    assert [(r['model'], r['config']['lr']) for r in runs] == [('gin', 0.01)]

@@ -234,22 +234,34 @@ def main(argv: Optional[List[str]] = None) -> List[Dict]:
     return summaries
 
 
-def _report(args, summaries: List[Dict], report) -> None:
-    table = report.results_table(summaries)
+def _print_table(summaries: List[Dict], report) -> None:
     print(f"\n{summaries[0]['dataset']}: test {summaries[0]['metric']} at "
-          f"the best validation epoch\n{table}")
+          f"the best validation epoch\n{report.results_table(summaries)}")
+
+
+def _report(args, summaries: List[Dict], report) -> None:
+    from torch_geometric_hot.datasets.atomic_files import held_alone
+    from torch_geometric_hot.train.trainer import SUMMARY_FILE
     if args.out is None or args.resume:
+        _print_table(summaries, report)
         return
     os.makedirs(args.out, exist_ok=True)
-    with open(osp.join(args.out, 'results.md'), 'w') as f:
-        f.write(table + '\n')
-    with open(osp.join(args.out, 'results.json'), 'w') as f:
-        json.dump(summaries, f, indent=1)
-    histories = {model: [report.read_history(osp.join(
-        args.out, f"{model}_seed{r['seed']}")) for r in runs]
-                 for model, runs in report.by_model(summaries).items()}
-    report.plot_models(histories, summaries[0]['metric'],
-                       osp.join(args.out, 'curves.png'),
-                       f"{summaries[0]['dataset']}: mean over seeds")
+    # other commands may report into the same folder at the same time
+    with held_alone(osp.join(args.out, '.results.lock')):
+        runs = report.runs_like(args.out, summaries, SUMMARY_FILE)
+        _print_table(runs, report)
+        if len(runs) > len(summaries):
+            print(f'(with {len(runs) - len(summaries)} run(s) of other '
+                  f'commands with these settings in {args.out})')
+        with open(osp.join(args.out, 'results.md'), 'w') as f:
+            f.write(report.results_table(runs) + '\n')
+        with open(osp.join(args.out, 'results.json'), 'w') as f:
+            json.dump(runs, f, indent=1)
+        histories = {model: [report.read_history(osp.join(
+            args.out, f"{model}_seed{r['seed']}")) for r in group]
+                     for model, group in report.by_model(runs).items()}
+        report.plot_models(histories, runs[0]['metric'],
+                           osp.join(args.out, 'curves.png'),
+                           f"{runs[0]['dataset']}: mean over seeds")
     print(f"wrote {osp.join(args.out, 'results.md')} and "
           f"{osp.join(args.out, 'curves.png')}")

@@ -1,6 +1,7 @@
 r"""Tables and learning curves of finished runs."""
 import json
 import math
+import os
 import os.path as osp
 from collections import OrderedDict
 from typing import Dict, List, Sequence
@@ -22,6 +23,36 @@ def by_model(summaries: List[Dict]) -> Dict[str, List[Dict]]:
     for s in summaries:
         groups.setdefault(s['model'], []).append(s)
     return groups
+
+
+def _settings(summary: Dict) -> Dict:
+    # what defines a run but its model and seed
+    return {k: v for k, v in summary['config'].items()
+            if k not in ('model', 'seed')}
+
+
+def runs_like(folder: str, summaries: List[Dict],
+              summary_file: str) -> List[Dict]:
+    r""":obj:`summaries` and the finished runs of other commands in
+    :obj:`folder` (each subfolder's :obj:`summary_file`) on the same dataset
+    with the same settings but model and seed: models in the order of
+    :obj:`summaries`, then of the subfolders' names; seeds in order."""
+    key = (summaries[0]['dataset'], _settings(summaries[0]))
+    own = {(s['model'], s['seed']) for s in summaries}
+    others = []
+    for name in sorted(os.listdir(folder)):
+        path = osp.join(folder, name, summary_file)
+        if not osp.isfile(path):
+            continue
+        with open(path) as f:
+            summary = json.load(f)
+        if 'config' in summary and (summary['dataset'],
+                                    _settings(summary)) == key and \
+                (summary['model'], summary['seed']) not in own:
+            others.append(summary)
+    runs = summaries + others
+    order = list(by_model(runs))
+    return sorted(runs, key=lambda s: (order.index(s['model']), s['seed']))
 
 
 def results_table(summaries: List[Dict]) -> str:

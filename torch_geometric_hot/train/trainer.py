@@ -20,6 +20,7 @@ from torch_geometric.loader import DataLoader
 from torch_geometric_hot.datasets import (MoleculeBenchmark,
                                           load_molecule_benchmark,
                                           read_molecule_csv)
+from torch_geometric_hot.datasets.atomic_files import written_atomically
 from torch_geometric_hot.train import checkpoint
 from torch_geometric_hot.train.distributed import (Context, agree, barrier,
                                                    gather, sync_buffers)
@@ -328,8 +329,10 @@ class Run:
                'config': {k: self.config[k] for k in
                           checkpoint.RUN_ARGUMENTS}}
         if self.run_dir is not None and self.ctx.is_main:
-            with open(osp.join(self.run_dir, SUMMARY_FILE), 'w') as f:
-                json.dump(out, f, indent=1)
+            with written_atomically(osp.join(self.run_dir,
+                                             SUMMARY_FILE)) as partial:
+                with open(partial, 'w') as f:
+                    json.dump(out, f, indent=1)
         return out
 
     def mean_predictor(self) -> float:
