@@ -1,3 +1,4 @@
+import errno
 import os
 
 import pytest
@@ -70,3 +71,22 @@ def test_the_lock_is_held_for_the_block_only(tmp_path):
         with held_alone(str(lock)):
             raise KeyboardInterrupt
     assert not _taken(lock)
+
+
+def test_a_folder_that_cannot_hold_the_lock_runs_unlocked(
+        tmp_path, monkeypatch):
+    # a read-only dataset folder still loads; a missing one is an error
+    from torch_geometric_hot.datasets import atomic_files
+
+    def read_only(path, mode='r'):
+        raise PermissionError(errno.EACCES, 'Permission denied', path)
+
+    monkeypatch.setattr(atomic_files, 'open', read_only, raising=False)
+    ran = []
+    with held_alone(str(tmp_path / '.data.lock')):
+        ran.append(True)
+    assert ran == [True]
+    monkeypatch.undo()
+    with pytest.raises(FileNotFoundError):
+        with held_alone(str(tmp_path / 'missing' / '.data.lock')):
+            pass

@@ -1,6 +1,7 @@
 r"""Processed files that are whole or absent, and folders prepared by one
 process at a time."""
 import contextlib
+import errno
 import os
 from typing import Iterator
 
@@ -41,17 +42,25 @@ def held_alone(lock_path: str) -> Iterator[None]:
     dataset folder once, one after the other, instead of each writing and
     processing into it at the same time. The lock is an advisory POSIX
     lock (:func:`fcntl.flock`, released when the process ends however it
-    ends); without :mod:`fcntl` (Windows) the block runs unlocked.
+    ends). The block runs unlocked without :mod:`fcntl` (Windows) and where
+    the lock file cannot be created (a read-only dataset folder: there is
+    nothing to prepare there that another process could race).
 
     .. code-block:: python
 
         with held_alone(os.path.join(root, '.ogbg-molhiv.lock')):
             ...  # write, download or process the folder
     """
-    if fcntl is None:
+    try:
+        handle = open(lock_path, 'a') if fcntl is not None else None
+    except OSError as error:
+        if error.errno not in (errno.EACCES, errno.EPERM, errno.EROFS):
+            raise
+        handle = None
+    if handle is None:
         yield
         return
-    with open(lock_path, 'a') as handle:
+    with handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         try:
             yield
