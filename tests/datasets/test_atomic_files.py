@@ -90,3 +90,16 @@ def test_a_folder_that_cannot_hold_the_lock_runs_unlocked(
     with pytest.raises(FileNotFoundError):
         with held_alone(str(tmp_path / 'missing' / '.data.lock')):
             pass
+
+
+def test_a_file_system_without_locks_runs_unlocked(tmp_path, monkeypatch):
+    fcntl = pytest.importorskip('fcntl')
+
+    def no_locks(handle, operation):
+        raise OSError(errno.ENOLCK, 'No locks available')
+
+    monkeypatch.setattr(fcntl, 'flock', no_locks)
+    ran = []
+    with held_alone(str(tmp_path / '.data.lock')):
+        ran.append(True)
+    assert ran == [True]

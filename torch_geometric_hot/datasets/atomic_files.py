@@ -10,6 +10,11 @@ try:
 except ImportError:  # not a POSIX system
     fcntl = None
 
+# errors that mean "no lock here": a folder this process may not write to,
+# or a file system without locks (some network file systems)
+_CANNOT_LOCK = (errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOLCK,
+                errno.EOPNOTSUPP)
+
 
 @contextlib.contextmanager
 def written_atomically(path: str) -> Iterator[str]:
@@ -42,9 +47,10 @@ def held_alone(lock_path: str) -> Iterator[None]:
     dataset folder once, one after the other, instead of each writing and
     processing into it at the same time. The lock is an advisory POSIX
     lock (:func:`fcntl.flock`, released when the process ends however it
-    ends). The block runs unlocked without :mod:`fcntl` (Windows) and where
+    ends). The block runs unlocked without :mod:`fcntl` (Windows), where
     the lock file cannot be created (a read-only dataset folder: there is
-    nothing to prepare there that another process could race).
+    nothing to prepare there that another process could race) and on file
+    systems without locks.
 
     .. code-block:: python
 
@@ -54,15 +60,22 @@ def held_alone(lock_path: str) -> Iterator[None]:
     try:
         handle = open(lock_path, 'a') if fcntl is not None else None
     except OSError as error:
-        if error.errno not in (errno.EACCES, errno.EPERM, errno.EROFS):
+        if error.errno not in _CANNOT_LOCK:
             raise
         handle = None
     if handle is None:
         yield
         return
     with handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            locked = True
+        except OSError as error:  # a file system without locks
+            if error.errno not in _CANNOT_LOCK:
+                raise
+            locked = False
         try:
             yield
         finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+            if locked:
+                fcntl.flock(handle, fcntl.LOCK_UN)
