@@ -57,25 +57,13 @@ def held_alone(lock_path: str) -> Iterator[None]:
         with held_alone(os.path.join(root, '.ogbg-molhiv.lock')):
             ...  # write, download or process the folder
     """
-    try:
-        handle = open(lock_path, 'a') if fcntl is not None else None
-    except OSError as error:
-        if error.errno not in _CANNOT_LOCK:
-            raise
-        handle = None
-    if handle is None:
+    with contextlib.ExitStack() as stack:
+        if fcntl is not None:
+            try:
+                handle = stack.enter_context(open(lock_path, 'a'))
+                fcntl.flock(handle, fcntl.LOCK_EX)
+                stack.callback(fcntl.flock, handle, fcntl.LOCK_UN)
+            except OSError as error:
+                if error.errno not in _CANNOT_LOCK:
+                    raise
         yield
-        return
-    with handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX)
-            locked = True
-        except OSError as error:  # a file system without locks
-            if error.errno not in _CANNOT_LOCK:
-                raise
-            locked = False
-        try:
-            yield
-        finally:
-            if locked:
-                fcntl.flock(handle, fcntl.LOCK_UN)
