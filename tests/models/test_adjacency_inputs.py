@@ -12,7 +12,8 @@ from torch_geometric.utils import (sort_edge_index, to_torch_coo_tensor,
 
 from torch_geometric_hot.data import resolve_adjacency
 from torch_geometric_hot.models import (HOTGraphModel, HOTNodeModel,
-                                        HOTSetToGraph, InvariantMLP, TokenGT)
+                                        HOTSetToGraph, HybridGPS,
+                                        InvariantMLP, TokenGT)
 from torch_geometric_hot.nn import HOTNodeConv
 from torch_geometric_hot.testing import random_graph
 
@@ -43,12 +44,17 @@ def build(name: str) -> torch.nn.Module:
                                          node_id='laplacian'),
         'TokenGT-edge': lambda: TokenGT(F, 8, 2, 1, task='edge', heads=2,
                                         edge_dim=D, node_id='orf', seed=1),
+        'HybridGPS-hot': lambda: HybridGPS(8, 2, 2, 'hot', heads=2,
+                                           task='node', **enc),
+        'HybridGPS-tokengt': lambda: HybridGPS(8, 2, 2, 'tokengt', heads=2,
+                                               **enc),
     }
     return models[name]().double().eval()
 
 
 NAMES = ['HOTNodeConv', 'HOTGraphModel', 'HOTNodeModel-kernel',
-         'InvariantMLP', 'TokenGT-graph', 'TokenGT-edge']
+         'InvariantMLP', 'TokenGT-graph', 'TokenGT-edge', 'HybridGPS-hot',
+         'HybridGPS-tokengt']
 
 
 def transposed(data: Data, sort_by_row: bool = True):
