@@ -23,12 +23,6 @@ from torch_geometric_hot.ops.plan_cache import view_plan
 from torch_geometric_hot.ops.size_buckets import BUCKET_RATIO, Slots, \
     bucket_plan, bucket_slots
 
-#: Largest ratio of graph sizes within one bucket on devices other than the
-#: CPU (GPUs), where each bucket's operations are kernel launches that cost
-#: more than the padding of coarser buckets; on the CPU the ratio is
-#: :data:`~torch_geometric_hot.ops.size_buckets.BUCKET_RATIO`.
-LAUNCH_BOUND_BUCKET_RATIO = 8.0
-
 
 class PackedLayout(NamedTuple):
     r"""The bucketed dense layout of the rows of a batch
@@ -39,9 +33,11 @@ class PackedLayout(NamedTuple):
         slots (dict): The :class:`~torch_geometric_hot.ops.size_buckets.Slots`
             of every kind of row (``'node'``, ``'graph'``, and ``'off'`` for
             pair entries).
+        ratio (float): Largest ratio of graph sizes within one bucket.
     """
     counts: List[int]
     slots: Dict[str, Slots]
+    ratio: float = BUCKET_RATIO
 
     def blocks(self, x: Tensor, kind: str) -> List[Tensor]:
         r"""Packed rows :obj:`[S, *]` of :obj:`kind` as one block
@@ -49,20 +45,20 @@ class PackedLayout(NamedTuple):
         return size_buckets.blocks(x, self.counts, self.slots[kind].widths)
 
 
-def packed_layout(view, pairs: bool) -> PackedLayout:
+def packed_layout(view, pairs: bool,
+                  ratio: float = BUCKET_RATIO) -> PackedLayout:
     r"""The bucketed dense layout of a batch, its graphs bucketed by their
-    nodes (plus off-diagonal entries when :obj:`pairs`), coarser off the
-    CPU (:data:`LAUNCH_BOUND_BUCKET_RATIO`).
+    nodes (plus off-diagonal entries when :obj:`pairs`).
 
     Args:
         view: :class:`~torch_geometric_hot.data.PairView` (needed when
             :obj:`pairs`) or :class:`~torch_geometric_hot.data.NodeView`.
         pairs (bool): Pack the off-diagonal pair entries too.
+        ratio (float): Largest ratio of graph sizes within one bucket
+            (:func:`~torch_geometric_hot.ops.size_buckets.bucket_bounds`).
     """
     nodes = view.nodes_per_graph
     edges = view.edges_per_graph if pairs else torch.zeros_like(nodes)
-    ratio = BUCKET_RATIO if nodes.device.type == 'cpu' else \
-        LAUNCH_BOUND_BUCKET_RATIO
     order, bounds, (_, sorted_nodes, sorted_edges) = bucket_plan(
         nodes + edges, ratio, nodes, edges)
     ranges = list(zip(bounds[:-1], bounds[1:]))
@@ -80,10 +76,11 @@ def packed_layout(view, pairs: bool) -> PackedLayout:
         slots['off'] = bucket_slots(view.off_batch, num_graphs, order,
                                     counts, [max(sorted_edges[s:e])
                                              for s, e in ranges])
-    return PackedLayout(counts, slots)
+    return PackedLayout(counts, slots, ratio)
 
 
-def cached_layout(view, pairs: bool) -> PackedLayout:
+def cached_layout(view, pairs: bool,
+                  ratio: float = BUCKET_RATIO) -> PackedLayout:
     r""":func:`packed_layout`, kept with the view when it keeps plans."""
-    return view_plan(view, ('packed_layout', pairs),
-                     lambda: packed_layout(view, pairs))
+    return view_plan(view, ('packed_layout', pairs, ratio),
+                     lambda: packed_layout(view, pairs, ratio))
