@@ -346,7 +346,7 @@ def main(argv: Optional[List[str]] = None) -> List[Dict]:
                           f'{run.bench.name} ({len(run.bench.dataset):,} '
                           f'molecules, metric {run.bench.metric}); '
                           f'{run.total_steps:,} steps of '
-                          f'{args.batch_size * args.accumulate * ctx.world_size:,} '
+                          f'{run.recipe()["effective_batch_size"]:,} '
                           f'molecules', flush=True)
                 summary = run.fit()
                 if ctx.distributed:

@@ -320,8 +320,9 @@ class Run:
         r"""Continues from a checkpoint of the same run (with
         ``--extend``, one whose length differs: its schedule is this run's,
         from the step reached)."""
-        extend = checkpoint.check_same_run(state['args'], self.config,
-                                           self.args.extend)
+        checkpoint.check_same_run(state['args'], self.config,
+                                  self.args.extend)
+        extend = self.args.extend
         self.model.load_state_dict(state['model'])
         self.optimizer.load_state_dict(state['optimizer'])
         self.scheduler.load_state_dict(state['scheduler'])
