@@ -86,8 +86,9 @@ PRESETS: Dict[str, Preset] = {
              weight_decay=0.0, warmup_steps=_steps(10, 256),
              schedule='cosine', epochs=150, max_steps=None, grad_clip=1.0),
         dict(conv='gatedgcn', attention_dropout=0.1, head_layers=2),
-        19.4, 'GraphGPS (Rampasek et al. 2022), Table 4 and its published '
-        'configs/GPS/pcqm4m-GPSmedium+RWSE.yaml (without RWSE)'),
+        19.4, 'GraphGPS (Rampasek et al. 2022), its PCQM4Mv2 table and '
+        'published configs/GPS/pcqm4m-GPSmedium+RWSE.yaml (without '
+        'RWSE)'),
     'gin-vn': Preset(
         "OGB-LSC's GIN-virtual baseline on PCQM4Mv2: 5 x 600, OGB's "
         'virtual node, sum pooling, Adam 1e-3, x0.25 every 30 of 100 '
