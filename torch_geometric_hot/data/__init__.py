@@ -13,3 +13,6 @@ from torch_geometric_hot.data.simplex_candidates import (
     dense_simplices, neighbour_simplices, walk_simplices)
 
 __all__ += ['dense_simplices', 'neighbour_simplices', 'walk_simplices']
+from torch_geometric_hot.data.adjacency import resolve_adjacency
+
+__all__ += ['resolve_adjacency']

@@ -102,7 +102,8 @@ def load(run_dir: str) -> Dict:
 #: refused.
 RUN_ARGUMENTS = ('dataset', 'model', 'hidden', 'layers', 'heads',
                  'node_id_dim', 'dropout', 'lr', 'batch_size', 'epochs',
-                 'seed', 'smoke', 'offline_molecules', 'csv',
+                 'seed', 'smoke', 'offline_molecules', 'offline_target',
+                 'csv',
                  'target_columns', 'preset', 'model_options', 'optimizer',
                  'betas', 'weight_decay', 'schedule', 'warmup_steps',
                  'max_steps', 'grad_clip', 'accumulate', 'precision', 'loss')

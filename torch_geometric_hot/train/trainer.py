@@ -165,7 +165,8 @@ class Run:
         return load_molecule_benchmark(
             args.dataset, args.root, offline=args.offline,
             pre_transform=self.spec.pre_transform,
-            offline_molecules=args.offline_molecules, offline_table=table)
+            offline_molecules=args.offline_molecules, offline_table=table,
+            offline_target=getattr(args, 'offline_target', 'tpsa'))
 
     def _indices(self, part: str) -> Tensor:
         index = self.bench.split[part]
@@ -410,6 +411,7 @@ class Run:
                'seed': self.seed, 'metric': self.bench.metric,
                'higher_is_better': self.bench.higher_is_better,
                'epochs': len(self.history), 'best_epoch': best['epoch'],
+               'final_loss': self.history[-1]['loss'],
                'valid': best['valid'], 'test': best['test'],
                'mean_predictor_test': mean_pred,
                'parameters': self.num_parameters,
