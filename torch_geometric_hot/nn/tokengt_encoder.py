@@ -77,7 +77,12 @@ class TokenGTEncoder(torch.nn.Module):
         eigvec_dropout (float, optional): Laplacian eigenvector dropout
             (training only). (default: :obj:`0.`)
         sign_flip (bool, optional): Random Laplacian sign flips (training
-            only). (default: :obj:`True`)
+            only), the paper's regulariser. Off by default: the identifiers
+            already have a deterministic sign (largest entry positive, see
+            :class:`~torch_geometric_hot.transforms.AddLaplacianNodeId`),
+            and on small molecule sets the flips keep TokenGT from fitting
+            structure-dependent targets (the ablation in the documentation's
+            results page). (default: :obj:`False`)
         seb (bool, optional): Sparse equivariant basis after every block.
             (default: :obj:`False`)
         ffn_channels (int, optional): Feed-forward width.
@@ -87,6 +92,9 @@ class TokenGTEncoder(torch.nn.Module):
         hyperedge_dim (int, optional): Hyperedge feature width.
         seed (int, optional): Seed of on-the-fly node identifiers and of
             the Performer projections. (default: :obj:`None`)
+        node_id_scale (float, optional): Factor on the identifiers in the
+            token projection (see :class:`TokenGTEmbedding`).
+            (default: :math:`\sqrt{d_p}`)
 
     Shapes:
         - **input:** node features :math:`(n, C)`, edge indices
@@ -106,11 +114,12 @@ class TokenGTEncoder(torch.nn.Module):
                  num_features: Optional[int] = None,
                  redraw_interval: Optional[int] = None, dropout: float = 0.0,
                  attention_dropout: float = 0.0, drop_path: float = 0.0,
-                 eigvec_dropout: float = 0.0, sign_flip: bool = True,
+                 eigvec_dropout: float = 0.0, sign_flip: bool = False,
                  seb: bool = False, ffn_channels: Optional[int] = None,
                  hyperedge_order: Optional[int] = None,
                  hyperedge_dim: Optional[int] = None,
-                 seed: Optional[int] = None) -> None:
+                 seed: Optional[int] = None,
+                 node_id_scale: Optional[float] = None) -> None:
         super().__init__()
         check_dim(num_layers, 'num_layers')
         self.in_channels = in_channels
@@ -122,7 +131,7 @@ class TokenGTEncoder(torch.nn.Module):
         self.embedding = TokenGTEmbedding(
             in_channels, hidden_channels, edge_dim, node_id, node_id_dim,
             type_id, graph_token, eigvec_dropout, sign_flip, hyperedge_order,
-            hyperedge_dim, seed)
+            hyperedge_dim, seed, node_id_scale)
         self.layers = ModuleList([
             TokenGTLayer(
                 hidden_channels, heads, ffn_channels, dropout,

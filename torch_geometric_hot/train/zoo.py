@@ -207,7 +207,8 @@ def _hot(attention: str):
 
 #: TokenGT options a preset may set (besides ``ffn_ratio``, the
 #: feed-forward width over the token width, and ``feature_vocabulary``).
-TOKENGT_OPTIONS = ('attention_dropout', 'drop_path', 'eigvec_dropout')
+TOKENGT_OPTIONS = ('attention_dropout', 'drop_path', 'eigvec_dropout',
+                   'sign_flip', 'node_id_scale')
 
 
 def _tokengt(node_id: str, attention: str):
