@@ -162,16 +162,21 @@ def _categorical(width: int):
 
 class PairModel(torch.nn.Module):
     r"""A model of the pair view called as a user does:
-    ``model(x, edge_index, edge_attr, batch, view=PairView.from_data(b))``."""
+    ``model(x, edge_index, edge_attr, batch, view=view)`` with the view the
+    loader built (``batch.pair_view``, :class:`~torch_geometric_hot.data.\
+    PlannedLoader`), else ``PairView.from_data(batch)``."""
     def __init__(self, model: torch.nn.Module):
         super().__init__()
         self.model = model
 
     def forward(self, batch) -> Tensor:
         from torch_geometric_hot.data import PairView
+        view = getattr(batch, 'pair_view', None)
+        if view is None:
+            view = PairView.from_data(batch)
         return self.model(batch.x, batch.edge_index, batch.edge_attr,
                           batch.batch, num_graphs=batch.num_graphs,
-                          view=PairView.from_data(batch))
+                          view=view)
 
 
 class TokenModel(torch.nn.Module):

@@ -51,6 +51,7 @@ from torch_geometric_hot.ops.basis import EquivariantClass
 from torch_geometric_hot.ops.equivariant import Target
 from torch_geometric_hot.ops.higher_order_attention import SummaryKeys, \
     exclusion_ids, softmax_class_output
+from torch_geometric_hot.ops.layout_device import layout_device
 from torch_geometric_hot.ops.native import applies as native_applies
 from torch_geometric_hot.ops.packed_layout import PackedLayout, \
     cached_layout
@@ -208,7 +209,7 @@ def _packed(attention: str, classes, targets, view, in_order: int,
     r"""The classes of :func:`_on_blocks` on the packed layout, into
     :obj:`outs`: per output part and key kind, one score block per bucket
     and one batched product for all of its classes."""
-    device = keys.device.type
+    device = layout_device(keys)
     groups = [_key_kind_groups(part, attention, device) for part in classes]
     if not any(groups):
         return
@@ -304,7 +305,7 @@ def _sparse(attention: str, classes, targets, view, in_order: int,
     r"""The other classes (softmax attention's local ones, on the devices of
     :data:`SPARSE_LOCAL_SOFTMAX`) on the sparse operations, into
     :obj:`outs`."""
-    device = keys.device.type
+    device = layout_device(keys)
     local = [[c for c, cls in enumerate(part)
               if not _on_blocks(cls, attention, device)] for part in classes]
     parts = [p for p, members in enumerate(local) if members]

@@ -19,6 +19,7 @@ import torch
 from torch import Tensor
 
 from torch_geometric_hot.ops import size_buckets
+from torch_geometric_hot.ops.layout_device import layout_device
 from torch_geometric_hot.ops.plan_cache import view_plan
 from torch_geometric_hot.ops.size_buckets import BUCKET_RATIO, Slots, \
     bucket_plan, bucket_slots
@@ -61,7 +62,7 @@ def packed_layout(view, pairs: bool) -> PackedLayout:
     """
     nodes = view.nodes_per_graph
     edges = view.edges_per_graph if pairs else torch.zeros_like(nodes)
-    ratio = BUCKET_RATIO if nodes.device.type == 'cpu' else \
+    ratio = BUCKET_RATIO if layout_device(nodes) == 'cpu' else \
         LAUNCH_BOUND_BUCKET_RATIO
     order, bounds, (_, sorted_nodes, sorted_edges) = bucket_plan(
         nodes + edges, ratio, nodes, edges)

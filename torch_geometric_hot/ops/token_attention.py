@@ -28,6 +28,7 @@ from torch import Tensor
 from torch_geometric_hot.ops import native
 from torch_geometric_hot.ops.grouped_softmax_attention import \
     grouped_softmax_attention, softmax_groups
+from torch_geometric_hot.ops.layout_device import layout_device
 from torch_geometric_hot.ops.kernel_attention import (gather_contract,
                                                       segment_outer_sum)
 from torch_geometric_hot.ops.native import SoftmaxGroups
@@ -100,7 +101,7 @@ def token_layout(token_batch: Tensor, num_graphs: int
     """
     if torch.compiler.is_compiling():
         return None
-    if token_batch.device.type == 'cpu' and token_batch.numel() and \
+    if layout_device(token_batch) == 'cpu' and token_batch.numel() and \
             native.available():
         return softmax_groups(token_batch, token_batch,
                               torch.arange(token_batch.numel(),
