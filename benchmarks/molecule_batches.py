@@ -189,7 +189,8 @@ class TokenModel(torch.nn.Module):
     def forward(self, batch) -> Tensor:
         return self.model(batch.x, batch.edge_index, batch.edge_attr,
                           batch.batch, num_graphs=batch.num_graphs,
-                          node_id=batch.lap_node_id)
+                          node_id=batch.lap_node_id,
+                          plans=getattr(batch, 'plans', None))
 
 
 def build_model(name: str, width: int, layers: int, heads: int,

@@ -26,6 +26,7 @@ from torch_geometric.loader import DataLoader
 
 from torch_geometric_hot.data.pair_view import PairView
 from torch_geometric_hot.ops.layout_device import planned_for
+from torch_geometric_hot.ops.plan_cache import PlanCache
 
 
 class ModelPlanner:
@@ -57,8 +58,9 @@ class PlannedCollate:
     then :obj:`transform` of the batch (padding, see
     :class:`~torch_geometric_hot.data.PadToBuckets`), then the pair view
     (where the batch has one, or :obj:`pairs` asks for it) as
-    :obj:`batch.pair_view`, then :obj:`planner`, all with the layout of
-    :obj:`device`."""
+    :obj:`batch.pair_view` and an empty plan cache as :obj:`batch.plans`
+    (for models without a view, e.g. TokenGT's ``plans=``), then
+    :obj:`planner`, all with the layout of :obj:`device`."""
     def __init__(self, collate: Callable[[List[Any]], Batch],
                  planner: Optional[Callable[[Batch], None]] = None,
                  device: Union[str, torch.device, None] = None,
@@ -78,6 +80,7 @@ class PlannedCollate:
                 'pair_index' in batch
             if pairs:
                 batch.pair_view = PairView.from_data(batch)
+            batch.plans = PlanCache()
             if self.planner is not None:
                 self.planner(batch)
         return batch

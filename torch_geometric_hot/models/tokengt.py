@@ -5,6 +5,7 @@ import torch
 from torch import Tensor
 
 from torch_geometric_hot.nn.tokengt_encoder import TokenGTEncoder
+from torch_geometric_hot.ops.plan_cache import PlanCache
 
 TASKS = ('graph', 'node', 'edge')
 
@@ -83,7 +84,8 @@ class TokenGT(torch.nn.Module):
                 edge_attr: Optional[Tensor] = None,
                 batch: Optional[Tensor] = None, *,
                 num_graphs: Optional[int] = None,
-                node_id: Optional[Tensor] = None) -> Tensor:
+                node_id: Optional[Tensor] = None,
+                plans: Optional[PlanCache] = None) -> Tensor:
         r"""Predictions per graph, node or edge (see :obj:`task`).
 
         Args:
@@ -102,6 +104,8 @@ class TokenGT(torch.nn.Module):
                 or ``data.random_node_id``
                 (:class:`~torch_geometric_hot.transforms.AddRandomNodeId`);
                 computed on the fly when omitted.
+            plans (PlanCache, optional): The batch's plan cache
+                (:class:`~torch_geometric_hot.nn.TokenGTEncoder`).
         """
         if self.node_encoder is not None:
             x = self.node_encoder(x)
@@ -120,7 +124,7 @@ class TokenGT(torch.nn.Module):
                     f"has no edge_encoder: pass floating-point features or "
                     f"an edge_encoder")
         out = self.encoder(x, edge_index, edge_attr, batch, node_id,
-                           num_graphs=num_graphs)
+                           num_graphs=num_graphs, plans=plans)
         return self.head(getattr(out, self.task))
 
     def __repr__(self) -> str:
