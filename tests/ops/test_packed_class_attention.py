@@ -3,7 +3,7 @@ import torch
 from torch_geometric.data import Batch
 
 import torch_geometric_hot.ops.packed_class_attention as packed
-import torch_geometric_hot.ops.packed_layout as packed_layout_module
+import torch_geometric_hot.ops.size_buckets as size_buckets
 from torch_geometric_hot.data import PairView
 from torch_geometric_hot.nn import HOTConv
 from torch_geometric_hot.ops.packed_layout import packed_layout
@@ -56,8 +56,8 @@ def test_packed_equals_sparse(orders, attention, kernel, exact, gpu_rules,
                               monkeypatch, device):
     if gpu_rules:  # on any device, the rules of devices other than the CPU:
         # coarse buckets, softmax attention's local classes on the blocks
-        monkeypatch.setattr(packed_layout_module, 'BUCKET_RATIO',
-                            packed_layout_module.LAUNCH_BOUND_BUCKET_RATIO)
+        monkeypatch.setattr(size_buckets, 'BUCKET_RATIO',
+                            size_buckets.LAUNCH_BOUND_BUCKET_RATIO)
         monkeypatch.setattr(packed, 'SPARSE_LOCAL_SOFTMAX', ())
     in_order, out_order = orders
     data = skewed_batch(out_order).to(device)

@@ -19,16 +19,9 @@ import torch
 from torch import Tensor
 
 from torch_geometric_hot.ops import size_buckets
-from torch_geometric_hot.ops.layout_device import layout_device
 from torch_geometric_hot.ops.plan_cache import view_plan
-from torch_geometric_hot.ops.size_buckets import BUCKET_RATIO, Slots, \
-    bucket_plan, bucket_slots
-
-#: Largest ratio of graph sizes within one bucket on devices other than the
-#: CPU (GPUs), where each bucket's operations are kernel launches that cost
-#: more than the padding of coarser buckets; on the CPU the ratio is
-#: :data:`~torch_geometric_hot.ops.size_buckets.BUCKET_RATIO`.
-LAUNCH_BOUND_BUCKET_RATIO = 8.0
+from torch_geometric_hot.ops.size_buckets import Slots, bucket_plan, \
+    bucket_ratio, bucket_slots
 
 
 class PackedLayout(NamedTuple):
@@ -53,7 +46,7 @@ class PackedLayout(NamedTuple):
 def packed_layout(view, pairs: bool) -> PackedLayout:
     r"""The bucketed dense layout of a batch, its graphs bucketed by their
     nodes (plus off-diagonal entries when :obj:`pairs`), coarser off the
-    CPU (:data:`LAUNCH_BOUND_BUCKET_RATIO`).
+    CPU (:func:`~torch_geometric_hot.ops.size_buckets.bucket_ratio`).
 
     Args:
         view: :class:`~torch_geometric_hot.data.PairView` (needed when
@@ -62,10 +55,8 @@ def packed_layout(view, pairs: bool) -> PackedLayout:
     """
     nodes = view.nodes_per_graph
     edges = view.edges_per_graph if pairs else torch.zeros_like(nodes)
-    ratio = BUCKET_RATIO if layout_device(nodes) == 'cpu' else \
-        LAUNCH_BOUND_BUCKET_RATIO
     order, bounds, (_, sorted_nodes, sorted_edges) = bucket_plan(
-        nodes + edges, ratio, nodes, edges)
+        nodes + edges, bucket_ratio(nodes), nodes, edges)
     ranges = list(zip(bounds[:-1], bounds[1:]))
     counts = [end - start for start, end in ranges]
     num_graphs = view.num_graphs

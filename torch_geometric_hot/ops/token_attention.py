@@ -34,7 +34,8 @@ from torch_geometric_hot.ops.kernel_attention import (gather_contract,
 from torch_geometric_hot.ops.native import SoftmaxGroups
 from torch_geometric_hot.ops.recomputed_attention import dropout_seed
 from torch_geometric_hot.ops.size_buckets import Slots, bucket_plan, \
-    bucket_slots, buckets_or_block, padded_blocks, token_positions
+    bucket_ratio, bucket_slots, buckets_or_block, padded_blocks, \
+    token_positions
 from torch_geometric_hot.ops.validation import check_size
 
 
@@ -68,7 +69,8 @@ def token_buckets(token_batch: Tensor, num_graphs: int) -> TokenBuckets:
         num_graphs (int): Number of graphs :math:`B`.
     """
     position, lengths = token_positions(token_batch, num_graphs)
-    order, bounds, (sorted_lengths, ) = bucket_plan(lengths)
+    order, bounds, (sorted_lengths, ) = bucket_plan(lengths,
+                                                    bucket_ratio(lengths))
     bounds = buckets_or_block(bounds, lambda start, end: (
         end - start) * sorted_lengths[start]**2)
     counts = [end - start for start, end in zip(bounds[:-1], bounds[1:])]
