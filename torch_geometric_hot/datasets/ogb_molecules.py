@@ -13,9 +13,10 @@ evaluators: any ``ogbg-mol*`` dataset
   the dataset was asked for) and when a local copy has no release marker
   (answered *no*: a local folder is never deleted; a warning says so);
 * an offline path: with :obj:`offline=True` a missing dataset folder is
-  written from the NCI molecules that RDKit ships
-  (:func:`~torch_geometric_hot.datasets.ogb_layout.nci_tpsa_table`) in the
-  dataset's own raw layout, and then read by the same OGB loader;
+  written from the NCI molecules that RDKit ships, labelled with their
+  polar surface area or another descriptor RDKit computes
+  (:func:`~torch_geometric_hot.datasets.nci_descriptors.nci_descriptor_table`),
+  in the dataset's own raw layout, and then read by the same OGB loader;
 * model-specific transforms applied once and cached beside OGB's processed
   file (one cache per transform), so several models share one download;
 * one process at a time per dataset and root: the folder is written,
@@ -40,6 +41,8 @@ from torch_geometric.data import InMemoryDataset
 
 from torch_geometric_hot.datasets.atomic_files import held_alone, \
     written_atomically
+from torch_geometric_hot.datasets.nci_descriptors import (
+    DESCRIPTORS, nci_descriptor_table)
 from torch_geometric_hot.datasets.ogb_layout import (PCQM4MV2_FOLDER,
                                                      SOURCE_FILE,
                                                      MoleculeTable,
@@ -48,6 +51,7 @@ from torch_geometric_hot.datasets.ogb_layout import (PCQM4MV2_FOLDER,
                                                      write_pcqm4mv2)
 
 PCQM4MV2 = 'pcqm4mv2'
+_NCI_SOURCE = 'RDKit Data/NCI/first_5k.tpsa.csv'
 
 
 class MoleculeBenchmark(NamedTuple):
@@ -270,11 +274,26 @@ def _open_ogb(name: str, root: str, folder: str):
                 Evaluator(name))
 
 
+def _check_offline_target(source: Dict, target: str, folder: str) -> None:
+    # an offline folder keeps the target it was written with
+    if target not in DESCRIPTORS:
+        raise ValueError(f"'offline_target' must be one of "
+                         f"{', '.join(DESCRIPTORS)}, got {target!r}")
+    written = (source.get('target_names') or [''])[0]
+    wanted = DESCRIPTORS[target].column
+    if source.get('source', '').startswith(_NCI_SOURCE) and \
+            written != wanted:
+        raise ValueError(f"'root': {folder} holds the offline molecules "
+                         f"labelled with {written}, not {wanted} "
+                         f"(offline target {target!r}); give another root")
+
+
 def load_molecule_benchmark(name: str, root: str, offline: bool = False,
                             pre_transform: Optional[Callable] = None,
                             transform: Optional[Callable] = None,
                             offline_molecules: Optional[int] = None,
-                            offline_table: Optional[MoleculeTable] = None
+                            offline_table: Optional[MoleculeTable] = None,
+                            offline_target: str = 'tpsa'
                             ) -> MoleculeBenchmark:
     r"""Loads an OGB molecule benchmark through OGB's own loader and
     evaluator (see the module documentation).
@@ -298,6 +317,10 @@ def load_molecule_benchmark(name: str, root: str, offline: bool = False,
             write these molecules, their targets taken as the labels (e.g.
             :func:`~torch_geometric_hot.datasets.read_molecule_csv` of one's
             own CSV), instead of the NCI molecules.
+        offline_target (str, optional): With :obj:`offline=True`, the
+            descriptor of
+            :data:`~torch_geometric_hot.datasets.nci_descriptors.DESCRIPTORS`
+            the NCI molecules are labelled with. (default: ``'tpsa'``)
     """
     name = benchmark_name(name)
     if name != PCQM4MV2:
@@ -312,8 +335,8 @@ def load_molecule_benchmark(name: str, root: str, offline: bool = False,
         source_path = osp.join(folder, SOURCE_FILE)
         if offline and not osp.isdir(folder):
             if offline_table is None:
-                write_offline(name, root,
-                              nci_tpsa_table(limit=offline_molecules))
+                write_offline(name, root, nci_descriptor_table(
+                    offline_target, limit=offline_molecules))
             else:
                 write_offline(name, root, offline_table, derive_labels=False)
         elif offline and not osp.isfile(source_path):
@@ -351,6 +374,8 @@ def load_molecule_benchmark(name: str, root: str, offline: bool = False,
     if osp.isfile(source_path):
         with open(source_path) as f:
             source = json.load(f)
+    if offline and offline_table is None and source is not None:
+        _check_offline_target(source, offline_target, folder)
     return MoleculeBenchmark(name, dataset, split, num_tasks, task_type,
                              metric, metric in ('rocauc', 'ap', 'acc', 'F1'),
                              evaluate, folder, source)

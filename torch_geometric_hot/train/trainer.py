@@ -141,7 +141,8 @@ class Run:
         return load_molecule_benchmark(
             args.dataset, args.root, offline=args.offline,
             pre_transform=self.spec.pre_transform,
-            offline_molecules=args.offline_molecules, offline_table=table)
+            offline_molecules=args.offline_molecules, offline_table=table,
+            offline_target=getattr(args, 'offline_target', 'tpsa'))
 
     def _indices(self, part: str) -> Tensor:
         index = self.bench.split[part]
