@@ -19,9 +19,10 @@ import torch
 from torch import Tensor
 
 from torch_geometric_hot.ops import size_buckets
+from torch_geometric_hot.ops.layout_device import layout_device
 from torch_geometric_hot.ops.plan_cache import view_plan
 from torch_geometric_hot.ops.size_buckets import Slots, bucket_plan, \
-    bucket_ratio, bucket_slots
+    bucket_ratio, bucket_slots, buckets_or_block
 
 
 class PackedLayout(NamedTuple):
@@ -46,7 +47,10 @@ class PackedLayout(NamedTuple):
 def packed_layout(view, pairs: bool) -> PackedLayout:
     r"""The bucketed dense layout of a batch, its graphs bucketed by their
     nodes (plus off-diagonal entries when :obj:`pairs`), coarser off the
-    CPU (:func:`~torch_geometric_hot.ops.size_buckets.bucket_ratio`).
+    CPU (:func:`~torch_geometric_hot.ops.size_buckets.bucket_ratio`), and
+    there one block padded to the largest graph unless the buckets hold
+    less than half of its entries
+    (:func:`~torch_geometric_hot.ops.size_buckets.buckets_or_block`).
 
     Args:
         view: :class:`~torch_geometric_hot.data.PairView` (needed when
@@ -55,8 +59,12 @@ def packed_layout(view, pairs: bool) -> PackedLayout:
     """
     nodes = view.nodes_per_graph
     edges = view.edges_per_graph if pairs else torch.zeros_like(nodes)
-    order, bounds, (_, sorted_nodes, sorted_edges) = bucket_plan(
+    order, bounds, (sizes, sorted_nodes, sorted_edges) = bucket_plan(
         nodes + edges, bucket_ratio(nodes), nodes, edges)
+    if layout_device(nodes) != 'cpu':  # launch-bound: one block unless
+        # buckets save most of its entries
+        bounds = buckets_or_block(bounds, lambda start, end: (
+            end - start) * sizes[start]**2)
     ranges = list(zip(bounds[:-1], bounds[1:]))
     counts = [end - start for start, end in ranges]
     num_graphs = view.num_graphs
