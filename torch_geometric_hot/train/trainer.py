@@ -1,6 +1,7 @@
 r"""One training run: a model of :data:`~torch_geometric_hot.train.zoo.MODELS`
 on a :class:`~torch_geometric_hot.datasets.MoleculeBenchmark`, one process
 or one rank of ``torchrun``."""
+import contextlib
 import hashlib
 import json
 import math
@@ -17,6 +18,7 @@ from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DistributedSampler, RandomSampler
 from torch_geometric.loader import DataLoader
 
+from torch_geometric_hot.data import ModelPlanner, PlannedLoader
 from torch_geometric_hot.datasets import (MoleculeBenchmark,
                                           load_molecule_benchmark,
                                           read_molecule_csv)
@@ -24,7 +26,9 @@ from torch_geometric_hot.datasets.atomic_files import written_atomically
 from torch_geometric_hot.train import checkpoint
 from torch_geometric_hot.train.distributed import (Context, agree, barrier,
                                                    gather, sync_buffers)
-from torch_geometric_hot.train.zoo import MODELS, ModelSpec, Settings, predict
+from torch_geometric_hot.ops.validation import validation
+from torch_geometric_hot.train.zoo import MODELS, ModelSpec, Settings, \
+    SpecCall, plans_batches, predict
 
 SMOKE_TRAIN_BATCHES, SMOKE_EVAL_BATCHES = 3, 2
 METRICS_FILE, SUMMARY_FILE, CURVE_FILE = ('metrics.jsonl', 'summary.json',
@@ -95,6 +99,7 @@ class Run:
                  run_dir: Optional[str]) -> None:
         self.args, self.ctx, self.run_dir = args, ctx, run_dir
         self.spec: ModelSpec = MODELS[model_name]
+        self.model_name = model_name
         self.config = dict(vars(args), model=model_name, seed=seed)
         self.seed = seed
         self.bench = self._load()
@@ -164,10 +169,17 @@ class Run:
         subset = self.bench.dataset[self._indices(part)]
         kw = dict(batch_size=self.args.batch_size,
                   num_workers=self.args.num_workers)
+        if plans_batches(self.spec):
+            # the pair view and the layers' plans built by the workers,
+            # for the training device's layout; pinned for the copy
+            kw.update(planner=ModelPlanner(self.model,
+                                           SpecCall(self.model_name)),
+                      device=self.ctx.device,
+                      pin_memory=self.ctx.device.type == 'cuda')
         if part != 'train':
             # every rank reads its own stride of the split, nothing padded
-            return DataLoader(subset[self.ctx.rank::self.ctx.world_size],
-                              shuffle=False, **kw)
+            return PlannedLoader(subset[self.ctx.rank::self.ctx.world_size],
+                                 shuffle=False, **kw)
         if self.ctx.distributed:
             sampler = DistributedSampler(subset, self.ctx.world_size,
                                          self.ctx.rank, shuffle=True,
@@ -178,7 +190,12 @@ class Run:
             # run reads the batches the uninterrupted one would
             sampler = RandomSampler(subset, generator=torch.Generator()
                                     .manual_seed(self.seed * 100003 + epoch))
-        return DataLoader(subset, sampler=sampler, **kw)
+        return PlannedLoader(subset, sampler=sampler, **kw)
+
+    def _unchecked(self):
+        # the value checks ran in the loader's planning pass: off in a step
+        return validation(False) if plans_batches(self.spec) else \
+            contextlib.nullcontext()
 
     def _progress(self, loader, desc: str):
         if not self.ctx.is_main or self.args.no_progress:
@@ -189,21 +206,26 @@ class Run:
     # ------------------------------------------------------------------
     def _step_epoch(self, epoch: int) -> Dict:
         self.net.train()
+        # summed on the device: a step reads nothing back to the host
         total, count, preds, trues = 0.0, 0, [], []
         loader = self._loader('train', epoch)
         for batch in self._progress(loader, f'epoch {epoch} train'):
-            batch = batch.to(self.ctx.device)
+            batch = batch.to(self.ctx.device, non_blocking=True)
             y = _targets(self.bench, batch)
-            out = predict(self.net, self.spec, batch).view_as(y)
+            with self._unchecked():
+                out = predict(self.net, self.spec, batch).view_as(y)
             loss = _loss(self.bench, out, self.scale.scale(y))
             self.optimizer.zero_grad()
             loss.backward()
             self.optimizer.step()
-            total += float(loss.detach()) * y.size(0)
+            total = total + loss.detach() * y.size(0)
             count += y.size(0)
-            preds.append(self.scale.unscale(out.detach()).cpu())
-            trues.append(y.cpu())
+            preds.append(self.scale.unscale(out.detach()))
+            trues.append(y)
         self.scheduler.step()
+        total = float(total)
+        preds = [torch.cat(preds).cpu()] if preds else []
+        trues = [torch.cat(trues).cpu()] if trues else []
         parts = gather(self.ctx, (total, count, torch.cat(preds),
                                   torch.cat(trues)))
         loss = sum(p[0] for p in parts) / max(sum(p[1] for p in parts), 1)
@@ -221,11 +243,14 @@ class Run:
         positions = torch.arange(index.numel())[self.ctx.rank::
                                                 self.ctx.world_size]
         for batch in self._progress(self._loader(part), f'{part}'):
-            batch = batch.to(self.ctx.device)
+            batch = batch.to(self.ctx.device, non_blocking=True)
             y = _targets(self.bench, batch)
-            out = predict(self.model, self.spec, batch).view_as(y)
-            preds.append(self.scale.unscale(out).cpu())
-            trues.append(y.cpu())
+            with self._unchecked():
+                out = predict(self.model, self.spec, batch).view_as(y)
+            preds.append(self.scale.unscale(out))
+            trues.append(y)
+        preds = [torch.cat(preds).cpu()] if preds else []
+        trues = [torch.cat(trues).cpu()] if trues else []
         empty = torch.empty(0, self.bench.num_tasks)
         parts = gather(self.ctx, (positions, torch.cat(preds or [empty]),
                                   torch.cat(trues or [empty])))
