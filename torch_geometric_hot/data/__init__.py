@@ -18,3 +18,7 @@ from torch_geometric_hot.data.planned_loader import (ModelPlanner,
                                                      PlannedLoader)
 
 __all__ += ['ModelPlanner', 'PlannedCollate', 'PlannedLoader']
+
+from torch_geometric_hot.data.adjacency import resolve_adjacency
+
+__all__ += ['resolve_adjacency']

@@ -3,7 +3,9 @@ from typing import Optional
 
 import torch
 from torch import Tensor
+from torch_geometric.typing import Adj
 
+from torch_geometric_hot.data.adjacency import resolve_adjacency
 from torch_geometric_hot.nn.tokengt_encoder import TokenGTEncoder
 from torch_geometric_hot.ops.plan_cache import PlanCache
 
@@ -80,7 +82,7 @@ class TokenGT(torch.nn.Module):
             if module is not None and hasattr(module, 'reset_parameters'):
                 module.reset_parameters()
 
-    def forward(self, x: Tensor, edge_index: Tensor,
+    def forward(self, x: Tensor, edge_index: Adj,
                 edge_attr: Optional[Tensor] = None,
                 batch: Optional[Tensor] = None, *,
                 num_graphs: Optional[int] = None,
@@ -90,9 +92,17 @@ class TokenGT(torch.nn.Module):
 
         Args:
             x (torch.Tensor): Node features :obj:`[n, *]`.
-            edge_index (torch.Tensor): Directed edges :obj:`[2, m]`.
+            edge_index (torch.Tensor or SparseTensor): Directed edges
+                :obj:`[2, m]` (also an :class:`~torch_geometric.EdgeIndex`),
+                or the transposed adjacency as a
+                :class:`torch_sparse.SparseTensor` or
+                :class:`torch.sparse.Tensor`
+                (:func:`~torch_geometric_hot.data.resolve_adjacency`; edge
+                tokens, and ``task='edge'`` outputs, then follow the order
+                of its nonzeros).
             edge_attr (torch.Tensor, optional): Edge features
-                :obj:`[m, *]`.
+                :obj:`[m, *]` (in the order of a sparse adjacency's
+                nonzeros; default: its values).
             batch (torch.Tensor, optional): Graph of every node :obj:`[n]`.
             num_graphs (int, optional): Number of graphs.
             node_id (torch.Tensor, optional): Node identifiers
@@ -107,6 +117,9 @@ class TokenGT(torch.nn.Module):
             plans (PlanCache, optional): The batch's plan cache
                 (:class:`~torch_geometric_hot.nn.TokenGTEncoder`).
         """
+        if isinstance(x, Tensor):
+            edge_index, edge_attr = resolve_adjacency(edge_index, edge_attr,
+                                                      x.size(0))
         if self.node_encoder is not None:
             x = self.node_encoder(x)
         elif not x.is_floating_point():

@@ -4,7 +4,9 @@ from typing import List, NamedTuple, Optional
 import torch
 from torch import Tensor
 from torch.nn import LayerNorm, ModuleList
+from torch_geometric.typing import Adj
 
+from torch_geometric_hot.data.adjacency import resolve_adjacency
 from torch_geometric_hot.nn.tokengt_embedding import TokenGTEmbedding
 from torch_geometric_hot.nn.tokengt_layer import TokenGTLayer
 from torch_geometric_hot.ops.node_identifiers import check_dim
@@ -163,7 +165,7 @@ class TokenGTEncoder(torch.nn.Module):
                 tokens = self._seb(tokens, edge_index, counts[0], counts[1])
         return tokens
 
-    def forward(self, x: Tensor, edge_index: Tensor,
+    def forward(self, x: Tensor, edge_index: Adj,
                 edge_attr: Optional[Tensor] = None,
                 batch: Optional[Tensor] = None,
                 node_id: Optional[Tensor] = None,
@@ -174,9 +176,16 @@ class TokenGTEncoder(torch.nn.Module):
         r"""
         Args:
             x (torch.Tensor): Node features :obj:`[n, in_channels]`.
-            edge_index (torch.Tensor): Directed edges :obj:`[2, m]` (an
-                undirected edge gives two tokens, as in the paper).
-            edge_attr (torch.Tensor, optional): Edge features.
+            edge_index (torch.Tensor or SparseTensor): Directed edges
+                :obj:`[2, m]` (an undirected edge gives two tokens, as in
+                the paper), an :class:`~torch_geometric.EdgeIndex`, or the
+                transposed adjacency as a
+                :class:`torch_sparse.SparseTensor` or
+                :class:`torch.sparse.Tensor` (edge tokens then in the
+                order of its nonzeros; see
+                :func:`~torch_geometric_hot.data.resolve_adjacency`).
+            edge_attr (torch.Tensor, optional): Edge features (default for
+                a sparse adjacency: its values).
             batch (torch.Tensor, optional): Graph of every node.
             node_id (torch.Tensor, optional): Node identifiers
                 :obj:`[n, node_id_dim]`, e.g. :obj:`data.lap_node_id`;
@@ -192,6 +201,9 @@ class TokenGTEncoder(torch.nn.Module):
                 attention's token layout is taken from it, or made there
                 once for every later pass on the batch.
         """
+        if isinstance(x, Tensor):
+            edge_index, edge_attr = resolve_adjacency(edge_index, edge_attr,
+                                                      x.size(0))
         tokens, token_batch, num_graphs, counts = self.embedding(
             x, edge_index, edge_attr, batch, node_id, hyperedge_index,
             hyperedge_attr, num_graphs)

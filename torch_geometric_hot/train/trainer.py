@@ -343,6 +343,7 @@ class Run:
                'seed': self.seed, 'metric': self.bench.metric,
                'higher_is_better': self.bench.higher_is_better,
                'epochs': len(self.history), 'best_epoch': best['epoch'],
+               'final_loss': self.history[-1]['loss'],
                'valid': best['valid'], 'test': best['test'],
                'mean_predictor_test': mean_pred,
                'parameters': self.num_parameters,

@@ -11,7 +11,8 @@ from torch_geometric.nn import GINEConv, GPSConv, global_mean_pool
 from torch_geometric.transforms import VirtualNode
 
 from torch_geometric_hot.data import PairView
-from torch_geometric_hot.models import HOTGraphModel, InvariantMLP, TokenGT
+from torch_geometric_hot.models import (HOTGraphModel, HybridGPS,
+                                        InvariantMLP, TokenGT)
 from torch_geometric_hot.nn import CategoricalEncoder
 from torch_geometric_hot.transforms import (AddLaplacianNodeId,
                                             AddOrthogonalNodeId,
@@ -167,6 +168,16 @@ def _mlp(s: Settings) -> torch.nn.Module:
                         dropout=s.dropout)
 
 
+def _hybrid_gps(global_block: str):
+    def build(s: Settings) -> torch.nn.Module:
+        return HybridGPS(s.hidden, s.out, num_layers=s.layers,
+                         global_block=global_block, heads=HEADS,
+                         node_encoder=atom_encoder(s.hidden),
+                         edge_encoder=bond_encoder(s.hidden),
+                         dropout=s.dropout, seed=s.seed)
+    return build
+
+
 _LAPLACIAN = (AddLaplacianNodeId(NODE_ID_DIM), _node_id('lap_node_id'))
 _ORF = (AddOrthogonalNodeId(NODE_ID_DIM, seed=0), _node_id('orf_node_id'))
 
@@ -197,6 +208,13 @@ MODELS: Dict[str, ModelSpec] = {
                         "PyG's VirtualNode transform (baseline)"),
     'gps': ModelSpec(lambda s: GINE(s, gps=True), None, _no_extras,
                      'PyG GPSConv (GINE + multi-head attention, baseline)'),
+    'gps-hot': ModelSpec(_hybrid_gps('hot'), AddSecondOrderView(),
+                         _pair_view, 'HybridGPS: GINE + HOT pair attention '
+                         '(HOTNodeConv, softmax) per layer'),
+    'gps-tokengt': ModelSpec(_hybrid_gps('tokengt'), *_LAPLACIAN,
+                             'HybridGPS: GINE + TokenGT attention over node '
+                             'and edge tokens (Laplacian identifiers) per '
+                             'layer'),
 }
 
 
