@@ -50,15 +50,13 @@ Usage::
         gin,gps_multihead,hot_softmax,tokengt_softmax  # training with dropout
 """
 import argparse
-import contextlib
 import json
 import os
 import statistics
 import subprocess
 import sys
 import time
-from typing import Callable, Dict, Iterator, List, Optional, Sequence, \
-    Union
+from typing import Callable, Dict, List, Optional, Sequence, Union
 
 import torch
 from torch import Tensor
@@ -442,6 +440,8 @@ def cpu_peak_bytes(args: argparse.Namespace, name: str) -> int:
                str(args.layers), '--heads', str(args.heads), '--threads',
                str(args.threads), '--packed', args.packed, '--native',
                args.native, '--dropout', str(args.dropout)] + (
+                   ['--device-type', args.device_type]
+                   if args.device_type else []) + (
                    ['--synthetic'] if args.synthetic else [])
     out = subprocess.run(command, check=True, capture_output=True,
                          text=True).stdout
@@ -476,6 +476,10 @@ def parse_args(argv=None) -> argparse.Namespace:
                         "batch by its rule (auto; softmax attention takes "
                         "the native grouped kernel where it applies), "
                         "always where it serves (on) or never (off)")
+    parser.add_argument('--device-type', default=None,
+                        help="decide HOT's paths as on this device type "
+                        "(cuda: the packed layout and classes a GPU runs, "
+                        "on any device; default: the device's own)")
     parser.add_argument('--native', default='auto',
                         choices=('auto', 'on', 'off'),
                         help='the native CPU kernels (off: the pure-torch '
@@ -585,28 +589,20 @@ def format_table(rows: Dict[str, Dict]) -> str:
     return '\n'.join(lines)
 
 
-@contextlib.contextmanager
-def force_packed(mode: str) -> Iterator[None]:
-    r"""Sets HOT's choice of the packed per-graph attention
-    (:func:`~torch_geometric_hot.ops.packed_class_attention.packed_pays`)
-    for the duration: ``'auto'`` leaves the layer's rules (softmax
-    attention on the native grouped kernel where that applies, else packed
-    by the rule), ``'on'`` takes the packed path wherever it serves,
-    ``'off'`` never (both: softmax attention off the grouped kernel)."""
-    import torch_geometric_hot.nn.hot_conv as hot_conv
-    import torch_geometric_hot.ops.packed_class_attention as packed
-    saved = (packed.PACKED_BLOCK, packed.PACKED_BLOCK_SOFTMAX,
-             packed.native_applies, hot_conv.grouped_softmax_applies)
-    if mode != 'auto':
-        limit = float('inf') if mode == 'on' else -1
-        packed.PACKED_BLOCK = packed.PACKED_BLOCK_SOFTMAX = limit
-        packed.native_applies = lambda *tensors: False
-        hot_conv.grouped_softmax_applies = lambda *tensors, **kwargs: False
-    try:
-        yield
-    finally:
-        (packed.PACKED_BLOCK, packed.PACKED_BLOCK_SOFTMAX,
-         packed.native_applies, hot_conv.grouped_softmax_applies) = saved
+#: The paths ``--packed`` forces on HOT's attention
+#: (:mod:`~torch_geometric_hot.ops.attention.dispatch`): per call the first
+#: that runs it ('auto': the rule's choice, softmax attention on the native
+#: grouped operator where it applies, else packed by the graphs' size).
+PACKED_PATHS = {'auto': (), 'on': ('packed', 'padded', 'pairs', 'pooled'),
+                'off': ('padded', 'pairs', 'pooled')}
+
+
+def forced_paths(args: argparse.Namespace):
+    r"""The :func:`~torch_geometric_hot.ops.use_path` of ``--packed`` and
+    ``--device-type``."""
+    from torch_geometric_hot.ops import use_path
+    return use_path(*PACKED_PATHS[args.packed],
+                    device_type=args.device_type, operations=('hot', ))
 
 
 def count_ops(args: argparse.Namespace) -> Dict:
@@ -660,7 +656,7 @@ def count_ops(args: argparse.Namespace) -> Dict:
 def main(argv=None) -> Dict:
     args = parse_args(argv)
     from torch_geometric_hot.ops.native import use_native
-    with force_packed(args.packed), use_native(args.native):
+    with forced_paths(args), use_native(args.native):
         return run(args)
 
 
@@ -685,7 +681,7 @@ def run(args: argparse.Namespace) -> Dict:
         # for the device's layout (as the loader's workers make them)
         loader = PlannedLoader(graphs, args.batch_size,
                                planner=ModelPlanner(runners[name].model),
-                               device=device,
+                               device=args.device_type or device,
                                pin_memory=device.type == 'cuda')
         per_model[name] = [b.to(device, non_blocking=True) for b in loader]
     batches = per_model[args.models[0]]
@@ -727,6 +723,7 @@ def run(args: argparse.Namespace) -> Dict:
                       threads=args.threads, quick=args.quick,
                       synthetic=args.synthetic,
                       packed=args.packed, native=args.native,
+                      device_type=args.device_type,
                       peak_gflops=[r / 1e9 for r in rates or []],
                       pre_transform=PRE_TRANSFORMS,
                       atoms_per_molecule=nodes, bonds_per_molecule=edges,

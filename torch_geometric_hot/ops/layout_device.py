@@ -11,37 +11,35 @@ switches the native CPU kernels off for any other device, as they never
 run there), so that plans built on the CPU are the ones the device uses.
 """
 import contextlib
-import contextvars
-from typing import Iterator, Optional, Union
+from typing import Iterator, Union
 
 import torch
 from torch import Tensor
 
+from torch_geometric_hot.ops.attention import dispatch
 from torch_geometric_hot.ops.native import use_native
-
-_override: contextvars.ContextVar[Optional[str]] = contextvars.ContextVar(
-    'torch_geometric_hot_layout_device', default=None)
 
 
 def layout_device(t: Tensor) -> str:
     r"""The device type whose layout a layer chooses for tensor :obj:`t`:
-    the one set by :func:`planned_for`, else :obj:`t`'s own."""
-    override = _override.get()
-    return t.device.type if override is None else override
+    the one set by :func:`planned_for` (or
+    :func:`~torch_geometric_hot.ops.use_path`'s :obj:`device_type`), else
+    :obj:`t`'s own."""
+    return dispatch.problem('hot', 'softmax', (), t.device).device_type
 
 
 @contextlib.contextmanager
 def planned_for(device: Union[str, torch.device, None]) -> Iterator[None]:
     r"""Chooses layouts for :obj:`device` (its type; :obj:`None` leaves
-    each tensor's own) in this thread for the duration, the native CPU
+    each tensor's own) in this thread for the duration
+    (:func:`~torch_geometric_hot.ops.use_path` with its
+    :obj:`device_type`, the paths forced around it kept), the native CPU
     kernels off unless it is the CPU."""
     if device is None:
         yield
         return
     kind = torch.device(device).type
-    token = _override.set(kind)
-    try:
-        with use_native('auto' if kind == 'cpu' else 'off'):
-            yield
-    finally:
-        _override.reset(token)
+    paths, _, operations = dispatch._forcing(False)  # kept as they are
+    with dispatch.use_path(*paths, device_type=kind, operations=operations), \
+            use_native('auto' if kind == 'cpu' else 'off'):
+        yield

@@ -32,15 +32,10 @@ batched product per bucket, their masks stacked
 :obj:`[G, C, 1, L_q, L_k]` and their values one product of the packed keys'
 inputs with their value weights side by side. The layout and masks depend
 on the batch's indices only and are kept with the view
-(:class:`~torch_geometric_hot.data.PlanCache`). With softmax attention on
-the CPU the local classes stay on the sparse operations
-(:data:`SPARSE_LOCAL_SOFTMAX`).
-
-:func:`packed_pays` is the rule that picks this path: graphs of at most
-:data:`PACKED_BLOCK` rows (nodes plus entries) on average, weighted by
-their rows, for kernel attention where the native CPU kernels do not take
-the input, and of at most :data:`PACKED_BLOCK_SOFTMAX` rows for softmax
-attention.
+(:class:`~torch_geometric_hot.data.PlanCache`). Softmax attention may keep
+its local classes on enumerated pairs (:obj:`local_on_pairs`). Where this
+path runs: :mod:`~torch_geometric_hot.ops.attention.dispatch` (the path
+``'packed'``).
 """
 from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 
@@ -50,72 +45,20 @@ from torch import Tensor
 from torch_geometric_hot.ops.basis import EquivariantClass
 from torch_geometric_hot.ops.equivariant import Target
 from torch_geometric_hot.ops.higher_order_attention import SummaryKeys, \
-    exclusion_ids, softmax_class_output
-from torch_geometric_hot.ops.layout_device import layout_device
-from torch_geometric_hot.ops.native import applies as native_applies
+    exclusion_ids, softmax_class_attention
 from torch_geometric_hot.ops.packed_layout import PackedLayout, \
     cached_layout
 from torch_geometric_hot.ops.plan_cache import view_plan
 from torch_geometric_hot.ops.pooled_combination import ValueProjection
 from torch_geometric_hot.ops.row_selection import select_rows
-from torch_geometric_hot.ops.size_buckets import blocks, pack, unpack
+from torch_geometric_hot.ops.size_buckets import BUCKET_RATIO, blocks, pack, \
+    unpack
 
-#: Kernel attention takes the packed path for a batch whose graphs have at
-#: most this many rows (nodes, plus pair entries when an order is 2) on
-#: average, each graph weighted by its rows: :math:`\sum_g L_g^2 \le`
-#: ``PACKED_BLOCK`` :math:`\cdot \sum_g L_g`, on the pure-torch operations
-#: (GPUs, or the native kernels off), where per-class gathers and scatters
-#: cost more than dense blocks of that size. Where the native CPU kernels
-#: take the input, kernel attention stays sparse: the per-batch masks of
-#: all classes cost more than the kernels' index work
-#: (``docs/benchmarks.md``, "Molecule batches").
-PACKED_BLOCK = 384
-#: The same limit for softmax attention (any device), lower: past it the
-#: masked blocks cost more than the sparse path's padded per-class blocks.
-PACKED_BLOCK_SOFTMAX = 96
-#: Device types on which softmax attention keeps its local classes on the
-#: sparse operations, where their few pairs are enumerated faster than
-#: masked blocks are filled. On other devices (GPUs) every class attends on
-#: the blocks: there each operation's launch costs more than the padding.
-SPARSE_LOCAL_SOFTMAX = ('cpu', )
 #: The kind of the rows of each output part, and of the keys of each pool.
 QUERY_KIND = {'diag': 'node', 'off': 'off', 'node': 'node',
               'graph': 'graph'}
 KEY_KIND = {'R': 'off', 'C': 'off', 'ES': 'off', 'DS': 'node',
             'XS': 'node'}
-
-
-def packed_pays(view, in_order: int, out_order: int, x: Tensor,
-                attention: str = 'kernel') -> bool:
-    r"""Whether :func:`packed_class_attention` serves the
-    :obj:`in_order` → :obj:`out_order` attention of this batch with input
-    :obj:`x` and :obj:`attention`: the orders are 0, 1 or 2, the batch has
-    rows, and its graphs hold at most :data:`PACKED_BLOCK` (kernel
-    attention, where the native CPU kernels do not take :obj:`x`) or
-    :data:`PACKED_BLOCK_SOFTMAX` (softmax attention) rows on average,
-    weighted by their rows. Never under :func:`torch.compile`: the block
-    sizes are read on the host, which would break the graph; the sparse
-    path compiles whole."""
-    if in_order not in (1, 2) or out_order not in (0, 1, 2) or \
-            torch.compiler.is_compiling():
-        return False
-    if attention == 'softmax':
-        limit = PACKED_BLOCK_SOFTMAX
-    elif native_applies(x):
-        return False
-    else:
-        limit = PACKED_BLOCK
-    pairs = 2 in (in_order, out_order)
-
-    def sizes() -> List[int]:
-        rows = view.nodes_per_graph
-        if pairs:
-            rows = rows + view.edges_per_graph
-        # host synchronisation: the decision (once per batch and row kind)
-        return torch.stack([rows.sum(), (rows * rows).sum()]).tolist()
-
-    total, square = view_plan(view, ('packed_sizes', pairs), sizes)
-    return 0 < total and square <= limit * total
 
 
 class _GroupPlan(NamedTuple):
@@ -135,11 +78,13 @@ def packed_class_attention(attention: str,
                            values: ValueProjection,
                            slots: Sequence[Sequence[int]],
                            exact: bool = True, eps: float = 1e-6,
-                           dropout: float = 0.0,
-                           training: bool = False) -> List[Tensor]:
-    r"""Attention of the aggregating classes of one or more output parts,
-    the global classes on per-graph dense blocks, the local ones on the
-    sparse operations; the same result as the sparse operations alone.
+                           dropout: float = 0.0, training: bool = False,
+                           ratio: float = BUCKET_RATIO,
+                           local_on_pairs: bool = False) -> List[Tensor]:
+    r"""Attention of the aggregating classes of one or more output parts
+    on per-graph dense blocks (softmax attention's local classes on
+    enumerated pairs where :obj:`local_on_pairs`); the same result as the
+    sparse operations.
 
     Args:
         attention (str): ``'kernel'`` or ``'softmax'``.
@@ -161,6 +106,9 @@ def packed_class_attention(attention: str,
         dropout (float): Dropout on the attention weights (softmax) or on
             each class's output (kernel).
         training (bool): Whether dropout is active.
+        ratio (float): Largest ratio of graph sizes within one bucket.
+        local_on_pairs (bool): Softmax attention's local classes on
+            enumerated pairs, not on the blocks.
 
     Returns:
         Per part, its classes' outputs :obj:`[rows, classes, H, d_v]`.
@@ -178,31 +126,32 @@ def packed_class_attention(attention: str,
                 queries.to(dtype), keys.to(dtype),
                 values._replace(x=values.x.to(dtype),
                                 weight=values.weight.to(dtype)), slots,
-                exact, eps, dropout, training)
+                exact, eps, dropout, training, ratio, local_on_pairs)
     exact = exact or attention == 'softmax'
     starts = [0]
     for target in targets:
         starts.append(starts[-1] + target.num_rows)
     part_queries = [queries[s:e] for s, e in zip(starts[:-1], starts[1:])]
     outs: List[Dict[int, Tensor]] = [{} for _ in targets]
-    _sparse(attention, classes, targets, view, in_order, part_queries, keys,
+    on_pairs = local_on_pairs and attention == 'softmax'
+    _sparse(on_pairs, classes, targets, view, in_order, part_queries, keys,
             values, slots, dropout, training, outs)
-    _packed(attention, classes, targets, view, in_order, part_queries, keys,
-            values, slots, exact, eps, dropout, training, outs)
+    _packed(attention, on_pairs, ratio, classes, targets, view, in_order,
+            part_queries, keys, values, slots, exact, eps, dropout, training,
+            outs)
     return [part[ALL_CLASSES] if ALL_CLASSES in part else
             torch.stack([part[c] for c in range(len(part))], 1)
             for part in outs]
 
 
-def _on_blocks(cls: EquivariantClass, attention: str, device: str) -> bool:
+def _on_blocks(cls: EquivariantClass, on_pairs: bool) -> bool:
     r"""Whether the class attends on the blocks: the global classes, and the
-    local ones too with kernel attention or off the devices of
-    :data:`SPARSE_LOCAL_SOFTMAX`."""
-    return cls.kind == 'global' or attention == 'kernel' or \
-        device not in SPARSE_LOCAL_SOFTMAX
+    local ones unless :obj:`on_pairs`."""
+    return cls.kind == 'global' or not on_pairs
 
 
-def _packed(attention: str, classes, targets, view, in_order: int,
+def _packed(attention: str, on_pairs: bool, ratio: float, classes,
+            targets, view, in_order: int,
             part_queries: List[Tensor], keys: Tensor,
             values: ValueProjection, slots, exact: bool, eps: float,
             dropout: float, training: bool,
@@ -211,14 +160,14 @@ def _packed(attention: str, classes, targets, view, in_order: int,
     :obj:`outs`: per output part and group of classes
     (:func:`_key_kind_groups`), one score block per bucket and one
     batched product for all of the group's classes."""
-    device = layout_device(keys)
-    groups = [_key_kind_groups(part, attention, device) for part in classes]
+    merged = ratio > BUCKET_RATIO  # launch-bound: fewer, larger products
+    groups = [_key_kind_groups(part, on_pairs, merged) for part in classes]
     if not any(groups):
         return
     H, D = values.heads, values.head_channels
     weight = values.weight.view(-1, H * D, values.x.size(-1))
     pairs = in_order == 2 or any(t.part in ('diag', 'off') for t in targets)
-    layout = cached_layout(view, pairs)
+    layout = cached_layout(view, pairs, ratio)
     key_blocks: Dict[KeyKinds, List[Tensor]] = {}
     x_packed: Dict[KeyKinds, Tensor] = {}
     for part_classes, part_groups, target, part_slots, q, out in zip(
@@ -274,19 +223,18 @@ ALL_CLASSES = -1
 KeyKinds = Tuple[str, ...]
 
 
-def _key_kind_groups(part: Sequence[EquivariantClass], attention: str,
-                     device: str) -> Dict[KeyKinds, List[int]]:
+def _key_kind_groups(part: Sequence[EquivariantClass], on_pairs: bool,
+                     merged: bool) -> Dict[KeyKinds, List[int]]:
     r"""The classes of one output part that attend on the blocks, in
-    groups that share their score blocks: by the kind of their keys on the
-    devices of :data:`SPARSE_LOCAL_SOFTMAX` (the CPU: smaller blocks),
-    elsewhere all in one group over the keys of every kind (each class's
-    mask keeps its own), one product per part instead of one per key
-    kind."""
+    groups that share their score blocks: by the kind of their keys, or
+    with :obj:`merged` (the coarse layout of launch-bound devices) all in
+    one group over the keys of every kind (each class's mask keeps its
+    own), one product per part instead of one per key kind."""
     groups: Dict[KeyKinds, List[int]] = {}
     for c, cls in enumerate(part):
-        if _on_blocks(cls, attention, device):
+        if _on_blocks(cls, on_pairs):
             groups.setdefault((KEY_KIND[cls.pool[0]], ), []).append(c)
-    if device in SPARSE_LOCAL_SOFTMAX or len(groups) < 2:
+    if not merged or len(groups) < 2:
         return groups
     kinds = tuple(k for (k, ) in groups)
     return {kinds: sorted(c for members in groups.values() for c in members)}
@@ -334,16 +282,14 @@ def _attend(attention: str, score: Tensor, v: Tensor, mask: Tensor,
     return out.permute(0, 3, 1, 2, 4).reshape(G * Lq, C, H, D)
 
 
-def _sparse(attention: str, classes, targets, view, in_order: int,
+def _sparse(on_pairs: bool, classes, targets, view, in_order: int,
             part_queries: List[Tensor], keys: Tensor,
             values: ValueProjection, slots, dropout: float, training: bool,
             outs: List[Dict[int, Tensor]]) -> None:
-    r"""The other classes (softmax attention's local ones, on the devices of
-    :data:`SPARSE_LOCAL_SOFTMAX`) on the sparse operations, into
-    :obj:`outs`."""
-    device = layout_device(keys)
+    r"""The other classes (softmax attention's local ones, where
+    :obj:`on_pairs`) on enumerated pairs, into :obj:`outs`."""
     local = [[c for c, cls in enumerate(part)
-              if not _on_blocks(cls, attention, device)] for part in classes]
+              if not _on_blocks(cls, on_pairs)] for part in classes]
     parts = [p for p, members in enumerate(local) if members]
     if not parts:
         return
@@ -358,9 +304,9 @@ def _sparse(attention: str, classes, targets, view, in_order: int,
     slot = 0
     for p in parts:
         for c in local[p]:
-            outs[p][c] = softmax_class_output(
+            outs[p][c] = softmax_class_attention(
                 classes[p][c], targets[p], view, in_order, part_queries[p],
-                keys, v[slot], dropout, training)
+                keys, v[slot], dropout, training)[0]
             slot += 1
 
 
@@ -388,8 +334,8 @@ def _key_rows(classes: Sequence[EquivariantClass], view, in_order: int,
                               for kind_blocks in zip(*per_kind)])
         return position, widths
 
-    return view_plan(view, ('packed_key_rows', in_order, pairs, kinds),
-                     build)
+    return view_plan(view, ('packed_key_rows', in_order, pairs, kinds,
+                            layout.ratio), build)
 
 
 def _cached_plan(members: List[EquivariantClass], target: Target, view,
@@ -408,9 +354,9 @@ def _cached_plan(members: List[EquivariantClass], target: Target, view,
             return parts[0][1]
         return _merged_plan(members, parts, attention)
 
-    return view_plan(view, ('packed_class_attention', in_order, target.part,
-                            tuple(members), exact, attention, dtype, kinds),
-                     build)
+    return view_plan(view, ('packed_class_attention', layout.ratio, in_order,
+                            target.part, tuple(members), exact, attention,
+                            dtype, kinds), build)
 
 
 def _merged_plan(members: List[EquivariantClass], parts, attention: str

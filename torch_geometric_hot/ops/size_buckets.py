@@ -20,26 +20,12 @@ from typing import Callable, List, NamedTuple, Optional, Tuple
 import torch
 from torch import Tensor
 
-from torch_geometric_hot.ops.layout_device import layout_device
 from torch_geometric_hot.ops.scatter import segment_counts
 
 BUCKET_RATIO = 1.25
-#: Largest ratio of graph sizes within one bucket on devices other than the
-#: CPU (GPUs), where each bucket's operations are kernel launches that cost
-#: more than the padding of coarser buckets.
-LAUNCH_BOUND_BUCKET_RATIO = 8.0
 #: Buckets replace one padded block when that block holds at least this
 #: many times their score entries.
 BUCKET_GAIN = 2.0
-
-
-def bucket_ratio(t: Tensor) -> float:
-    r"""The bucket ratio of the layout chosen for tensor :obj:`t`
-    (:func:`~torch_geometric_hot.ops.layout_device.layout_device`):
-    :data:`BUCKET_RATIO` on the CPU, :data:`LAUNCH_BOUND_BUCKET_RATIO`
-    elsewhere."""
-    return BUCKET_RATIO if layout_device(t) == 'cpu' else \
-        LAUNCH_BOUND_BUCKET_RATIO
 
 
 def token_positions(token_batch: Tensor,
