@@ -11,6 +11,7 @@ from torch_geometric_hot.nn.tokengt_embedding import TokenGTEmbedding
 from torch_geometric_hot.nn.tokengt_layer import TokenGTLayer
 from torch_geometric_hot.ops.node_identifiers import check_dim
 from torch_geometric_hot.ops.scatter import scatter_sum
+from torch_geometric_hot.ops.plan_cache import PlanCache, view_plan
 from torch_geometric_hot.ops.token_attention import token_layout
 from torch_geometric_hot.ops.validation import check_features, \
     on_checked_features
@@ -179,7 +180,8 @@ class TokenGTEncoder(torch.nn.Module):
                 node_id: Optional[Tensor] = None,
                 hyperedge_index: Optional[Tensor] = None,
                 hyperedge_attr: Optional[Tensor] = None,
-                num_graphs: Optional[int] = None) -> TokenGTOutput:
+                num_graphs: Optional[int] = None,
+                plans: Optional[PlanCache] = None) -> TokenGTOutput:
         r"""
         Args:
             x (torch.Tensor): Node features :obj:`[n, in_channels]`.
@@ -202,6 +204,11 @@ class TokenGTEncoder(torch.nn.Module):
             hyperedge_attr (torch.Tensor, optional): Their features.
             num_graphs (int, optional): Number of graphs (default: from
                 :obj:`batch`).
+            plans (PlanCache, optional): The batch's plan cache (e.g.
+                :obj:`batch.plans` from
+                :class:`~torch_geometric_hot.data.PlannedLoader`): softmax
+                attention's token layout is taken from it, or made there
+                once for every later pass on the batch.
         """
         if isinstance(x, Tensor):
             edge_index, edge_attr = resolve_adjacency(edge_index, edge_attr,
@@ -213,7 +220,9 @@ class TokenGTEncoder(torch.nn.Module):
                                              self.training)
         layout = None
         if self.attention == 'softmax':
-            layout = token_layout(token_batch, num_graphs)
+            layout = view_plan(plans, ('token_layout', num_graphs,
+                                       token_batch.numel()),
+                               lambda: token_layout(token_batch, num_graphs))
         check_features(tokens)  # once: the layers get tokens computed from it
         tokens = on_checked_features(self._layers, tokens, token_batch,
                                      num_graphs, layout, edge_index, counts)

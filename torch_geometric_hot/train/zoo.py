@@ -81,11 +81,30 @@ def _no_extras(batch: Data) -> Dict:
 
 
 def _pair_view(batch: Data) -> Dict:
-    return {'view': PairView.from_data(batch)}
+    # the view the loader planned (PlannedLoader), else one built here
+    view = getattr(batch, 'pair_view', None)
+    return {'view': PairView.from_data(batch) if view is None else view}
 
 
 def _node_id(name: str) -> Callable[[Data], Dict]:
-    return lambda batch: {'node_id': batch[name]}
+    return lambda batch: {'node_id': batch[name],
+                          'plans': getattr(batch, 'plans', None)}
+
+
+def plans_batches(spec: 'ModelSpec') -> bool:
+    r"""Whether a model's batches carry index work the loader can do
+    ahead (a pair view, TokenGT's token layout)."""
+    return spec.extras is not _no_extras
+
+
+class SpecCall:
+    r"""Calls a model on a batch as its spec says (:func:`predict`), for
+    the loader's planning pass."""
+    def __init__(self, spec: 'ModelSpec') -> None:
+        self.spec = spec
+
+    def __call__(self, model: torch.nn.Module, batch: Data) -> Tensor:
+        return predict(model, self.spec, batch)
 
 
 class GINE(torch.nn.Module):
