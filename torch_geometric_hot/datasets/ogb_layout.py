@@ -429,8 +429,8 @@ def write_pcqm4mv2_at_scale(root: str, num_molecules: int = PCQM4MV2_MOLECULES,
     if min(sizes) < 1:
         raise ValueError(f"'num_molecules': {num_molecules} molecules leave "
                          f"a part of PCQM4Mv2's split empty (parts "
-                         f"{dict(zip(PCQM4MV2_SPLIT_SIZES, sizes))}); at least "
-                         f"26 are needed")
+                         f"{dict(zip(PCQM4MV2_SPLIT_SIZES, sizes))}); at "
+                         f"least 26 are needed")
     return write_pcqm4mv2(root, repeated_table(table, num_molecules),
                           'TPSA', fractions=fractions, seed=seed,
                           overwrite=overwrite)

@@ -133,4 +133,3 @@ def apply_to_many(transform: Optional[Callable],
     if type(transform) is AddSecondOrderView and not transform.pair_x:
         return pair_views_of_many(graphs)
     return [transform(g) for g in graphs]
-
