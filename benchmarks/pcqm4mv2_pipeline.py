@@ -186,6 +186,7 @@ def stage_loader(point: Dict) -> Dict:
     count = batches = 0
     first = None
     limit = point.get('max_batches')
+    cpu_before = _children_cpu_s()
     with PssSampler() as sampler:
         start = time.perf_counter()
         for batch in loader:
@@ -199,6 +200,9 @@ def stage_loader(point: Dict) -> Dict:
             if limit is not None and batches >= limit:
                 break
         end = time.perf_counter()
+        del batch
+    loader = None  # the workers exit and are reaped: their CPU time counts
+    worker_cpu = _children_cpu_s() - cpu_before
     workers = max(point['workers'], 1)
     steady = (count - first_size) / (end - first) if end > first else \
         float('nan')
@@ -208,13 +212,76 @@ def stage_loader(point: Dict) -> Dict:
             'molecules_per_s_per_worker': count / (end - start) / workers,
             'steady_molecules_per_s': steady,
             'steady_molecules_per_s_per_worker': steady / workers,
+            'worker_cpu_s': worker_cpu,
+            'molecules_per_worker_cpu_s': count / worker_cpu
+            if point['workers'] and worker_cpu > 0 else float('nan'),
             'peak_pss_bytes': sampler.peak,
             'peak_rss_workers_bytes': resource.getrusage(
                 resource.RUSAGE_CHILDREN).ru_maxrss * 1024}
 
 
+def _children_cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _cpu_us(fn, count: int) -> float:
+    start = time.process_time()
+    fn()
+    return (time.process_time() - start) / count * 1e6
+
+
+def stage_profile(point: Dict) -> Dict:
+    r"""CPU microseconds per molecule of what a loader worker does, step
+    by step, on the first batches of the training split: read the
+    molecules, compute the views, collate; against reading them through
+    OGB's dataset (:class:`~torch_geometric.data.InMemoryDataset`, which
+    keeps a copy of each) and transforming them one by one."""
+    import copy
+
+    from torch_geometric.data import Batch
+
+    from torch_geometric_hot.transforms.apply_to_many import apply_to_many
+    run = _run(point)
+    dataset, transform = run.bench.dataset, run.bench.dataset.transform
+    batch_size = point['batch_size']
+    index = run.bench.split['train'][:point.get('profile_batches', 40) *
+                                     batch_size].tolist()
+    chunks = [index[i:i + batch_size] for i in range(0, len(index),
+                                                     batch_size)]
+    n = len(index)
+    graphs: List = []
+    read = _cpu_us(lambda: graphs.extend(
+        [dataset.get(i) for i in chunk] for chunk in chunks), n)
+    plain = [[copy.copy(g) for g in chunk] for chunk in graphs]
+    done: List = []
+    views = _cpu_us(lambda: done.extend(
+        apply_to_many(transform, chunk) for chunk in graphs), n)
+    collate = _cpu_us(lambda: [Batch.from_data_list(c) for c in done], n)
+    source = _ogb_dataset(point['root'])
+    ogb_read = _cpu_us(lambda: [source[i] for i in index], n)
+    one_by_one = _cpu_us(lambda: [transform(g) for c in plain for g in c],
+                         n)
+    return {'molecules': n, 'read_us': read, 'views_us': views,
+            'collate_us': collate,
+            'worker_us': read + views + collate,
+            'ogb_dataset_read_us': ogb_read,
+            'views_one_by_one_us': one_by_one,
+            'before_us': ogb_read + one_by_one + collate}
+
+
+def _ogb_dataset(root: str):
+    # OGB's own dataset object (PyG's get, with its per-molecule copies)
+    from ogb.lsc import PygPCQM4Mv2Dataset
+
+    from torch_geometric_hot.datasets import ogb_safe_globals
+    with ogb_safe_globals():
+        return PygPCQM4Mv2Dataset(root)
+
+
 STAGES = {'write': stage_write, 'process': stage_process,
-          'prepare': stage_prepare, 'loader': stage_loader}
+          'prepare': stage_prepare, 'loader': stage_loader,
+          'profile': stage_profile}
 
 
 def measure(point: Dict) -> Dict:
@@ -287,15 +354,19 @@ def extrapolate(records: List[Dict], target: int) -> List[Dict]:
 # ------------------------------------------------------------------ main --
 def points_for(molecules: int, root: str, models: Sequence[str],
                views: Sequence[str], workers: Sequence[int],
-               batch_size: int, max_batches: Optional[int]) -> List[Dict]:
+               batch_size: int, max_batches: Optional[int],
+               loader_views: Sequence[str]) -> List[Dict]:
     base = {'root': root, 'molecules': molecules, 'molecules_total':
             molecules, 'batch_size': batch_size}
     points = [dict(base, stage='write'), dict(base, stage='process')]
     for model in models:
+        if 'computed' in views:
+            points.append(dict(base, stage='profile', model=model,
+                               views='computed'))
         for view in views:
             points.append(dict(base, stage='prepare', model=model,
                                views=view))
-            for w in workers:
+            for w in (workers if view in loader_views else []):
                 point = dict(base, stage='loader', model=model, views=view,
                              workers=w)
                 if max_batches is not None:
@@ -309,11 +380,25 @@ def _fmt(record: Dict) -> str:
             f"{record['wall_s']:8.1f} s  peak RSS "
             f"{record['peak_rss_bytes'] / GB:6.2f} GB  disk "
             f"{record['disk_bytes'] / GB:6.3f} GB")
+    if record['stage'] == 'profile':
+        text += (f"  CPU us/mol: read {record['read_us']:.0f} views "
+                 f"{record['views_us']:.0f} collate "
+                 f"{record['collate_us']:.0f} = {record['worker_us']:.0f} "
+                 f"(one by one through OGB's dataset: "
+                 f"{record['before_us']:.0f})")
+    if record['stage'] == 'profile':
+        text += (f"  CPU us/mol: read {record['read_us']:.0f} views "
+                 f"{record['views_us']:.0f} collate "
+                 f"{record['collate_us']:.0f} = {record['worker_us']:.0f} "
+                 f"(one by one through OGB's dataset: "
+                 f"{record['before_us']:.0f})")
     if record['stage'] == 'loader':
         text += (f"  PSS {record['peak_pss_bytes'] / GB:5.2f} GB  "
                  f"{record['molecules_per_s']:7.0f} mol/s "
                  f"({record['molecules_per_s_per_worker']:6.0f} / worker, "
-                 f"steady {record['steady_molecules_per_s_per_worker']:6.0f})")
+                 f"steady {record['steady_molecules_per_s_per_worker']:6.0f}"
+                 f"; {record['molecules_per_worker_cpu_s']:6.0f} per worker "
+                 f"CPU second)")
     return text + f"  load {record['load_avg']:.1f}"
 
 
@@ -329,6 +414,9 @@ def main(argv: Optional[Sequence[str]] = None) -> Dict:
     parser.add_argument('--views', default='computed',
                         help="'computed', 'stored' or both, separated by "
                         "commas (default: %(default)s)")
+    parser.add_argument('--loader-views', default=None,
+                        help='the views whose loader passes run (default: '
+                        'all of --views)')
     parser.add_argument('--workers', default='1',
                         help='loader worker counts, separated by commas '
                         '(default: %(default)s)')
@@ -367,6 +455,8 @@ def main(argv: Optional[Sequence[str]] = None) -> Dict:
         parser.error(f"'--models': unknown {unknown}; choose from {MODELS}")
     views = [v for v in args.views.split(',') if v]
     workers = [int(w) for w in args.workers.split(',')]
+    loader_views = views if args.loader_views is None else \
+        args.loader_views.split(',')
     base = args.root or tempfile.mkdtemp(prefix='pcqm4mv2_pipeline_')
     records = []
     try:
@@ -375,7 +465,8 @@ def main(argv: Optional[Sequence[str]] = None) -> Dict:
             if osp.isdir(osp.join(root, 'pcqm4m-v2')):
                 shutil.rmtree(osp.join(root, 'pcqm4m-v2'))
             for point in points_for(n, root, models, views, workers,
-                                    args.batch_size, args.max_batches):
+                                    args.batch_size, args.max_batches,
+                                    loader_views):
                 record = measure(point) if args.in_process else \
                     run_point(point)
                 records.append(record)
