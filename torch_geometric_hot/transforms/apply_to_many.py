@@ -65,11 +65,11 @@ def laplacian_ids_of_many(transform: AddLaplacianNodeId,
     graphs of at most :obj:`transform.dense_threshold` nodes in one batched
     call."""
     sizes = [_num_nodes(g) for g in graphs]
+    # larger graphs through the transform itself (ARPACK), one by one
+    graphs = [transform(g) if n > transform.dense_threshold else g
+              for g, n in zip(graphs, sizes)]
     small = [g for g, n in zip(graphs, sizes)
              if n <= transform.dense_threshold]
-    for g, n in zip(graphs, sizes):
-        if n > transform.dense_threshold:
-            transform(g)
     if not small:
         return graphs
     sizes = [n for n in sizes if n <= transform.dense_threshold]
@@ -116,7 +116,8 @@ def apply_to_many(transform: Optional[Callable],
     r"""The graphs after :obj:`transform`, as
     ``[transform(g) for g in graphs]`` gives them (see the module
     documentation for the transforms computed on all graphs at once).
-    The graphs are changed in place, as the transforms do.
+    Graphs computed at once get their new attributes in place (a
+    transform returns a shallow copy of each); use the returned list.
 
     Args:
         transform (callable, optional): A transform (:obj:`None`: none).
