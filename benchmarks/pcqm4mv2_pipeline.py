@@ -386,12 +386,6 @@ def _fmt(record: Dict) -> str:
                  f"{record['collate_us']:.0f} = {record['worker_us']:.0f} "
                  f"(one by one through OGB's dataset: "
                  f"{record['before_us']:.0f})")
-    if record['stage'] == 'profile':
-        text += (f"  CPU us/mol: read {record['read_us']:.0f} views "
-                 f"{record['views_us']:.0f} collate "
-                 f"{record['collate_us']:.0f} = {record['worker_us']:.0f} "
-                 f"(one by one through OGB's dataset: "
-                 f"{record['before_us']:.0f})")
     if record['stage'] == 'loader':
         text += (f"  PSS {record['peak_pss_bytes'] / GB:5.2f} GB  "
                  f"{record['molecules_per_s']:7.0f} mol/s "
