@@ -13,9 +13,10 @@ evaluators: any ``ogbg-mol*`` dataset
   the dataset was asked for) and when a local copy has no release marker
   (answered *no*: a local folder is never deleted; a warning says so);
 * an offline path: with :obj:`offline=True` a missing dataset folder is
-  written from the NCI molecules that RDKit ships
-  (:func:`~torch_geometric_hot.datasets.ogb_layout.nci_tpsa_table`) in the
-  dataset's own raw layout, and then read by the same OGB loader;
+  written from the NCI molecules that RDKit ships, labelled with their
+  polar surface area or another descriptor RDKit computes
+  (:func:`~torch_geometric_hot.datasets.nci_descriptors.nci_descriptor_table`),
+  in the dataset's own raw layout, and then read by the same OGB loader;
 * model-specific transforms either applied once and cached beside OGB's
   processed file (one cache per transform, so several models share one
   download), or computed batch by batch as the molecules are read, in the
@@ -54,6 +55,8 @@ from torch_geometric_hot.datasets.atomic_files import held_alone, \
 from torch_geometric_hot.datasets.collated_molecules import \
     CollatedMolecules
 from torch_geometric_hot.transforms.apply_to_many import apply_to_many
+from torch_geometric_hot.datasets.nci_descriptors import (
+    DESCRIPTORS, nci_descriptor_table)
 from torch_geometric_hot.datasets.ogb_layout import (PCQM4MV2_FOLDER,
                                                      SOURCE_FILE,
                                                      MoleculeTable,
@@ -70,6 +73,7 @@ VIEWS = ('auto', 'stored', 'computed')
 STORED_VIEWS_LIMIT = 1_000_000
 #: Molecules transformed at once when views are stored.
 CHUNK = 4096
+_NCI_SOURCE = 'RDKit Data/NCI/first_5k.tpsa.csv'
 
 
 class MoleculeBenchmark(NamedTuple):
@@ -299,12 +303,28 @@ def _open_ogb(name: str, root: str, folder: str):
                 Evaluator(name))
 
 
+def _check_offline_target(source: Dict, target: str, folder: str) -> None:
+    # an offline folder keeps the target it was written with
+    if target not in DESCRIPTORS:
+        raise ValueError(f"'offline_target' must be one of "
+                         f"{', '.join(DESCRIPTORS)}, got {target!r}")
+    written = (source.get('target_names') or [''])[0]
+    wanted = DESCRIPTORS[target].column
+    if source.get('source', '').startswith(_NCI_SOURCE) and \
+            written != wanted:
+        raise ValueError(f"'root': {folder} holds the offline molecules "
+                         f"labelled with {written}, not {wanted} "
+                         f"(offline target {target!r}); give another root")
+
+
 def load_molecule_benchmark(name: str, root: str, offline: bool = False,
                             pre_transform: Optional[Callable] = None,
                             transform: Optional[Callable] = None,
                             offline_molecules: Optional[int] = None,
                             offline_table: Optional[MoleculeTable] = None,
-                            views: str = 'auto') -> MoleculeBenchmark:
+                            views: str = 'auto',
+                            offline_target: str = 'tpsa'
+                            ) -> MoleculeBenchmark:
     r"""Loads an OGB molecule benchmark through OGB's own loader and
     evaluator (see the module documentation).
 
@@ -334,6 +354,10 @@ def load_molecule_benchmark(name: str, root: str, offline: bool = False,
             time, in the data loader's workers; nothing stored) or
             ``'auto'`` (stored up to :data:`STORED_VIEWS_LIMIT` molecules,
             computed above). Both give the same molecules.
+        offline_target (str, optional): With :obj:`offline=True`, the
+            descriptor of
+            :data:`~torch_geometric_hot.datasets.nci_descriptors.DESCRIPTORS`
+            the NCI molecules are labelled with. (default: ``'tpsa'``)
     """
     if views not in VIEWS:
         raise ValueError(f"'views' must be one of {VIEWS}, got {views!r}")
@@ -350,8 +374,8 @@ def load_molecule_benchmark(name: str, root: str, offline: bool = False,
         source_path = osp.join(folder, SOURCE_FILE)
         if offline and not osp.isdir(folder):
             if offline_table is None:
-                write_offline(name, root,
-                              nci_tpsa_table(limit=offline_molecules))
+                write_offline(name, root, nci_descriptor_table(
+                    offline_target, limit=offline_molecules))
             else:
                 write_offline(name, root, offline_table, derive_labels=False)
         elif offline and not osp.isfile(source_path):
@@ -394,6 +418,8 @@ def load_molecule_benchmark(name: str, root: str, offline: bool = False,
     if osp.isfile(source_path):
         with open(source_path) as f:
             source = json.load(f)
+    if offline and offline_table is None and source is not None:
+        _check_offline_target(source, offline_target, folder)
     return MoleculeBenchmark(name, dataset, split, num_tasks, task_type,
                              metric, metric in ('rocauc', 'ap', 'acc', 'F1'),
                              evaluate, folder, source, views)

@@ -25,6 +25,7 @@ import os.path as osp
 import sys
 from typing import Dict, List, Optional
 
+from torch_geometric_hot.datasets.nci_descriptors import DESCRIPTORS
 from torch_geometric_hot.train.zoo import MODELS
 
 DATASET_HELP = ("an OGB molecule dataset: any 'ogbg-mol*' name "
@@ -89,6 +90,13 @@ def build_parser() -> argparse.ArgumentParser:
     data.add_argument('--offline-molecules', type=_positive, default=None,
                       help='with --offline, write only the first N molecules '
                       '(default: all 4,991 that RDKit parses)')
+    data.add_argument('--offline-target', default='tpsa',
+                      choices=list(DESCRIPTORS),
+                      help="with --offline, the target the NCI molecules are "
+                      "labelled with, computed by RDKit: " + '; '.join(
+                          f'{k}: {d.summary}' for k, d in
+                          DESCRIPTORS.items()) + " (default: %(default)s; "
+                      "a root keeps the target it was written with)")
     data.add_argument('--csv', default=None,
                       help="with --offline, write the molecules of this CSV "
                       "file (a header row, a SMILES column and one numeric "
@@ -174,6 +182,9 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
                      "--seed")
     if args.offline_molecules is not None and not args.offline:
         parser.error("'--offline-molecules' needs --offline")
+    if args.offline_target != 'tpsa' and (not args.offline or
+                                          args.csv is not None):
+        parser.error("'--offline-target' needs --offline and no --csv")
     if args.csv is not None:
         if not args.offline:
             parser.error("'--csv' needs --offline (it writes the dataset "

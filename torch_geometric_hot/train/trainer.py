@@ -142,6 +142,7 @@ class Run:
             args.dataset, args.root, offline=args.offline,
             pre_transform=self.spec.pre_transform,
             offline_molecules=args.offline_molecules, offline_table=table,
+            offline_target=getattr(args, 'offline_target', 'tpsa'),
             views=getattr(args, 'views', 'auto'))
 
     def _indices(self, part: str) -> Tensor:
