@@ -18,7 +18,8 @@ def test_smoke_runs_every_stage_and_writes_json(tmp_path):
         'computed', '--root', str(tmp_path / 'data'), '--out', str(out)])
     assert out.exists()
     stages = [pcqm4mv2_pipeline.stage_key(r) for r in result['records']]
-    assert stages == ['write', 'process', 'profile/tokengt-lap/computed',
+    assert stages == ['write', 'ogb-process', 'process',
+                      'profile/tokengt-lap/computed',
                       'prepare/tokengt-lap/computed',
                       'loader/tokengt-lap/computed/1w']
     records = {pcqm4mv2_pipeline.stage_key(r): r for r in result['records']}

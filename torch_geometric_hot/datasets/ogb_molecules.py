@@ -29,6 +29,10 @@ evaluators: any ``ogbg-mol*`` dataset
 CollatedMolecules`), without the per-molecule copy an
   :class:`~torch_geometric.data.InMemoryDataset` keeps of everything it
   has returned;
+* PCQM4Mv2's processed file written in bounded memory and in parallel
+  (:func:`~torch_geometric_hot.datasets.pcqm4mv2_processing.\
+process_pcqm4mv2`: the same file OGB's processing writes, which needs over
+  30 GB for the real set), then read by OGB's loader;
 * one process at a time per dataset and root: the folder is written,
   downloaded, processed and transformed under a lock file in the root
   (``.{name}.lock``), so separate commands started together on a cold root
@@ -54,6 +58,8 @@ from torch_geometric_hot.datasets.atomic_files import held_alone, \
     written_atomically
 from torch_geometric_hot.datasets.collated_molecules import \
     CollatedMolecules
+from torch_geometric_hot.datasets.pcqm4mv2_processing import (
+    PROCESSED_FILE, process_pcqm4mv2)
 from torch_geometric_hot.transforms.apply_to_many import apply_to_many
 from torch_geometric_hot.datasets.nci_descriptors import (
     DESCRIPTORS, nci_descriptor_table)
@@ -286,11 +292,17 @@ def _pcqm_split(official: Dict[str, Tensor], seed: int = 0
             'valid': train[perm[:holdout]].sort().values, 'test': test}
 
 
-def _open_ogb(name: str, root: str, folder: str):
+def _open_ogb(name: str, root: str, folder: str,
+              processes: Optional[int] = None):
     # OGB's dataset (downloaded and processed as needed), its split and
     # its evaluator
     with ogb_safe_globals(), _no_prompts(folder):
         if name == PCQM4MV2:
+            if osp.isfile(osp.join(folder, 'raw', 'data.csv.gz')) and \
+                    not osp.isfile(osp.join(folder, 'processed',
+                                            PROCESSED_FILE)):
+                # OGB's processing in bounded memory, in parallel
+                process_pcqm4mv2(folder, processes)
             from ogb.lsc import PCQM4Mv2Evaluator, PygPCQM4Mv2Dataset
             dataset = PygPCQM4Mv2Dataset(root)
             return (dataset, _pcqm_split(dataset.get_idx_split()),
@@ -323,7 +335,8 @@ def load_molecule_benchmark(name: str, root: str, offline: bool = False,
                             offline_molecules: Optional[int] = None,
                             offline_table: Optional[MoleculeTable] = None,
                             views: str = 'auto',
-                            offline_target: str = 'tpsa'
+                            offline_target: str = 'tpsa',
+                            processes: Optional[int] = None
                             ) -> MoleculeBenchmark:
     r"""Loads an OGB molecule benchmark through OGB's own loader and
     evaluator (see the module documentation).
@@ -358,6 +371,11 @@ def load_molecule_benchmark(name: str, root: str, offline: bool = False,
             descriptor of
             :data:`~torch_geometric_hot.datasets.nci_descriptors.DESCRIPTORS`
             the NCI molecules are labelled with. (default: ``'tpsa'``)
+        processes (int, optional): PCQM4Mv2 only: worker processes of its
+            processing
+            (:func:`~torch_geometric_hot.datasets.pcqm4mv2_processing.\
+process_pcqm4mv2`, the file OGB's processing writes, in bounded memory;
+            default: the CPUs this process may use, at most 16).
     """
     if views not in VIEWS:
         raise ValueError(f"'views' must be one of {VIEWS}, got {views!r}")
@@ -384,7 +402,7 @@ def load_molecule_benchmark(name: str, root: str, offline: bool = False,
                              f"is")
         if osp.isdir(folder):
             _check_files(name, folder)
-        dataset, split, evaluator = _open_ogb(name, root, folder)
+        dataset, split, evaluator = _open_ogb(name, root, folder, processes)
         if views == 'auto':
             views = 'stored' if len(dataset) <= STORED_VIEWS_LIMIT else \
                 'computed'
