@@ -488,8 +488,12 @@ def main(argv: Optional[Sequence[str]] = None) -> Dict:
     try:
         for n in sizes:
             root = osp.join(base, f'n{n}')
-            if osp.isdir(osp.join(root, 'pcqm4m-v2')):
-                shutil.rmtree(osp.join(root, 'pcqm4m-v2'))
+            folder = osp.join(root, 'pcqm4m-v2')
+            if osp.isdir(folder) and (not stages or 'write' in stages):
+                shutil.rmtree(folder)
+            elif not stages or 'process' in stages:  # process it again
+                shutil.rmtree(osp.join(folder, 'processed'),
+                              ignore_errors=True)
             for point in points_for(n, root, models, views, workers,
                                     args.batch_size, args.max_batches,
                                     loader_views):
