@@ -503,6 +503,10 @@ def main(argv: Optional[Sequence[str]] = None) -> Dict:
                     run_point(point)
                 records.append(record)
                 print(_fmt(record), flush=True)
+                if args.out:  # what is measured so far, if cut off later
+                    write_json(args.out, {'benchmark': 'pcqm4mv2_pipeline',
+                                          'records': records,
+                                          'partial': True})
             if not args.keep:
                 shutil.rmtree(root, ignore_errors=True)
     finally:

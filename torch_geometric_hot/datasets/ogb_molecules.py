@@ -76,7 +76,7 @@ PCQM4MV2 = 'pcqm4mv2'
 VIEWS = ('auto', 'stored', 'computed')
 #: With ``views='auto'``, views are stored for datasets of at most this
 #: many molecules and computed as they are read for larger ones.
-STORED_VIEWS_LIMIT = 1_000_000
+STORED_VIEWS_LIMIT = 200_000
 #: Molecules transformed at once when views are stored.
 CHUNK = 4096
 _NCI_SOURCE = 'RDKit Data/NCI/first_5k.tpsa.csv'

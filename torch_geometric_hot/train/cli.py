@@ -109,7 +109,7 @@ def build_parser() -> argparse.ArgumentParser:
                       "with the dataset (computed once, cached on disk, held "
                       "in memory), computed batch by batch as the loader's "
                       "workers read the molecules (nothing stored), or auto: "
-                      "stored up to 1,000,000 molecules (default: "
+                      "stored up to 200,000 molecules (default: "
                       "%(default)s)")
     data.add_argument('--smiles-column', default='smiles',
                       help='SMILES column of --csv (default: %(default)s)')
