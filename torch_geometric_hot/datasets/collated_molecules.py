@@ -53,20 +53,6 @@ class CollatedMolecules(InMemoryDataset):
             self._layout.append((key, value, dim, bounds.numpy().astype(
                 np.int64)))
 
-    @property
-    def raw_file_names(self) -> List[str]:
-        return []
-
-    @property
-    def processed_file_names(self) -> List[str]:
-        return []
-
-    def download(self) -> None:
-        pass
-
-    def process(self) -> None:
-        pass
-
     def get(self, idx: int) -> Data:
         r"""Molecule :obj:`idx` (of the whole dataset), its tensors views
         of the shared ones."""
