@@ -209,11 +209,15 @@ def stage_loader(point: Dict) -> Dict:
     attribute = VIEW_ATTRIBUTES[point['model']]
     count = batches = 0
     first = None
-    limit = point.get('max_batches')
+    # the pass ends on its last batch, inside the PSS sampling: the workers
+    # exit after it (a sample taken while one exits would count the pages
+    # it shared twice, in its own PSS and in the main process's)
+    limit = min(point.get('max_batches') or len(loader), len(loader))
     cpu_before = _children_cpu_s()
     with PssSampler() as sampler:
         start = time.perf_counter()
-        for batch in loader:
+        iterator, batch = iter(loader), None
+        for batch in iterator:
             if first is None:
                 first = time.perf_counter()
                 first_size = batch.num_graphs
@@ -221,11 +225,12 @@ def stage_loader(point: Dict) -> Dict:
                 raise RuntimeError(f"the loader's batches lack {attribute!r}")
             count += batch.num_graphs
             batches += 1
-            if limit is not None and batches >= limit:
+            if batches >= limit:
                 break
         end = time.perf_counter()
         del batch
-    loader = None  # the workers exit and are reaped: their CPU time counts
+    # the workers exit and are reaped: their CPU time counts
+    iterator = loader = None
     worker_cpu = _children_cpu_s() - cpu_before
     workers = max(point['workers'], 1)
     steady = (count - first_size) / (end - first) if end > first else \
