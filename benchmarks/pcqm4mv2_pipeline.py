@@ -33,7 +33,9 @@ Models: ``tokengt-lap`` (Laplacian node identifiers) and ``hot-kernel``
 stage's process (``ru_maxrss``); for the loader, also the peak of the
 proportional set size (PSS: shared pages split between the processes
 that share them) summed over the main process and its workers, sampled
-every 0.2 s, which is the memory the pass holds (the workers' resident
+every 0.2 s once the workers have started (samples during which the main
+process's share moved, a worker forking or exiting, are dropped), which
+is the memory the pass holds (the workers' resident
 sets count the dataset they share with the main process once each);
 disk use of the dataset folder after the stage; loader throughput in
 molecules per second, in all and per worker, over the whole pass and from
@@ -117,8 +119,13 @@ class PssSampler:
     def _run(self) -> None:
         me = os.getpid()
         while not self._stop.is_set():
-            total = pss_bytes(me) + sum(pss_bytes(p) for p in children(me))
-            self.peak = max(self.peak, total)
+            before = pss_bytes(me)
+            kids = sum(pss_bytes(p) for p in children(me))
+            after = pss_bytes(me)
+            # a process forked or exiting between the readings moves pages
+            # between the shares: such a sample would count them twice
+            if abs(after - before) <= 0.01 * max(before, 1):
+                self.peak = max(self.peak, max(before, after) + kids)
             self._stop.wait(self.interval)
 
     def __enter__(self) -> 'PssSampler':
@@ -214,9 +221,9 @@ def stage_loader(point: Dict) -> Dict:
     # it shared twice, in its own PSS and in the main process's)
     limit = min(point.get('max_batches') or len(loader), len(loader))
     cpu_before = _children_cpu_s()
+    start = time.perf_counter()
+    iterator, batch = iter(loader), None  # the workers start (fork) here
     with PssSampler() as sampler:
-        start = time.perf_counter()
-        iterator, batch = iter(loader), None
         for batch in iterator:
             if first is None:
                 first = time.perf_counter()
