@@ -4,13 +4,13 @@ r"""PCQM4Mv2's processed file, written in bounded memory and in parallel.
 one :class:`~torch_geometric.data.Data` object per molecule, holding all of
 them, and collating them at the end: about 9 KB per molecule at its peak,
 over 30 GB for the real 3,746,620 molecules (``docs/ogb.md``), on one CPU
-core (about 45 minutes). :func:`process_pcqm4mv2` writes the same file
+core. :func:`process_pcqm4mv2` writes the same file
 (``processed/geometric_data_processed.pt``: the same tensors, dtypes and
 slices as OGB's ``collate``, which OGB's loader then reads unchanged) from
 chunks of molecules featurised by the same :func:`ogb.utils.smiles2graph`
 in worker processes, each chunk kept in compact integer types until the
 final int64 tensors are filled: its peak is those final tensors (about
-2.2 KB per molecule) and the chunks.
+2.2 KB per molecule of PCQM4Mv2's size) and the chunks.
 """
 import os
 import os.path as osp
