@@ -33,20 +33,22 @@ def test_quick_run_times_every_model_and_writes_json(root, tmp_path):
     assert result['settings']['batch_size'] == 8
 
 
-def test_floor_and_forced_packed_path(root, monkeypatch):
-    import torch_geometric_hot.nn.hot_conv as hot_conv
-    import torch_geometric_hot.ops.packed_class_attention as packed
-    calls = []
-    original = packed.packed_class_attention
-    monkeypatch.setattr(hot_conv, 'packed_class_attention', lambda *a, **k: (
-        calls.append(1), original(*a, **k))[1])
+def test_floor_and_forced_packed_path(root):
+    import torch
+    from torch_geometric_hot.ops.attention import dispatch
     result = molecule_batches.main([
         '--quick', '--no-memory', '--root', root, '--floor', '--packed', 'on',
-        '--native', 'off', '--models', 'gin,gps_multihead,hot_kernel'])
-    assert calls  # HOT took the packed path
-    assert packed.PACKED_BLOCK != float('inf')  # and the rule is restored
+        '--native', 'off', '--device-type', 'cuda', '--models',
+        'gin,gps_multihead,hot_kernel'])
+    assert dispatch._forced.get()[0] == ()  # the rule is restored
+    with molecule_batches.forced_paths(molecule_batches.parse_args(
+            ['--packed', 'on'])):
+        problem = dispatch.problem('hot', 'kernel', (), torch.device('cpu'),
+                                   view=None, in_order=2, out_order=2)
+        assert dispatch.choose(problem) == 'packed'
     settings = result['settings']
     assert (settings['packed'], settings['native']) == ('on', 'off')
+    assert settings['device_type'] == 'cuda'
     assert len(settings['peak_gflops']) == 2
     for name, row in result['models'].items():
         assert row['matmul_gflop'] > 0 and row['floor_ms'] > 0, name

@@ -18,12 +18,23 @@ from torch_geometric_hot.datasets.nci_descriptors import (  # noqa: E402
 from torch_geometric_hot.train.cli import parse_args  # noqa: E402
 
 N = 60
+
+
+def _motifs(mol):
+    from rdkit.Chem import AllChem, DataStructs
+    bits = AllChem.GetMorganFingerprintAsBitVect(mol, 2, nBits=1024)
+    present = np.zeros(1024)
+    DataStructs.ConvertToNumpyArray(bits, present)
+    return float(present @ np.random.RandomState(0).standard_normal(1024))
+
+
 DIRECT = {  # each descriptor computed here without the module
     'qed': QED.qed,
     'bertz': lambda m: math.log1p(GraphDescriptors.BertzCT(m)),
     'logp': Crippen.MolLogP,
     'fsp3': rdMolDescriptors.CalcFractionCSP3,
     'rings': lambda m: float(rdMolDescriptors.CalcNumRings(m)),
+    'motifs': _motifs,
 }
 
 

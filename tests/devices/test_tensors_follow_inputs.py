@@ -13,7 +13,7 @@ from torch_geometric.data import Batch, Data
 
 from torch_geometric_hot.models import (HOTGraphModel, HOTHyperedgeModel,
                                         HOTNodeModel, HOTSetToGraph,
-                                        InvariantMLP, TokenGT)
+                                        HybridGPS, InvariantMLP, TokenGT)
 from torch_geometric_hot.nn import HOTNodeConv, SimplicialAttention
 from torch_geometric_hot.testing import edge_case_graphs, random_graph
 from torch_geometric_hot.transforms import (AddHyperedgeView,
@@ -97,6 +97,15 @@ MODELS['InvariantMLP'] = (lambda: InvariantMLP(
     edge_encoder=torch.nn.Linear(4, 8)), _hot_call)
 MODELS['HOTNodeConv'] = (lambda: HOTNodeConv(4, 8, heads=2, edge_dim=4,
                                              seed=0), _hot_call)
+for _block, _attn in (('hot', {'attention': 'softmax'}),
+                      ('hot', {'attention': 'kernel'}),
+                      ('tokengt', {'node_id': 'laplacian'}),
+                      ('tokengt', {'node_id': 'orf'})):
+    MODELS[f'HybridGPS-{_block}-{list(_attn.values())[0]}'] = (
+        lambda b=_block, a=_attn: HybridGPS(
+            8, 2, num_layers=1, global_block=b, heads=2, in_channels=4,
+            edge_dim=4, attn_kwargs=dict(a, node_id_dim=4) if b ==
+            'tokengt' else a, seed=0), _hot_call)
 
 
 def tensors(out) -> list:

@@ -4,7 +4,7 @@ import torch
 from torch_geometric_hot.data import PairView
 from torch_geometric_hot.nn import HOTConv2to2
 from torch_geometric_hot.ops import native
-from torch_geometric_hot.ops import packed_class_attention as packed
+from torch_geometric_hot.ops import use_path
 from torch_geometric_hot.testing import attach_order_inputs, random_graph
 
 # 'on': the native CPU kernels run inside the compiled graph (they
@@ -14,11 +14,10 @@ MODES = ['off', pytest.param('on', marks=pytest.mark.skipif(
 
 
 @pytest.mark.parametrize('mode', MODES)
+@use_path('pooled')  # on the summaries
 def test_kernel_hotconv_compiles_without_graph_breaks(mode, monkeypatch):
-    # eager on the sparse path too (compiled graphs never take the packed
-    # one), so that both run the same operators
-    monkeypatch.setattr(packed, 'PACKED_BLOCK_SOFTMAX', -1)
-    monkeypatch.setattr(packed, 'PACKED_BLOCK', -1)
+    # eager on the summaries too (compiled graphs never take the packed
+    # path), so that both run the same operators
     data = attach_order_inputs(random_graph(6, 8), 2)
     view = PairView.from_data(data)
     layer = HOTConv2to2(3, 4, heads=2, attention='kernel',

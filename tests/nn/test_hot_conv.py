@@ -6,7 +6,7 @@ from torch_geometric_hot.nn import (HOTConv, HOTConv1to0, HOTConv1to1,
                                     HOTConv1to2, HOTConv1toK, HOTConv2to0,
                                     HOTConv2to1, HOTConv2to2)
 from torch_geometric_hot.ops import kernel_attention, native
-from torch_geometric_hot.ops import packed_class_attention as packed
+from torch_geometric_hot.ops import use_path
 from torch_geometric_hot.testing import (
     assert_batch_independent, assert_gradcheck, assert_permutation_equivariant,
     attach_order_inputs, complete_graph, dense_basis, dense_class_attention,
@@ -177,11 +177,11 @@ def test_trains_under_bfloat16_autocast(orders, attention, mode, device):
         assert t.grad.dtype == t.dtype and torch.isfinite(t.grad).all()
 
 
+@use_path('pooled')  # on the summaries
 def test_kernel_layers_sharing_a_view_share_its_plans(monkeypatch):
     # layers on one view (as in a model) equal each layer on a fresh view,
     # outputs and gradients; an identical layer reuses the first one's
     # plans (no new sort), another shape or direct limit gets its own
-    monkeypatch.setattr(packed, 'PACKED_BLOCK', -1)  # the sparse path
     data = attach_order_inputs(random_graph(9, 20), 2, seed=4)
     layers = [make((2, 2), attention='kernel', kernel='elu'),
               make((2, 2), attention='kernel', kernel='elu'),
@@ -211,10 +211,10 @@ def test_kernel_layers_sharing_a_view_share_its_plans(monkeypatch):
         assert counts[2] > 0 and counts[3] > 0  # other shapes, other limit
 
 
+@use_path('pooled')  # on the summaries
 def test_kernel_attention_under_inference_mode(monkeypatch):
     # a view built under inference_mode holds inference tensors, which
     # have no version counter: the plans are matched by identity alone
-    monkeypatch.setattr(packed, 'PACKED_BLOCK', -1)  # the sparse path
     data = attach_order_inputs(random_graph(9, 20), 2, seed=4)
     layer = make((2, 2), attention='kernel', kernel='elu').eval()
     with torch.no_grad():

@@ -1,18 +1,22 @@
 import pytest
 import torch
 from torch.nn import Linear
+from torch_geometric.nn import GINEConv
 
 from torch_geometric_hot.models import (HOTGraphModel, HOTHyperedgeModel,
                                         HOTModel, HOTNodeModel,
-                                        HOTSetToGraph, InvariantMLP, TokenGT)
+                                        HOTSetToGraph, HybridGPS,
+                                        InvariantMLP, TokenGT)
 from torch_geometric_hot.nn import (CategoricalEncoder, EquivariantLinear,
                                     ExpertChoiceRouter, HOTConv, HOTConv1to0,
                                     HOTConv1to1, HOTConv1to2, HOTConv1toK,
                                     HOTConv2to0, HOTConv2to1, HOTConv2to2,
-                                    HOTLayer, HOTNodeConv, PairEncoder,
+                                    HOTLayer, HOTNodeConv, HybridGPSConv,
+                                    PairEncoder,
                                     SimplexIndexer, SimplicialAttention,
                                     TokenGTEmbedding, TokenGTEncoder,
-                                    TokenGTLayer, TokenSelfAttention)
+                                    TokenGTLayer, TokenNodeAttention,
+                                    TokenSelfAttention)
 
 # every public layer and model (with the submodules its options add), as
 # PyG users call reset_parameters() to re-initialise a model in place
@@ -57,6 +61,17 @@ MODULES = {
                                                    num_layers=1),
     'TokenGT': lambda: TokenGT(3, 8, 1, 2, node_encoder=Linear(3, 8),
                                edge_encoder=Linear(2, 8)),
+    'TokenNodeAttention': lambda: TokenNodeAttention(8, 8, heads=2,
+                                                     edge_dim=3),
+    'HybridGPSConv': lambda: HybridGPSConv(
+        8, GINEConv(Linear(8, 8), train_eps=True),
+        TokenNodeAttention(8, 8, heads=2, edge_dim=8)),
+    'HybridGPS hot': lambda: HybridGPS(
+        8, 1, num_layers=2, heads=2, node_encoder=Linear(3, 8),
+        edge_encoder=Linear(2, 8)),
+    'HybridGPS tokengt': lambda: HybridGPS(8, 1, num_layers=1,
+                                           global_block='tokengt',
+                                           in_channels=3, edge_dim=2),
 }
 
 

@@ -3,9 +3,8 @@ import torch
 
 from torch_geometric_hot.data import PairView
 from torch_geometric_hot.nn import HOTConv
-from torch_geometric_hot.ops import softmax_class_attention
-from torch_geometric_hot.ops.grouped_class_attention import (
-    class_groups, grouped_softmax_applies)
+from torch_geometric_hot.ops import softmax_class_attention, use_path
+from torch_geometric_hot.ops.grouped_class_attention import class_groups
 from torch_geometric_hot.ops.grouped_softmax_attention import (
     dropout_threshold, grouped_softmax_attention, keep_factors,
     softmax_groups)
@@ -198,51 +197,13 @@ def test_ids_beyond_int32_take_the_torch_implementation():
     torch.testing.assert_close(out, v.flip(0))
 
 
-@pytest.mark.parametrize('orders', ORDERS)
-def test_layer_equals_other_paths(orders, monkeypatch):
-    # HOTConv with the grouped path (native on) and with the packed or
-    # sparse paths (native off), on a batch of very different graphs
-    in_order, out_order = orders
-    data = skewed_batch(out_order)
-    torch.manual_seed(0)
-    conv = HOTConv(3, 5, in_order, out_order, heads=2, head_channels=3,
-                   attention='softmax').double()
-    with torch.no_grad():
-        conv.bias.normal_()
-    x = data.pair_x if in_order == 2 else data.x
-    calls = []
-    monkeypatch.setattr('torch_geometric_hot.nn.hot_conv.'
-                        'grouped_class_attention',
-                        _spy(calls, 'grouped_class_attention'))
-    results = []
-    for mode in MODES[:1] + ['off']:
-        inputs = x.clone().requires_grad_()
-        with use_native(mode):
-            out = conv(inputs, PairView.from_data(data))
-            grads = torch.autograd.grad(out.square().sum(),
-                                        [inputs, *conv.parameters()],
-                                        allow_unused=True)
-        results.append([out, *(g for g in grads if g is not None)])
-    assert bool(calls) == available()
-    assert_same(*results, atol=1e-10, rtol=1e-10)
-
-
-def _spy(calls, name):
-    import torch_geometric_hot.nn.hot_conv as hot_conv
-    original = getattr(hot_conv, name)
-
-    def spy(*args, **kwargs):
-        calls.append(1)
-        return original(*args, **kwargs)
-
-    return spy
-
-
 @pytest.mark.parametrize('orders', [(2, 2), (1, 1)])
-def test_layer_dropout_in_training_only(orders, monkeypatch):
-    # with dropout the layer still takes the grouped path: reproducible
-    # under torch.manual_seed, different from evaluation, which equals a
-    # layer without dropout
+def test_layer_dropout_in_training_only(orders):
+    # with dropout the layer on the grouped path: reproducible under
+    # torch.manual_seed, different from evaluation, which equals a layer
+    # without dropout (every path against the reference: test_paths.py)
+    if not available():
+        pytest.skip('native kernels unavailable')
     in_order, out_order = orders
     data = skewed_batch(out_order)
     x = data.pair_x if in_order == 2 else data.x
@@ -253,27 +214,17 @@ def test_layer_dropout_in_training_only(orders, monkeypatch):
     torch.manual_seed(0)
     plain = HOTConv(3, 5, in_order, out_order, heads=2, head_channels=3,
                     attention='softmax').double()
-    calls = []
-    monkeypatch.setattr('torch_geometric_hot.nn.hot_conv.'
-                        'grouped_class_attention',
-                        _spy(calls, 'grouped_class_attention'))
     outs = []
     for _ in range(2):
         torch.manual_seed(1)
-        outs.append(conv(x, view))
-    assert bool(calls) == available()
+        with use_path('grouped'):
+            outs.append(conv(x, view))
     torch.testing.assert_close(outs[0], outs[1], atol=0, rtol=0)
     expected = plain(x, view)
     assert not torch.allclose(outs[0], expected)
     conv.eval()
     torch.testing.assert_close(conv(x, view), expected, atol=1e-12,
                                rtol=1e-12)
-
-
-def test_applies():
-    x = torch.randn(3, 2, 2)
-    assert grouped_softmax_applies(x) == available()
-    assert not grouped_softmax_applies(x.to(torch.float16))
 
 
 def test_groups_split_across_threads(monkeypatch):

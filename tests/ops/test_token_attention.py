@@ -180,12 +180,12 @@ def test_buckets_equal_one_padded_block_and_the_reference(sizes,
     (q, k, v), token_batch, num_graphs = random_tokens(sizes)
     buckets = token_buckets(token_batch, num_graphs)
     out = per_graph_softmax_attention(q, k, v, token_batch, num_graphs,
-                                      layout=buckets)
+                                      layout=buckets, path='padded')
     monkeypatch.setattr(size_buckets, 'BUCKET_GAIN', float('inf'))
     one = token_buckets(token_batch, num_graphs)
     assert len(one.counts) == 1
     block = per_graph_softmax_attention(q, k, v, token_batch, num_graphs,
-                                        layout=one)
+                                        layout=one, path='padded')
     ref = dense_softmax_attention_reference(q, k, v, token_batch,
                                             num_graphs)
     torch.testing.assert_close(out, block, rtol=0, atol=1e-10)
@@ -202,8 +202,8 @@ def test_bucketed_attention_gradcheck():
     buckets = token_buckets(token_batch, 4)
     assert len(buckets.counts) == 3
     assert torch.autograd.gradcheck(
-        lambda q, k, v: per_graph_softmax_attention(q, k, v, token_batch, 4,
-                                                    layout=buckets),
+        lambda q, k, v: per_graph_softmax_attention(
+            q, k, v, token_batch, 4, layout=buckets, path='padded'),
         (q, k, v))
 
 

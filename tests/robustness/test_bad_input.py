@@ -18,7 +18,8 @@ from torch_geometric_hot.nn import (HOTConv, HOTLayer, SimplexIndexer,
 from torch_geometric_hot.ops import (SizeLimitError, current_size_limit,
                                      native, size_limit, use_backend,
                                      validating, validation)
-from torch_geometric_hot.ops import (higher_order_attention, size_buckets,
+from torch_geometric_hot.ops import (global_softmax_class_attention,
+                                     higher_order_attention, size_buckets,
                                      softmax_class_attention)
 from torch_geometric_hot.ops.basis import basis
 from torch_geometric_hot.ops.scatter import current_backend
@@ -345,7 +346,7 @@ def test_size_limit_guards_global_softmax_blocks(layout, monkeypatch):
     cls, target, view, q, k, v = next(global_class_cases(data, 2, 2, 2, 3))
 
     def attend():
-        return global_softmax.global_softmax_class_attention(
+        return global_softmax_class_attention(
             cls, target, view, 2, q, k, v)
 
     expected = attend()

@@ -155,10 +155,10 @@ def test_clear_errors(root, tmp_path, capsys):
     with pytest.raises(FileNotFoundError, match="'root'.*lacks"):
         main(['--dataset', 'pcqm4mv2', '--root', str(tmp_path / 'broken'),
               '--model', 'gin', '--smoke', '--no-progress'])
-    with pytest.raises(FileNotFoundError, match="'--resume'.*no checkpoint"):
+    with pytest.raises(SystemExit, match="'--resume'.*no checkpoint"):
         main(['--root', root, '--resume', str(tmp_path), *BASE])
     run_cli(root, tmp_path / 'a', '--dataset', 'pcqm4mv2', '--model', 'gin')
-    with pytest.raises(ValueError, match="'--resume'.*--hidden 16"):
+    with pytest.raises(SystemExit, match="'--resume'.*--hidden 16"):
         main(['--root', root, '--dataset', 'pcqm4mv2', '--model', 'gin',
               '--resume', str(tmp_path / 'a' / 'gin_seed0'), *BASE,
               '--hidden', '32'])

@@ -19,6 +19,11 @@ bertz     :math:`\log(1 + \mathrm{BertzCT})`, Bertz's complexity index
 logp      Crippen's octanol/water logP (a sum of atom-type contributions)
 fsp3      fraction of carbon atoms that are sp3-hybridised (a ratio)
 rings     number of rings in the smallest set of smallest rings
+motifs    a synthetic activity: a fixed random linear function (weights
+          drawn once, seed 0) of which radius-2 substructures occur, as
+          bits of a 1,024-bit Morgan fingerprint; it depends on local
+          structure, hardly on size or composition, as measured
+          activities do
 ========  =================================================================
 """
 import math
@@ -69,6 +74,18 @@ def _rings(mol) -> float:
     return float(rdMolDescriptors.CalcNumRings(mol))
 
 
+_MOTIF_BITS = 1024
+
+
+def _motifs(mol) -> float:
+    from rdkit.Chem import rdFingerprintGenerator
+    generator = rdFingerprintGenerator.GetMorganGenerator(
+        radius=2, fpSize=_MOTIF_BITS)
+    # the legacy generator's stream is fixed across NumPy versions
+    weights = np.random.RandomState(0).standard_normal(_MOTIF_BITS)
+    return float(generator.GetFingerprintAsNumPy(mol) @ weights)
+
+
 #: The offline targets by name (see the module documentation).
 DESCRIPTORS: Dict[str, Descriptor] = {
     'tpsa': Descriptor('TPSA', None, 'topological polar surface area '
@@ -82,6 +99,9 @@ DESCRIPTORS: Dict[str, Descriptor] = {
     'fsp3': Descriptor('FractionCSP3', _fsp3,
                        'fraction of sp3 carbon atoms'),
     'rings': Descriptor('NumRings', _rings, 'number of rings (SSSR)'),
+    'motifs': Descriptor('motif_activity', _motifs,
+                         'a synthetic activity: a fixed random linear '
+                         'function of the radius-2 substructures present'),
 }
 
 

@@ -6,9 +6,10 @@ from typing import Optional
 import torch
 from torch import Tensor
 from torch.utils.checkpoint import checkpoint
+from torch_geometric.typing import Adj
 
-from torch_geometric_hot.data import (PairView, resolve_node_view,
-                                      resolve_pair_view)
+from torch_geometric_hot.data import (PairView, resolve_adjacency,
+                                      resolve_node_view, resolve_pair_view)
 from torch_geometric_hot.nn.hot_layer import HOTLayer
 from torch_geometric_hot.nn.pair_encoder import PairEncoder
 from torch_geometric_hot.ops.validation import check_features, \
@@ -25,7 +26,12 @@ class HOTModel(torch.nn.Module):
     the one :class:`~torch_geometric_hot.transforms.AddSecondOrderView`
     attached to the dataset, or leave it out to build it from
     :obj:`edge_index` on the fly. Node features enter on the diagonal, edge
-    features on the edges.
+    features on the edges. The graph may be any adjacency PyG's
+    convolutions take: an :obj:`edge_index` tensor or
+    :class:`~torch_geometric.EdgeIndex`, or the transposed adjacency as a
+    :class:`torch_sparse.SparseTensor` or :class:`torch.sparse.Tensor`
+    (edge features then in the order of its nonzeros, by default its
+    values; see :func:`~torch_geometric_hot.data.resolve_adjacency`).
 
     Args:
         hidden_channels (int): Width :math:`d`.
@@ -110,7 +116,7 @@ class HOTModel(torch.nn.Module):
                 h = layer(h, view, hyperedge_index)
         return h
 
-    def forward(self, x: Tensor, edge_index: Tensor,
+    def forward(self, x: Tensor, edge_index: Adj,
                 edge_attr: Optional[Tensor] = None,
                 batch: Optional[Tensor] = None, *,
                 num_graphs: Optional[int] = None,
@@ -118,7 +124,8 @@ class HOTModel(torch.nn.Module):
         r"""
         Args:
             x (torch.Tensor): Node features :obj:`[n, *]`.
-            edge_index (torch.Tensor): Edges :obj:`[2, m]`.
+            edge_index (torch.Tensor or SparseTensor): Edges :obj:`[2, m]`
+                or a sparse adjacency (see above).
             edge_attr (torch.Tensor, optional): Edge features
                 :obj:`[m, *]`.
             batch (torch.Tensor, optional): Graph of every node :obj:`[n]`.
@@ -126,6 +133,8 @@ class HOTModel(torch.nn.Module):
                 synchronisation on GPU).
             view (PairView, optional): The batch's pair view (see above).
         """
+        edge_index, edge_attr = resolve_adjacency(edge_index, edge_attr,
+                                                  x.size(0))
         return self._run(x, edge_index, edge_attr, batch, num_graphs, view,
                          None)
 
@@ -161,19 +170,21 @@ class HOTSetToGraph(HOTModel):
         kwargs.setdefault('head_layers', 1)
         super().__init__(hidden_channels, out_channels, 1, 2, **kwargs)
 
-    def forward(self, x: Tensor, edge_index: Tensor,
+    def forward(self, x: Tensor, edge_index: Adj,
                 batch: Optional[Tensor] = None, *,
                 num_graphs: Optional[int] = None,
                 view: Optional[PairView] = None) -> Tensor:
         r"""
         Args:
             x (torch.Tensor): Element features :obj:`[n, *]`.
-            edge_index (torch.Tensor): The pairs to score :obj:`[2, m]`
-                (all pairs of a set, or a candidate subset).
+            edge_index (torch.Tensor or SparseTensor): The pairs to score
+                :obj:`[2, m]` (all pairs of a set, or a candidate subset),
+                or their transposed sparse adjacency (its values unused).
             batch (torch.Tensor, optional): Set of every element :obj:`[n]`.
             num_graphs (int, optional): Number of sets.
             view (PairView, optional): The pair view of :obj:`edge_index`.
         """
+        edge_index, _ = resolve_adjacency(edge_index, None, x.size(0))
         return self._run(x, edge_index, None, batch, num_graphs, view, None)
 
 

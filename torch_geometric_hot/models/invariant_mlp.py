@@ -2,8 +2,10 @@ from typing import Optional
 
 import torch
 from torch import Tensor
+from torch_geometric.typing import Adj
 
-from torch_geometric_hot.data import PairView, resolve_pair_view
+from torch_geometric_hot.data import (PairView, resolve_adjacency,
+                                      resolve_pair_view)
 from torch_geometric_hot.nn.equivariant_linear import EquivariantLinear
 from torch_geometric_hot.nn.pair_encoder import PairEncoder
 from torch_geometric_hot.ops.validation import check_features, \
@@ -57,7 +59,7 @@ class InvariantMLP(torch.nn.Module):
         for module in [self.encoder, self.head, self.readout, *self.layers]:
             module.reset_parameters()
 
-    def forward(self, x: Tensor, edge_index: Tensor,
+    def forward(self, x: Tensor, edge_index: Adj,
                 edge_attr: Optional[Tensor] = None,
                 batch: Optional[Tensor] = None, *,
                 num_graphs: Optional[int] = None,
@@ -66,14 +68,22 @@ class InvariantMLP(torch.nn.Module):
 
         Args:
             x (torch.Tensor): Node features :obj:`[n, *]`.
-            edge_index (torch.Tensor): Edges :obj:`[2, m]`.
-            edge_attr (torch.Tensor, optional): Edge features :obj:`[m, *]`.
+            edge_index (torch.Tensor or SparseTensor): Edges :obj:`[2, m]`
+                (also an :class:`~torch_geometric.EdgeIndex`), or the
+                transposed adjacency as a :class:`torch_sparse.SparseTensor`
+                or :class:`torch.sparse.Tensor`
+                (:func:`~torch_geometric_hot.data.resolve_adjacency`).
+            edge_attr (torch.Tensor, optional): Edge features :obj:`[m, *]`
+                (in the order of a sparse adjacency's nonzeros; default:
+                its values).
             batch (torch.Tensor, optional): Graph of every node :obj:`[n]`.
             num_graphs (int, optional): Number of graphs.
             view (PairView, optional): The batch's pair view
                 (:meth:`PairView.from_data`); built from :obj:`edge_index`
                 when omitted.
         """
+        edge_index, edge_attr = resolve_adjacency(edge_index, edge_attr,
+                                                  x.size(0))
         view = resolve_pair_view(x, edge_index, batch, num_graphs, view)
         h = self.encoder(x, edge_attr, view)
         check_features(h)  # once: the layers get features computed from it

@@ -3,8 +3,11 @@ from typing import Optional
 
 import torch
 from torch import Tensor
+from torch_geometric.typing import Adj
 
+from torch_geometric_hot.data.adjacency import resolve_adjacency
 from torch_geometric_hot.nn.tokengt_encoder import TokenGTEncoder
+from torch_geometric_hot.ops.plan_cache import PlanCache
 
 TASKS = ('graph', 'node', 'edge')
 
@@ -79,18 +82,27 @@ class TokenGT(torch.nn.Module):
             if module is not None and hasattr(module, 'reset_parameters'):
                 module.reset_parameters()
 
-    def forward(self, x: Tensor, edge_index: Tensor,
+    def forward(self, x: Tensor, edge_index: Adj,
                 edge_attr: Optional[Tensor] = None,
                 batch: Optional[Tensor] = None, *,
                 num_graphs: Optional[int] = None,
-                node_id: Optional[Tensor] = None) -> Tensor:
+                node_id: Optional[Tensor] = None,
+                plans: Optional[PlanCache] = None) -> Tensor:
         r"""Predictions per graph, node or edge (see :obj:`task`).
 
         Args:
             x (torch.Tensor): Node features :obj:`[n, *]`.
-            edge_index (torch.Tensor): Directed edges :obj:`[2, m]`.
+            edge_index (torch.Tensor or SparseTensor): Directed edges
+                :obj:`[2, m]` (also an :class:`~torch_geometric.EdgeIndex`),
+                or the transposed adjacency as a
+                :class:`torch_sparse.SparseTensor` or
+                :class:`torch.sparse.Tensor`
+                (:func:`~torch_geometric_hot.data.resolve_adjacency`; edge
+                tokens, and ``task='edge'`` outputs, then follow the order
+                of its nonzeros).
             edge_attr (torch.Tensor, optional): Edge features
-                :obj:`[m, *]`.
+                :obj:`[m, *]` (in the order of a sparse adjacency's
+                nonzeros; default: its values).
             batch (torch.Tensor, optional): Graph of every node :obj:`[n]`.
             num_graphs (int, optional): Number of graphs.
             node_id (torch.Tensor, optional): Node identifiers
@@ -102,7 +114,12 @@ class TokenGT(torch.nn.Module):
                 or ``data.random_node_id``
                 (:class:`~torch_geometric_hot.transforms.AddRandomNodeId`);
                 computed on the fly when omitted.
+            plans (PlanCache, optional): The batch's plan cache
+                (:class:`~torch_geometric_hot.nn.TokenGTEncoder`).
         """
+        if isinstance(x, Tensor):
+            edge_index, edge_attr = resolve_adjacency(edge_index, edge_attr,
+                                                      x.size(0))
         if self.node_encoder is not None:
             x = self.node_encoder(x)
         elif not x.is_floating_point():
@@ -120,7 +137,7 @@ class TokenGT(torch.nn.Module):
                     f"has no edge_encoder: pass floating-point features or "
                     f"an edge_encoder")
         out = self.encoder(x, edge_index, edge_attr, batch, node_id,
-                           num_graphs=num_graphs)
+                           num_graphs=num_graphs, plans=plans)
         return self.head(getattr(out, self.task))
 
     def __repr__(self) -> str:

@@ -1,5 +1,6 @@
 r"""Layers, called like PyG convs: equivariant linear layers, higher-order
-attention (HOT), TokenGT blocks, N-simplicial attention and encoders."""
+attention (HOT), TokenGT blocks, GPS layers with either as the global
+block, N-simplicial attention and encoders."""
 from torch_geometric_hot.nn.equivariant_linear import EquivariantLinear
 from torch_geometric_hot.nn.categorical_encoder import CategoricalEncoder
 from torch_geometric_hot.nn.hot_conv import (HOTConv, HOTConv1to0, HOTConv1to1,
@@ -32,3 +33,7 @@ __all__ += [
     'TokenSelfAttention', 'TokenGTEmbedding', 'TokenGTLayer',
     'TokenGTEncoder', 'TokenGTOutput', 'AttentionWeights', 'AttentionRecorder'
 ]
+from torch_geometric_hot.nn.token_node_attention import TokenNodeAttention
+from torch_geometric_hot.nn.hybrid_gps_conv import HybridGPSConv
+
+__all__ += ['TokenNodeAttention', 'HybridGPSConv']

@@ -11,14 +11,7 @@ from torch_geometric_hot.ops.basis import group_by_part, output_parts, \
     select_classes
 from torch_geometric_hot.ops.equivariant import assemble_parts
 from torch_geometric_hot.ops.feature_maps import KERNELS, FeatureMap
-from torch_geometric_hot.ops.global_softmax_attention import \
-    global_softmax_class_attention
-from torch_geometric_hot.ops.higher_order_attention import \
-    kernel_class_attention, softmax_class_attention, softmax_class_output
-from torch_geometric_hot.ops.grouped_class_attention import \
-    grouped_class_attention, grouped_softmax_applies
-from torch_geometric_hot.ops.packed_class_attention import \
-    packed_class_attention, packed_pays
+from torch_geometric_hot.ops.attention.hot import hot_class_attention
 from torch_geometric_hot.ops.pooled_combination import ValueProjection
 from torch_geometric_hot.ops.row_selection import select_rows
 from torch_geometric_hot.ops.validation import check_features
@@ -58,15 +51,10 @@ class HOTConv(torch.nn.Module):
       excluded keys are subtracted exactly (``exact_exclusion=True``) or
       ignored (``False``, HOT Eq. 21).
 
-    On a batch of many small graphs the classes may instead attend on
-    per-graph dense blocks, with the same result
-    (:func:`~torch_geometric_hot.ops.packed_class_attention.packed_pays`
-    decides per batch, by the graphs' average size). Softmax attention
-    runs on the native CPU kernel of
-    :mod:`~torch_geometric_hot.ops.grouped_softmax_attention` wherever
-    that applies (CPU tensors; see
-    :func:`~torch_geometric_hot.ops.grouped_class_attention.\
-    grouped_softmax_applies`; compiled, inside each class's operator).
+    The classes attend through
+    :func:`~torch_geometric_hot.ops.attention.hot.hot_class_attention`, on
+    the path the rule of :mod:`~torch_geometric_hot.ops.attention.dispatch`
+    picks (all give the same result; ``docs/design.md``, "Paths").
 
     Args:
         in_channels (int): Input channels.
@@ -208,17 +196,21 @@ class HOTConv(torch.nn.Module):
             keys = self.feature_map(keys, False, key_graph, view.num_graphs)
 
         parts = {}
-        # global softmax classes attend on padded blocks unless their
-        # weights are asked for (then pairs are enumerated)
         weights: Optional[Attention] = {} if return_attention_weights \
             else None
         values = ValueProjection(x, self.lin_value.weight, H, D)
-        outs = self._attend(targets, view, queries, keys, values, weights)
+        outs = hot_class_attention(
+            self.attention, list(targets.values()),
+            [self._by_part.get(name, []) for name in targets],
+            [self._part_index.get(name, []) for name in targets], view,
+            self.in_order, self.out_order, queries, keys, values,
+            self.exact_exclusion, self.dropout if self.training else 0.0,
+            weights)
         for p, (name, target) in enumerate(targets.items()):
             index = self._part_index.get(name, [])
-            if name in outs:  # one product with the output projections
-                out = outs[name].reshape(target.num_rows,
-                                         len(index) * H * D) @ \
+            if outs[p] is not None:  # one product with the projections
+                out = outs[p].reshape(target.num_rows,
+                                      len(index) * H * D) @ \
                     select_rows(self.lin_out, index).reshape(
                         len(index) * H * D, -1)
             else:
@@ -246,80 +238,6 @@ class HOTConv(torch.nn.Module):
         if self.feature_map is None:
             return q * D**-0.5
         return self.feature_map(q, True)
-
-    def _attend(self, targets, view, queries: Tensor, keys: Tensor,
-                values: ValueProjection,
-                weights: Optional[Attention]) -> Dict[str, Tensor]:
-        r"""The classes of every output part that has some,
-        :obj:`[rows, classes, H, D]`, from the queries of all parts (see
-        :meth:`_queries`) and the value projection of all classes."""
-        rows, start = {}, 0
-        for name, target in targets.items():
-            rows[name] = slice(start, start + target.num_rows)
-            start += target.num_rows
-        names = [name for name in targets if name in self._by_part]
-        if not names:
-            return {}
-        grouped = self.attention == 'softmax' and weights is None and \
-            grouped_softmax_applies(queries, keys)
-        packed = weights is None and not grouped and packed_pays(
-            view, self.in_order, self.out_order, keys, self.attention)
-        if grouped:  # the native CPU kernel, class by class
-            return dict(zip(names, grouped_class_attention(
-                [self._by_part[n] for n in names],
-                [targets[n] for n in names], view, self.in_order,
-                [queries[rows[n]] for n in names], keys, values,
-                [self._part_index[n] for n in names],
-                self.dropout if self.training else 0.0)))
-        if self.attention == 'kernel' or packed:
-            if len(names) < len(targets):  # the parts with classes only
-                queries = torch.cat([queries[rows[n]] for n in names])
-        if packed:  # a batch of small graphs: per-graph dense blocks
-            return dict(zip(names, packed_class_attention(
-                self.attention, [self._by_part[n] for n in names],
-                [targets[n] for n in names], view, self.in_order, queries,
-                keys, values, [self._part_index[n] for n in names],
-                self.exact_exclusion, dropout=self.dropout,
-                training=self.training)))
-        if self.attention == 'kernel':
-            return self._kernel_attend(names, targets, view, queries, keys,
-                                       values)
-        v = values.values().unbind(1)  # one backward for all classes
-        return {name: self._softmax_attend(name, targets[name], view,
-                                           queries[rows[name]], keys, v,
-                                           weights) for name in names}
-
-    def _kernel_attend(self, names, targets, view, queries: Tensor,
-                       keys: Tensor,
-                       values: ValueProjection) -> Dict[str, Tensor]:
-        r"""Kernel attention of the parts :obj:`names` (their queries one
-        after the other) as one operation."""
-        outs = kernel_class_attention(
-            [self._by_part[n] for n in names], [targets[n] for n in names],
-            view, self.in_order, queries, keys, values,
-            [self._part_index[n] for n in names], self.exact_exclusion)
-        return {n: torch.nn.functional.dropout(out, self.dropout,
-                                               self.training)
-                for n, out in zip(names, outs)}
-
-    def _softmax_attend(self, name: str, target, view, queries: Tensor,
-                        keys: Tensor, v: Sequence[Tensor],
-                        weights: Optional[Attention]) -> Tensor:
-        r"""Softmax attention of one part's classes, class by class, from
-        the values of every class :obj:`v` (each :obj:`[inputs, H, D]`)."""
-        outs = []
-        for c, slot in zip(self._by_part[name], self._part_index[name]):
-            args = (c, target, view, self.in_order, queries, keys,
-                    v[slot], self.dropout, self.training)
-            if weights is not None:
-                out, weights[f'{target.part}/{c.name}'] = \
-                    softmax_class_attention(*args)
-            elif c.kind == 'global':
-                out = global_softmax_class_attention(*args)
-            else:
-                out = softmax_class_output(*args)
-            outs.append(out)
-        return torch.stack(outs, 1)
 
     def __repr__(self) -> str:
         kernel = f', kernel={self.kernel!r}' if self.feature_map else ''

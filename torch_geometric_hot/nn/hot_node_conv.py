@@ -3,8 +3,10 @@ from typing import Optional
 
 import torch
 from torch import Tensor
+from torch_geometric.typing import Adj
 
-from torch_geometric_hot.data import PairView, resolve_pair_view
+from torch_geometric_hot.data import (PairView, resolve_adjacency,
+                                      resolve_pair_view)
 from torch_geometric_hot.nn.hot_conv import HOTConv
 from torch_geometric_hot.ops.validation import check_device
 
@@ -44,8 +46,8 @@ class HOTNodeConv(torch.nn.Module):
 
     Shapes:
         - **input:** node features :math:`(n, F_{in})`, edge indices
-          :math:`(2, m)`, edge features :math:`(m, D)` (optional), batch
-          vector :math:`(n)` (optional)
+          :math:`(2, m)` or sparse adjacency :math:`(n, n)`, edge features
+          :math:`(m, D)` (optional), batch vector :math:`(n)` (optional)
         - **output:** node features :math:`(n, F_{out})`
     """
     def __init__(self, in_channels: int, out_channels: int, heads: int = 4,
@@ -65,7 +67,7 @@ class HOTNodeConv(torch.nn.Module):
             if module is not None:
                 module.reset_parameters()
 
-    def forward(self, x: Tensor, edge_index: Tensor,
+    def forward(self, x: Tensor, edge_index: Adj,
                 edge_attr: Optional[Tensor] = None,
                 batch: Optional[Tensor] = None, *,
                 num_graphs: Optional[int] = None,
@@ -73,9 +75,14 @@ class HOTNodeConv(torch.nn.Module):
         r"""
         Args:
             x (torch.Tensor): Node features :obj:`[n, in_channels]`.
-            edge_index (torch.Tensor): Edges :obj:`[2, m]`.
+            edge_index (torch.Tensor or SparseTensor): Edges :obj:`[2, m]`
+                (also an :class:`~torch_geometric.EdgeIndex`), or the
+                transposed adjacency as a :class:`torch_sparse.SparseTensor`
+                or :class:`torch.sparse.Tensor`
+                (:func:`~torch_geometric_hot.data.resolve_adjacency`).
             edge_attr (torch.Tensor, optional): Edge features
-                :obj:`[m, edge_dim]` (needs :obj:`edge_dim`).
+                :obj:`[m, edge_dim]` (needs :obj:`edge_dim`), in the order
+                of a sparse adjacency's nonzeros; default: its values.
             batch (torch.Tensor, optional): Graph of every node :obj:`[n]`.
             num_graphs (int, optional): Number of graphs.
             view (PairView, optional): The batch's pair view, reused
@@ -86,6 +93,8 @@ class HOTNodeConv(torch.nn.Module):
             raise ValueError(f"'x' must be floating point of shape "
                              f"[n, {self.in_channels}], got {x.dtype} "
                              f"{list(x.shape)}")
+        edge_index, edge_attr = resolve_adjacency(edge_index, edge_attr,
+                                                  x.size(0))
         if edge_attr is not None:
             if self.lin_edge is None:
                 raise ValueError("'edge_attr' was given but the layer was "

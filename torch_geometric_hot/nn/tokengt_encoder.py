@@ -4,11 +4,14 @@ from typing import List, NamedTuple, Optional
 import torch
 from torch import Tensor
 from torch.nn import LayerNorm, ModuleList
+from torch_geometric.typing import Adj
 
+from torch_geometric_hot.data.adjacency import resolve_adjacency
 from torch_geometric_hot.nn.tokengt_embedding import TokenGTEmbedding
 from torch_geometric_hot.nn.tokengt_layer import TokenGTLayer
 from torch_geometric_hot.ops.node_identifiers import check_dim
 from torch_geometric_hot.ops.scatter import scatter_sum
+from torch_geometric_hot.ops.plan_cache import PlanCache, view_plan
 from torch_geometric_hot.ops.token_attention import token_layout
 from torch_geometric_hot.ops.validation import check_features, \
     on_checked_features
@@ -75,7 +78,12 @@ class TokenGTEncoder(torch.nn.Module):
         eigvec_dropout (float, optional): Laplacian eigenvector dropout
             (training only). (default: :obj:`0.`)
         sign_flip (bool, optional): Random Laplacian sign flips (training
-            only). (default: :obj:`True`)
+            only), the paper's regulariser. Off by default: the identifiers
+            already have a deterministic sign (largest entry positive, see
+            :class:`~torch_geometric_hot.transforms.AddLaplacianNodeId`),
+            and on small molecule sets the flips keep TokenGT from fitting
+            structure-dependent targets (the ablation in the documentation's
+            results page). (default: :obj:`False`)
         seb (bool, optional): Sparse equivariant basis after every block.
             (default: :obj:`False`)
         ffn_channels (int, optional): Feed-forward width.
@@ -85,6 +93,9 @@ class TokenGTEncoder(torch.nn.Module):
         hyperedge_dim (int, optional): Hyperedge feature width.
         seed (int, optional): Seed of on-the-fly node identifiers and of
             the Performer projections. (default: :obj:`None`)
+        node_id_scale (float, optional): Factor on the identifiers in the
+            token projection (see :class:`TokenGTEmbedding`).
+            (default: :math:`\sqrt{d_p}`)
 
     Shapes:
         - **input:** node features :math:`(n, C)`, edge indices
@@ -104,11 +115,12 @@ class TokenGTEncoder(torch.nn.Module):
                  num_features: Optional[int] = None,
                  redraw_interval: Optional[int] = None, dropout: float = 0.0,
                  attention_dropout: float = 0.0, drop_path: float = 0.0,
-                 eigvec_dropout: float = 0.0, sign_flip: bool = True,
+                 eigvec_dropout: float = 0.0, sign_flip: bool = False,
                  seb: bool = False, ffn_channels: Optional[int] = None,
                  hyperedge_order: Optional[int] = None,
                  hyperedge_dim: Optional[int] = None,
-                 seed: Optional[int] = None) -> None:
+                 seed: Optional[int] = None,
+                 node_id_scale: Optional[float] = None) -> None:
         super().__init__()
         check_dim(num_layers, 'num_layers')
         self.in_channels = in_channels
@@ -120,7 +132,7 @@ class TokenGTEncoder(torch.nn.Module):
         self.embedding = TokenGTEmbedding(
             in_channels, hidden_channels, edge_dim, node_id, node_id_dim,
             type_id, graph_token, eigvec_dropout, sign_flip, hyperedge_order,
-            hyperedge_dim, seed)
+            hyperedge_dim, seed, node_id_scale)
         self.layers = ModuleList([
             TokenGTLayer(
                 hidden_channels, heads, ffn_channels, dropout,
@@ -162,19 +174,27 @@ class TokenGTEncoder(torch.nn.Module):
                 tokens = self._seb(tokens, edge_index, counts[0], counts[1])
         return tokens
 
-    def forward(self, x: Tensor, edge_index: Tensor,
+    def forward(self, x: Tensor, edge_index: Adj,
                 edge_attr: Optional[Tensor] = None,
                 batch: Optional[Tensor] = None,
                 node_id: Optional[Tensor] = None,
                 hyperedge_index: Optional[Tensor] = None,
                 hyperedge_attr: Optional[Tensor] = None,
-                num_graphs: Optional[int] = None) -> TokenGTOutput:
+                num_graphs: Optional[int] = None,
+                plans: Optional[PlanCache] = None) -> TokenGTOutput:
         r"""
         Args:
             x (torch.Tensor): Node features :obj:`[n, in_channels]`.
-            edge_index (torch.Tensor): Directed edges :obj:`[2, m]` (an
-                undirected edge gives two tokens, as in the paper).
-            edge_attr (torch.Tensor, optional): Edge features.
+            edge_index (torch.Tensor or SparseTensor): Directed edges
+                :obj:`[2, m]` (an undirected edge gives two tokens, as in
+                the paper), an :class:`~torch_geometric.EdgeIndex`, or the
+                transposed adjacency as a
+                :class:`torch_sparse.SparseTensor` or
+                :class:`torch.sparse.Tensor` (edge tokens then in the
+                order of its nonzeros; see
+                :func:`~torch_geometric_hot.data.resolve_adjacency`).
+            edge_attr (torch.Tensor, optional): Edge features (default for
+                a sparse adjacency: its values).
             batch (torch.Tensor, optional): Graph of every node.
             node_id (torch.Tensor, optional): Node identifiers
                 :obj:`[n, node_id_dim]`, e.g. :obj:`data.lap_node_id`;
@@ -184,7 +204,15 @@ class TokenGTEncoder(torch.nn.Module):
             hyperedge_attr (torch.Tensor, optional): Their features.
             num_graphs (int, optional): Number of graphs (default: from
                 :obj:`batch`).
+            plans (PlanCache, optional): The batch's plan cache (e.g.
+                :obj:`batch.plans` from
+                :class:`~torch_geometric_hot.data.PlannedLoader`): softmax
+                attention's token layout is taken from it, or made there
+                once for every later pass on the batch.
         """
+        if isinstance(x, Tensor):
+            edge_index, edge_attr = resolve_adjacency(edge_index, edge_attr,
+                                                      x.size(0))
         tokens, token_batch, num_graphs, counts = self.embedding(
             x, edge_index, edge_attr, batch, node_id, hyperedge_index,
             hyperedge_attr, num_graphs)
@@ -192,7 +220,9 @@ class TokenGTEncoder(torch.nn.Module):
                                              self.training)
         layout = None
         if self.attention == 'softmax':
-            layout = token_layout(token_batch, num_graphs)
+            layout = view_plan(plans, ('token_layout', num_graphs,
+                                       token_batch.numel()),
+                               lambda: token_layout(token_batch, num_graphs))
         check_features(tokens)  # once: the layers get tokens computed from it
         tokens = on_checked_features(self._layers, tokens, token_batch,
                                      num_graphs, layout, edge_index, counts)

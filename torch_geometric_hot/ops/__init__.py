@@ -21,8 +21,9 @@ from torch_geometric_hot.ops.pooled_combination import (CombinationPart,
 from torch_geometric_hot.ops.pair_light_linear import pair_light_linear
 from torch_geometric_hot.ops.higher_order_attention import (
     softmax_class_attention, kernel_class_attention)
-from torch_geometric_hot.ops.global_softmax_attention import \
-    global_softmax_class_attention
+from torch_geometric_hot.ops.attention.hot import \
+    global_softmax_class_attention, hot_class_attention
+from torch_geometric_hot.ops.attention.dispatch import use_path
 from torch_geometric_hot.ops.grouped_class_attention import \
     grouped_class_attention
 from torch_geometric_hot.ops.grouped_softmax_attention import \
@@ -39,7 +40,8 @@ __all__ = [
     'ValueProjection',
     'softmax_class_attention',
     'kernel_class_attention', 'global_softmax_class_attention',
-    'grouped_class_attention', 'grouped_softmax_attention'
+    'grouped_class_attention', 'grouped_softmax_attention',
+    'hot_class_attention', 'use_path'
 ]
 from torch_geometric_hot.ops.simplicial_attention import (
     simplicial_attention, simplicial_logits, multilinear_logits,

@@ -18,7 +18,8 @@ block would hold at least twice the score entries). Either way the padded
 blocks are checked against the size limit
 (:func:`~torch_geometric_hot.ops.validation.size_limit`) before they are
 allocated. The result is the same: the enumerated path is its test oracle.
-Under :func:`torch.compile` the attention is one operator,
+As one operator whose backward recomputes it (the path ``'compiled'``,
+the form under :func:`torch.compile`):
 ``torch_geometric_hot::global_class_softmax``
 (:mod:`~torch_geometric_hot.ops.recomputed_attention`).
 """
@@ -29,10 +30,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from torch_geometric_hot.ops.basis import EquivariantClass
-from torch_geometric_hot.ops.equivariant import Target
-from torch_geometric_hot.ops.higher_order_attention import attention_index
-from torch_geometric_hot.ops.recomputed_attention import dropout_seed, \
+from torch_geometric_hot.ops.recomputed_attention import \
     recomputed_attention
 from torch_geometric_hot.ops.size_buckets import BUCKET_RATIO, Slots, \
     bucket_plan, bucket_slots, buckets_or_block, padded_blocks, \
@@ -41,44 +39,6 @@ from torch_geometric_hot.ops.validation import check_size
 
 #: Largest number of mask entries (graphs x query block x keys) per block.
 BLOCK_ELEMENTS = 1 << 22
-
-
-def global_softmax_class_attention(cls: EquivariantClass, target: Target,
-                                   view, in_order: int, q: Tensor, k: Tensor,
-                                   v: Tensor, dropout: float = 0.0,
-                                   training: bool = False) -> Tensor:
-    r"""Exact softmax attention of one global class over per-graph blocks.
-
-    .. math::
-        o_q = \sum_{k \in \mathcal{G}(q)}
-        \mathrm{softmax}_{k \in \mathcal{G}(q)}(q^\top k)\, v_k,
-        \qquad \mathcal{G}(q) = \{\text{keys of } q\text{'s graph}\}
-        \setminus X(q)
-
-    Every key block gets one extra all-zero key that a query may attend to
-    only when its group :math:`\mathcal{G}(q)` is empty, so such a query
-    outputs exactly 0 (no :math:`0/0`, finite gradients).
-
-    Args:
-        cls (EquivariantClass): A class with :obj:`kind == 'global'`.
-        target (Target): Output part (the query rows).
-        view: Index bundle.
-        in_order (int): Input order.
-        q (torch.Tensor): Queries :obj:`[rows, H, d]` (already scaled).
-        k (torch.Tensor): Keys :obj:`[inputs, H, d]`.
-        v (torch.Tensor): Values :obj:`[inputs, H, d_v]`.
-        dropout (float): Dropout on the attention weights.
-        training (bool): Whether dropout is active.
-
-    :rtype: :class:`torch.Tensor` :obj:`[rows, H, d_v]`
-    """
-    if cls.kind != 'global':
-        raise ValueError(f"class {cls.name} is {cls.kind}, not global")
-    p = dropout if training else 0.0
-    args = (q, k, v, *attention_index(cls, target, view, in_order), p)
-    if torch.compiler.is_compiling():  # one node of the compiled graph
-        return _global_class_softmax(*args, dropout_seed(p, q.device))
-    return global_block_attention(*args)
 
 
 class GlobalBuckets(NamedTuple):
@@ -135,7 +95,8 @@ def global_block_attention(q: Tensor, k: Tensor, v: Tensor,
                            key_position: Tensor, num_graphs: int,
                            query_ids: List[Tensor], key_ids: List[Tensor],
                            dropout: float = 0.0) -> Tensor:
-    r"""The attention of :func:`global_softmax_class_attention` from index
+    r"""The attention of :func:`~torch_geometric_hot.ops.attention.hot.\
+    global_softmax_class_attention` from index
     tensors: the graph of every query row :obj:`[rows]`, the graph and the
     input row of every key :obj:`[K]`, and the exclusions as ids (see
     :func:`~torch_geometric_hot.ops.higher_order_attention.exclusion_ids`),
@@ -188,5 +149,7 @@ def global_block_attention(q: Tensor, k: Tensor, v: Tensor,
     return torch.cat(out).index_select(0, q_slots.row_slot)
 
 
-_global_class_softmax = recomputed_attention('global_class_softmax',
-                                             global_block_attention)
+#: :func:`global_block_attention` as one operator whose backward
+#: recomputes it (the path ``'compiled'``).
+global_class_softmax = recomputed_attention('global_class_softmax',
+                                            global_block_attention)

@@ -10,7 +10,6 @@ from typing import Dict, List, Sequence
 import torch
 from torch import Tensor
 
-from torch_geometric_hot.ops import native
 from torch_geometric_hot.ops.basis import EquivariantClass
 from torch_geometric_hot.ops.equivariant import Target
 from torch_geometric_hot.ops.grouped_softmax_attention import \
@@ -22,17 +21,6 @@ from torch_geometric_hot.ops.packed_class_attention import KEY_KIND
 from torch_geometric_hot.ops.plan_cache import view_plan
 from torch_geometric_hot.ops.pooled_combination import ValueProjection
 from torch_geometric_hot.ops.row_selection import select_rows
-
-
-def grouped_softmax_applies(*tensors: Tensor) -> bool:
-    r"""Whether softmax attention on these tensors takes
-    :func:`grouped_class_attention`: where the native CPU kernel runs it
-    (CPU float32/float64, kernels available), and not under
-    :func:`torch.compile` (there the classes are operators of their own,
-    :mod:`~torch_geometric_hot.ops.recomputed_attention`, which run the
-    same kernel on the CPU). Elsewhere the per-graph blocks of the other
-    paths are faster than enumerated pairs."""
-    return not torch.compiler.is_compiling() and native.applies(*tensors)
 
 
 def class_groups(cls: EquivariantClass, target: Target, view,

@@ -30,7 +30,7 @@ from torch_geometric_hot.ops.kernel_attention import KeySummary, Reading
 from torch_geometric_hot.ops.plan_cache import view_plan
 from torch_geometric_hot.ops.pooled_combination import CombinationPart, \
     ValueProjection, pooled_combination
-from torch_geometric_hot.ops.recomputed_attention import dropout_seed, \
+from torch_geometric_hot.ops.recomputed_attention import \
     recomputed_attention
 from torch_geometric_hot.ops.scatter import group_pairs, scatter_sum
 from torch_geometric_hot.ops.softmax import grouped_softmax
@@ -203,8 +203,10 @@ def local_pair_attention(q: Tensor, k: Tensor, v: Tensor,
     return _pair_attention(q, k, v, query, key, dropout, dropout > 0)[0]
 
 
-_local_class_softmax = recomputed_attention('local_class_softmax',
-                                            local_pair_attention)
+#: :func:`local_pair_attention` as one operator whose backward recomputes
+#: it (the path ``'compiled'``).
+local_class_softmax = recomputed_attention('local_class_softmax',
+                                           local_pair_attention)
 
 
 def softmax_class_attention(
@@ -235,27 +237,6 @@ def softmax_class_attention(
                f"{cls.name} over its {query.numel():,} (query, key) pairs")
     out, alpha = _pair_attention(q, k, v, query, key, dropout, training)
     return out, (torch.stack([query, key]), alpha)
-
-
-def softmax_class_output(cls: EquivariantClass, target: Target, view,
-                         in_order: int, q: Tensor, k: Tensor, v: Tensor,
-                         dropout: float = 0.0,
-                         training: bool = False) -> Tensor:
-    r"""The output of :func:`softmax_class_attention` alone. Under
-    :func:`torch.compile` it is one operator,
-    ``torch_geometric_hot::local_class_softmax``
-    (:mod:`~torch_geometric_hot.ops.recomputed_attention`): the compiled
-    graph holds no pair count.
-
-    :rtype: :class:`torch.Tensor` :obj:`[rows, H, d_v]`
-    """
-    if not torch.compiler.is_compiling():
-        return softmax_class_attention(cls, target, view, in_order, q, k, v,
-                                       dropout, training)[0]
-    p = dropout if training else 0.0
-    return _local_class_softmax(
-        q, k, v, *attention_index(cls, target, view, in_order), p,
-        dropout_seed(p, q.device))
 
 
 def kernel_class_attention(classes: Sequence[Sequence[EquivariantClass]],

@@ -21,13 +21,7 @@ from torch import Tensor
 from torch_geometric_hot.ops import size_buckets
 from torch_geometric_hot.ops.plan_cache import view_plan
 from torch_geometric_hot.ops.size_buckets import BUCKET_RATIO, Slots, \
-    bucket_plan, bucket_slots
-
-#: Largest ratio of graph sizes within one bucket on devices other than the
-#: CPU (GPUs), where each bucket's operations are kernel launches that cost
-#: more than the padding of coarser buckets; on the CPU the ratio is
-#: :data:`~torch_geometric_hot.ops.size_buckets.BUCKET_RATIO`.
-LAUNCH_BOUND_BUCKET_RATIO = 8.0
+    bucket_plan, bucket_slots, buckets_or_block
 
 
 class PackedLayout(NamedTuple):
@@ -39,9 +33,11 @@ class PackedLayout(NamedTuple):
         slots (dict): The :class:`~torch_geometric_hot.ops.size_buckets.Slots`
             of every kind of row (``'node'``, ``'graph'``, and ``'off'`` for
             pair entries).
+        ratio (float): Largest ratio of graph sizes within one bucket.
     """
     counts: List[int]
     slots: Dict[str, Slots]
+    ratio: float = BUCKET_RATIO
 
     def blocks(self, x: Tensor, kind: str) -> List[Tensor]:
         r"""Packed rows :obj:`[S, *]` of :obj:`kind` as one block
@@ -49,22 +45,31 @@ class PackedLayout(NamedTuple):
         return size_buckets.blocks(x, self.counts, self.slots[kind].widths)
 
 
-def packed_layout(view, pairs: bool) -> PackedLayout:
+def packed_layout(view, pairs: bool,
+                  ratio: float = BUCKET_RATIO) -> PackedLayout:
     r"""The bucketed dense layout of a batch, its graphs bucketed by their
-    nodes (plus off-diagonal entries when :obj:`pairs`), coarser off the
-    CPU (:data:`LAUNCH_BOUND_BUCKET_RATIO`).
+    nodes (plus off-diagonal entries when :obj:`pairs`) into buckets of
+    graphs within :obj:`ratio` of each other; with a ratio above
+    :data:`~torch_geometric_hot.ops.size_buckets.BUCKET_RATIO` (the coarse
+    layout of launch-bound devices), one block padded to the largest graph
+    unless the buckets hold less than half of its entries
+    (:func:`~torch_geometric_hot.ops.size_buckets.buckets_or_block`).
 
     Args:
         view: :class:`~torch_geometric_hot.data.PairView` (needed when
             :obj:`pairs`) or :class:`~torch_geometric_hot.data.NodeView`.
         pairs (bool): Pack the off-diagonal pair entries too.
+        ratio (float): Largest ratio of graph sizes within one bucket
+            (:func:`~torch_geometric_hot.ops.size_buckets.bucket_bounds`).
     """
     nodes = view.nodes_per_graph
     edges = view.edges_per_graph if pairs else torch.zeros_like(nodes)
-    ratio = BUCKET_RATIO if nodes.device.type == 'cpu' else \
-        LAUNCH_BOUND_BUCKET_RATIO
-    order, bounds, (_, sorted_nodes, sorted_edges) = bucket_plan(
+    order, bounds, (sizes, sorted_nodes, sorted_edges) = bucket_plan(
         nodes + edges, ratio, nodes, edges)
+    if ratio > BUCKET_RATIO:  # a coarse (launch-bound) layout: one block
+        # unless the buckets hold less than half of its entries
+        bounds = buckets_or_block(bounds, lambda start, end: (
+            end - start) * sizes[start]**2)
     ranges = list(zip(bounds[:-1], bounds[1:]))
     counts = [end - start for start, end in ranges]
     num_graphs = view.num_graphs
@@ -80,10 +85,11 @@ def packed_layout(view, pairs: bool) -> PackedLayout:
         slots['off'] = bucket_slots(view.off_batch, num_graphs, order,
                                     counts, [max(sorted_edges[s:e])
                                              for s, e in ranges])
-    return PackedLayout(counts, slots)
+    return PackedLayout(counts, slots, ratio)
 
 
-def cached_layout(view, pairs: bool) -> PackedLayout:
+def cached_layout(view, pairs: bool,
+                  ratio: float = BUCKET_RATIO) -> PackedLayout:
     r""":func:`packed_layout`, kept with the view when it keeps plans."""
-    return view_plan(view, ('packed_layout', pairs),
-                     lambda: packed_layout(view, pairs))
+    return view_plan(view, ('packed_layout', pairs, ratio),
+                     lambda: packed_layout(view, pairs, ratio))

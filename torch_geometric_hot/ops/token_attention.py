@@ -2,15 +2,17 @@ r"""Multi-head self-attention over a flat list of tokens that belong to
 several graphs, never across graphs (the attention of TokenGT,
 `Kim et al. 2022 <https://arxiv.org/abs/2207.02505>`_).
 
-* :func:`per_graph_softmax_attention`: exact softmax attention through
-  :func:`torch.nn.functional.scaled_dot_product_attention` on per-graph
-  padded blocks with a key-padding mask (fused kernels: the
+* :func:`per_graph_softmax_attention`: exact softmax attention, on the
+  path the rule of :mod:`~torch_geometric_hot.ops.attention.dispatch`
+  picks: ``'padded'``, :func:`torch.nn.functional.scaled_dot_product_attention`
+  on per-graph padded blocks with a key-padding mask (fused kernels: the
   :math:`L \times L` score matrix is never materialised), graphs of very
   different sizes in separate size buckets
   (:mod:`~torch_geometric_hot.ops.size_buckets`, :func:`token_buckets`);
-  on the CPU, where the native kernels are on, the grouped softmax kernel
-  of :mod:`~torch_geometric_hot.ops.grouped_softmax_attention` instead,
-  every graph's tokens one group (no padding).
+  ``'grouped'``, the grouped softmax operator of
+  :mod:`~torch_geometric_hot.ops.grouped_softmax_attention`, every graph's
+  tokens one group (no padding); ``'compiled'``, that of a global class
+  without exclusions as one operator; ``'pairs'``, the enumerated pairs.
 * :func:`grouped_linear_attention`: kernel (Performer) attention on the flat
   token list, :math:`O(T)` time and memory, no padding: per-graph sums
   :math:`S_g = \sum_{t \in g} \phi(k_t) [v_t, 1]^\top` and
@@ -25,9 +27,13 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from torch_geometric_hot.ops import native
+from torch_geometric_hot.ops.attention import dispatch
+from torch_geometric_hot.ops.global_softmax_attention import \
+    global_class_softmax
 from torch_geometric_hot.ops.grouped_softmax_attention import \
     grouped_softmax_attention, softmax_groups
+from torch_geometric_hot.ops.higher_order_attention import \
+    local_pair_attention
 from torch_geometric_hot.ops.kernel_attention import (gather_contract,
                                                       segment_outer_sum)
 from torch_geometric_hot.ops.native import SoftmaxGroups
@@ -67,7 +73,10 @@ def token_buckets(token_batch: Tensor, num_graphs: int) -> TokenBuckets:
         num_graphs (int): Number of graphs :math:`B`.
     """
     position, lengths = token_positions(token_batch, num_graphs)
-    order, bounds, (sorted_lengths, ) = bucket_plan(lengths)
+    # coarse buckets where launches cost more than padding (GPUs)
+    ratio = dispatch.bucket_ratio(dispatch.problem(
+        'tokens', 'softmax', (), token_batch.device).device_type)
+    order, bounds, (sorted_lengths, ) = bucket_plan(lengths, ratio)
     bounds = buckets_or_block(bounds, lambda start, end: (
         end - start) * sorted_lengths[start]**2)
     counts = [end - start for start, end in zip(bounds[:-1], bounds[1:])]
@@ -85,51 +94,56 @@ def token_buckets(token_batch: Tensor, num_graphs: int) -> TokenBuckets:
     return TokenBuckets(slots, counts, masks)
 
 
-def token_layout(token_batch: Tensor, num_graphs: int
-                 ) -> Optional[TokenLayout]:
+def token_layout(token_batch: Tensor, num_graphs: int,
+                 path: Optional[str] = None) -> Optional[TokenLayout]:
     r"""The layout :func:`per_graph_softmax_attention` attends on, built once
-    per batch: on the CPU, where the native kernels are on, the groups of
-    the grouped softmax kernel (every graph's tokens one group), else
-    :func:`token_buckets`. All give the same attention. Under
-    :func:`torch.compile`, :obj:`None`: the compiled attention builds its
-    own.
+    per batch, for the path the rule picks for softmax attention on
+    :obj:`token_batch`'s device (:mod:`~torch_geometric_hot.ops.attention.\
+    dispatch`): the groups of the grouped operator (every graph's tokens
+    one group) or :func:`token_buckets`; :obj:`None` for a path that builds
+    its own (``'compiled'``, ``'pairs'``).
 
     Args:
         token_batch (torch.Tensor): Graph of every token, shape :obj:`[T]`.
         num_graphs (int): Number of graphs :math:`B`.
+        path (str, optional): Force a path.
     """
-    if torch.compiler.is_compiling():
-        return None
-    if token_batch.device.type == 'cpu' and token_batch.numel() and \
-            native.available():
-        return softmax_groups(token_batch, token_batch,
-                              torch.arange(token_batch.numel(),
-                                           device=token_batch.device),
-                              num_graphs, [], [])
-    return token_buckets(token_batch, num_graphs)
+    chosen = dispatch.choose(dispatch.problem(
+        'tokens', 'softmax', (), token_batch.device), path)
+    if chosen == 'grouped' and token_batch.numel():
+        return _token_groups(token_batch, num_graphs)
+    if chosen in ('grouped', 'padded'):
+        return token_buckets(token_batch, num_graphs)
+    return None
+
+
+def _token_groups(token_batch: Tensor, num_graphs: int) -> SoftmaxGroups:
+    # every graph's tokens one group of the grouped operator
+    return softmax_groups(token_batch, token_batch,
+                          torch.arange(token_batch.numel(),
+                                       device=token_batch.device),
+                          num_graphs, [], [])
 
 
 def per_graph_softmax_attention(query: Tensor, key: Tensor, value: Tensor,
                                 token_batch: Tensor, num_graphs: int,
                                 dropout: float = 0.0,
-                                layout: Optional[TokenLayout] = None
-                                ) -> Tensor:
+                                layout: Optional[TokenLayout] = None,
+                                path: Optional[str] = None) -> Tensor:
     r"""Softmax attention of every token over the tokens of its own graph.
 
     .. math::
         \mathrm{out}_t = \sum_{s : g(s) = g(t)}
         \mathrm{softmax}_s\left(\frac{q_t^\top k_s}{\sqrt{d}}\right) v_s
 
-    On the CPU, where the native kernels are on, every graph's tokens are one
-    group of the grouped softmax kernel
-    (:func:`~torch_geometric_hot.ops.grouped_softmax_attention.\
-    grouped_softmax_attention`; its dropout draws its own mask). Elsewhere
-    tokens are packed into per-graph blocks on size buckets
-    (:func:`token_buckets`; the padded blocks are checked against the size
-    limit, :func:`~torch_geometric_hot.ops.validation.size_limit`), attended
-    with :func:`~torch.nn.functional.scaled_dot_product_attention` under a
-    key-padding mask (none in a bucket of graphs of one size), and gathered
-    back.
+    On the path of :mod:`~torch_geometric_hot.ops.attention.dispatch`
+    (``docs/design.md``, "Paths"). On ``'padded'`` the tokens are packed
+    into per-graph blocks on size buckets (:func:`token_buckets`; the
+    padded blocks are checked against the size limit,
+    :func:`~torch_geometric_hot.ops.validation.size_limit`), attended with
+    :func:`~torch.nn.functional.scaled_dot_product_attention` under a
+    key-padding mask (none in a bucket of graphs of one size), and
+    gathered back.
 
     Args:
         query (torch.Tensor): Queries, shape :obj:`[T, H, d]`.
@@ -140,28 +154,30 @@ def per_graph_softmax_attention(query: Tensor, key: Tensor, value: Tensor,
         dropout (float): Dropout on the attention weights.
         layout (TokenBuckets or SoftmaxGroups, optional): The output of
             :func:`token_layout` (or of :func:`token_buckets`), to reuse it
-            across layers (default: :func:`token_layout`).
+            across layers; a path that takes the other form builds it.
+        path (str, optional): Force a path.
 
     :rtype: :class:`torch.Tensor` of shape :obj:`[T, H, d_v]`
     """
     if query.size(0) == 0:
         return value.clone()
-    if torch.compiler.is_compiling():
-        # one node of the compiled graph: the attention of a global class
-        # without exclusions (every token over its graph's tokens), run
-        # eagerly inside it (size buckets; on the CPU the native grouped
-        # kernel) and recomputed in its backward pass; called by its
-        # registered name, as global_softmax_attention imports this module
-        return torch.ops.torch_geometric_hot.global_class_softmax(
-            query * query.size(-1)**-0.5, key, value, token_batch,
-            token_batch, torch.arange(query.size(0), device=query.device),
-            num_graphs, [], [], dropout, dropout_seed(dropout, query.device))
-    if layout is None:
-        layout = token_layout(token_batch, num_graphs)
-    if isinstance(layout, SoftmaxGroups):
-        if native.applies(query, key, value):
-            return grouped_softmax_attention(query * query.size(-1)**-0.5,
-                                             key, value, layout, dropout)
+    chosen = dispatch.choose(dispatch.problem(
+        'tokens', 'softmax', (query, key, value), query.device), path)
+    scaled = query * query.size(-1)**-0.5
+    if chosen in ('compiled', 'pairs'):
+        # a global class without exclusions: every token over its graph's
+        args = (scaled, key, value, token_batch, token_batch,
+                torch.arange(query.size(0), device=query.device),
+                num_graphs, [], [], dropout)
+        if chosen == 'pairs':
+            return local_pair_attention(*args)
+        return global_class_softmax(*args,
+                                    dropout_seed(dropout, query.device))
+    if chosen == 'grouped':
+        if not isinstance(layout, SoftmaxGroups):
+            layout = _token_groups(token_batch, num_graphs)
+        return grouped_softmax_attention(scaled, key, value, layout, dropout)
+    if not isinstance(layout, TokenBuckets):
         layout = token_buckets(token_batch, num_graphs)
     heads = query.size(1)
     check_size(layout.slots.slot_row.numel() * heads * (

@@ -59,30 +59,78 @@ def save(path: str, payload: Dict) -> None:
     os.replace(tmp, path)
 
 
+class CheckpointError(ValueError):
+    r"""A checkpoint that cannot continue this run: missing, unreadable,
+    or written by a run with other arguments (the message is one line
+    naming the file or the arguments)."""
+
+
+#: What a checkpoint must hold.
+KEYS = ('model', 'optimizer', 'scheduler', 'epoch', 'step', 'rng', 'args',
+        'history')
+
+
 def load(run_dir: str) -> Dict:
-    r"""The last checkpoint of the run in :obj:`run_dir`; a clear error
-    when there is none."""
+    r"""The last checkpoint of the run in :obj:`run_dir`; a
+    :class:`CheckpointError` naming the file when there is none or it
+    cannot be read (truncated, corrupted, or not a checkpoint of this
+    command)."""
     path = osp.join(run_dir, LAST)
     if not osp.isfile(path):
-        raise FileNotFoundError(f"'--resume': {run_dir} holds no checkpoint "
-                                f"({LAST}); pass the folder of one run "
-                                f"(<out>/<model>_seed<seed>)")
-    return torch.load(path, map_location='cpu', weights_only=True)
+        raise CheckpointError(f"'--resume': {run_dir} holds no checkpoint "
+                              f"({LAST}); pass the folder of one run "
+                              f"(<out>/<model>_seed<seed>)")
+    try:
+        state = torch.load(path, map_location='cpu', weights_only=True)
+    except Exception as error:  # torch raises several kinds here
+        reason = str(error).strip().splitlines()[0] if str(error) else \
+            type(error).__name__
+        raise CheckpointError(
+            f"'--resume': {path} cannot be read (truncated or corrupted? "
+            f"{type(error).__name__}: {reason[:200]}); resume from another "
+            f"copy, or start the run again") from None
+    missing = [k for k in KEYS if not isinstance(state, dict)
+               or k not in state]
+    if missing:
+        raise CheckpointError(f"'--resume': {path} is not a checkpoint of "
+                              f"this command's version (it lacks "
+                              f"{', '.join(missing)})")
+    return state
 
 
 #: The arguments that define a run: resuming with any of them changed is
 #: refused.
-RUN_ARGUMENTS = ('dataset', 'model', 'hidden', 'layers', 'dropout', 'lr',
-                 'batch_size', 'epochs', 'seed', 'smoke', 'offline_molecules',
-                 'csv', 'target_columns')
+RUN_ARGUMENTS = ('dataset', 'model', 'hidden', 'layers', 'heads',
+                 'node_id_dim', 'dropout', 'lr', 'batch_size', 'epochs',
+                 'seed', 'smoke', 'offline_molecules', 'offline_target',
+                 'csv',
+                 'target_columns', 'preset', 'model_options', 'optimizer',
+                 'betas', 'weight_decay', 'schedule', 'warmup_steps',
+                 'max_steps', 'grad_clip', 'accumulate', 'precision', 'loss')
+#: The arguments ``--extend`` may change: the length of the run.
+LENGTH_ARGUMENTS = ('epochs', 'max_steps')
 
 
-def check_same_run(saved: Dict, current: Dict) -> None:
-    r"""Raises unless :obj:`current` defines the run :obj:`saved` did."""
+def check_same_run(saved: Dict, current: Dict, extend: bool = False
+                   ) -> bool:
+    r"""Raises a :class:`CheckpointError` naming the arguments unless
+    :obj:`current` defines the run :obj:`saved` did; with :obj:`extend`,
+    the run's length (:data:`LENGTH_ARGUMENTS`) may differ. Returns whether
+    it does."""
     changed = {k: (saved.get(k), current.get(k)) for k in RUN_ARGUMENTS
                if saved.get(k) != current.get(k)}
+    longer = {k: changed.pop(k) for k in LENGTH_ARGUMENTS if k in changed}
+    if not extend:
+        changed.update(longer)
+
+    def listed(items) -> str:
+        return ', '.join(f'--{k.replace("_", "-")} {a!r} (now {b!r})'
+                         for k, (a, b) in items.items())
     if changed:
-        lines = ', '.join(f'--{k.replace("_", "-")} {a!r} (now {b!r})'
-                          for k, (a, b) in changed.items())
-        raise ValueError(f"'--resume': the checkpoint was written by a run "
-                         f"with different arguments: {lines}")
+        hint = ''
+        if set(changed) & set(LENGTH_ARGUMENTS) and not extend:
+            hint = ('; to train the run on to a new length, add --extend')
+        raise CheckpointError(f"'--resume': the checkpoint was written by a "
+                              f"run with different arguments: "
+                              f"{listed(changed)}{hint}")
+    return bool(longer)

@@ -12,8 +12,16 @@ Examples::
     python -m torch_geometric_hot.train --dataset ogbg-molhiv \
         --root data/ogb --model hot-kernel --device cuda --out runs/hiv
 
+    # a paper's recipe: TokenGT (Lap) on PCQM4Mv2 on a GPU in bfloat16
+    python -m torch_geometric_hot.train --dataset pcqm4mv2 \
+        --preset tokengt-lap --device cuda --precision bf16 --out runs/pcqm
+
     # continue a killed run with the same arguments
     python -m torch_geometric_hot.train ... --resume runs/hiv/hot-kernel_seed0
+
+    # train a finished run on, to 12 epochs (the schedule rebuilt)
+    python -m torch_geometric_hot.train ... --epochs 12 --extend \
+        --resume runs/hiv/hot-kernel_seed0
 
     # two processes (DistributedDataParallel; gloo on CPU, nccl on CUDA)
     torchrun --nproc_per_node=2 -m torch_geometric_hot.train ...
@@ -26,6 +34,9 @@ import sys
 from typing import Dict, List, Optional
 
 from torch_geometric_hot.datasets.nci_descriptors import DESCRIPTORS
+from torch_geometric_hot.train.presets import PRESETS, smoke_values
+from torch_geometric_hot.train.recipes import (LOSSES, OPTIMIZERS,
+                                               PRECISIONS, SCHEDULES)
 from torch_geometric_hot.train.zoo import MODELS
 
 DATASET_HELP = ("an OGB molecule dataset: any 'ogbg-mol*' name "
@@ -65,15 +76,44 @@ def _positive_float(text: str) -> float:
     return value
 
 
+def _non_negative_float(text: str) -> float:
+    value = float(text)
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f'must be >= 0, got {value}')
+    return value
+
+
+def _non_negative(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f'must be >= 0, got {value}')
+    return value
+
+
+def _betas(text: str) -> tuple:
+    try:
+        betas = tuple(float(t) for t in text.split(','))
+    except ValueError:
+        betas = ()
+    if len(betas) != 2 or not all(0.0 <= b < 1.0 for b in betas):
+        raise argparse.ArgumentTypeError(
+            f"takes two numbers in [0, 1) separated by a comma (e.g. "
+            f"0.9,0.999), got {text!r}")
+    return betas
+
+
 def build_parser() -> argparse.ArgumentParser:
     r"""The command's argument parser (``--help`` lists every option and
     model)."""
     models = '\n'.join(f'  {name:<22} {spec.description}'
                        for name, spec in MODELS.items())
+    presets = '\n'.join(f'  {name:<22} {preset.description}'
+                        for name, preset in PRESETS.items())
     parser = argparse.ArgumentParser(
         prog='python -m torch_geometric_hot.train',
         description=__doc__.split('\n\n')[0],
-        epilog=f'models:\n{models}\n\n' + __doc__.split('\n\n', 1)[1],
+        epilog=f'models:\n{models}\n\npresets:\n{presets}\n\n' +
+        __doc__.split('\n\n', 1)[1],
         formatter_class=argparse.RawDescriptionHelpFormatter)
     data = parser.add_argument_group('data')
     data.add_argument('--dataset', default='pcqm4mv2', help=DATASET_HELP +
@@ -130,12 +170,58 @@ def build_parser() -> argparse.ArgumentParser:
     model.add_argument('--batch-size', type=_positive, default=128,
                        help='molecules per batch and process (default: '
                        '%(default)s)')
+    model.add_argument('--heads', type=_positive, default=None,
+                       help='attention heads of the attention models '
+                       '(default: 4)')
+    model.add_argument('--node-id-dim', type=_positive, default=16,
+                       help="TokenGT's node identifier width (default: "
+                       "%(default)s)")
     model.add_argument('--lr', type=_positive_float, default=1e-3,
-                       help='Adam learning rate, cosine-annealed over the '
-                       'epochs (default: %(default)s)')
+                       help='peak learning rate (default: %(default)s)')
     model.add_argument('--seed', type=_seeds, default=[0],
                        help='one or more seeds separated by commas; each '
                        'model trains once per seed (default: 0)')
+    recipe = parser.add_argument_group(
+        'recipe', 'optimizer, schedule and precision; --preset sets them '
+        'and the model options above to one paper\'s configuration '
+        '(presets listed below), and options given here override it')
+    recipe.add_argument('--preset', choices=list(PRESETS), default=None,
+                        help='a paper\'s configuration (default: none)')
+    recipe.add_argument('--optimizer', choices=OPTIMIZERS, default='adam',
+                        help='adam, or adamw (decoupled weight decay) '
+                        '(default: %(default)s)')
+    recipe.add_argument('--weight-decay', type=_non_negative_float,
+                        default=0.0, help='(default: %(default)s)')
+    recipe.add_argument('--betas', type=_betas, default=(0.9, 0.999),
+                        help='Adam\'s betas, e.g. 0.9,0.999 (default: '
+                        '0.9,0.999)')
+    recipe.add_argument('--schedule', choices=SCHEDULES, default='cosine',
+                        help='learning rate after the warm-up, by optimizer '
+                        'steps: cosine or linear decay to 0, constant, or '
+                        'step (x0.25 after every 30%% of the steps) '
+                        '(default: %(default)s)')
+    recipe.add_argument('--warmup-steps', type=_non_negative, default=0,
+                        help='steps of linear warm-up (default: '
+                        '%(default)s)')
+    recipe.add_argument('--max-steps', type=_positive, default=None,
+                        help='train this many optimizer steps (the last '
+                        'epoch cut short) instead of --epochs (default: '
+                        'the steps of --epochs)')
+    recipe.add_argument('--grad-clip', type=_positive_float, default=None,
+                        help='clip the gradients\' global norm to this '
+                        '(default: none)')
+    recipe.add_argument('--accumulate', type=_positive, default=1,
+                        help='add the gradients of N batches per optimizer '
+                        'step (an effective batch of N x --batch-size per '
+                        'process) (default: %(default)s)')
+    recipe.add_argument('--precision', choices=PRECISIONS, default='32',
+                        help='32 (float32), bf16 or 16 (torch.autocast on '
+                        'the run\'s device; 16 with a gradient scaler) '
+                        '(default: %(default)s)')
+    recipe.add_argument('--loss', choices=LOSSES, default='auto',
+                        help='l1, l2, bce, or auto: bce for classification, '
+                        'l1 where the metric is the MAE, l2 otherwise '
+                        '(default: %(default)s)')
     run = parser.add_argument_group('running')
     run.add_argument('--device', default='auto',
                      choices=['cpu', 'cuda', 'auto'],
@@ -149,7 +235,10 @@ def build_parser() -> argparse.ArgumentParser:
                      "torch's choice)")
     run.add_argument('--smoke', action='store_true',
                      help='a seconds-long run on a few batches through the '
-                     'same code (default epochs: 2)')
+                     'same code (default epochs: 2); with --preset, also '
+                     'batches of 8 with --accumulate 2, a one-step warm-up '
+                     'and the width and depth cut to at most 64 and 2 '
+                     '(heads, identifiers and the rest of the recipe kept)')
     run.add_argument('--out', default=None,
                      help='write per-epoch metrics (metrics.jsonl), the last '
                      'and best checkpoints, summary.json and a learning '
@@ -159,6 +248,12 @@ def build_parser() -> argparse.ArgumentParser:
                      help='continue the run in RUN_DIR (a folder with '
                      'last.pt) from its last checkpoint; the other arguments '
                      'must be those of that run')
+    run.add_argument('--extend', action='store_true',
+                     help='with --resume, train a finished or stopped run '
+                     'on to the --epochs or --max-steps given (more than '
+                     'the run\'s): the schedule is rebuilt for the new '
+                     'length from the step reached, and the run\'s summary '
+                     'records the extension')
     run.add_argument('--no-progress', action='store_true',
                      help='no progress bars')
     return parser
@@ -168,10 +263,23 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     r"""Parses :obj:`argv` (default: the command line) and checks the
     combinations of options; an invalid one exits with a usage error."""
     parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(argv)
-    if args.smoke and '--epochs' not in (argv if argv is not None
-                                         else sys.argv):
+    given = explicit_options(argv)
+    if args.preset is not None:
+        preset = PRESETS[args.preset]
+        values = dict(preset.values)
+        if args.smoke:
+            values.update(smoke_values(preset))
+        for key, value in values.items():
+            if key not in given:
+                setattr(args, key, value)
+        args.model_options = dict(preset.options)
+    else:
+        args.model_options = {}
+    if args.smoke and 'epochs' not in given:
         args.epochs = 2
+    args.explicit = sorted(given)
     if not 0.0 <= args.dropout < 1.0:
         parser.error(f"'--dropout' must be in [0, 1), got {args.dropout}")
     if args.num_workers < 0:
@@ -180,6 +288,8 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
                                     len(args.seed) > 1):
         parser.error("'--resume' continues one run: give one --model and one "
                      "--seed")
+    if args.extend and args.resume is None:
+        parser.error("'--extend' continues a run: give --resume RUN_DIR")
     if args.offline_molecules is not None and not args.offline:
         parser.error("'--offline-molecules' needs --offline")
     if args.offline_target != 'tpsa' and (not args.offline or
@@ -194,6 +304,14 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     return args
 
 
+def explicit_options(argv: List[str]) -> set:
+    r"""The names (destinations) of the options :obj:`argv` gives."""
+    parser = build_parser()
+    for action in parser._actions:
+        action.default = argparse.SUPPRESS
+    return set(vars(parser.parse_args(argv)))
+
+
 def main(argv: Optional[List[str]] = None) -> List[Dict]:
     r"""Runs every (model, seed) of the arguments in turn; returns their
     summaries."""
@@ -206,7 +324,7 @@ def main(argv: Optional[List[str]] = None) -> List[Dict]:
     from torch_geometric_hot.train.distributed import (resolve_device,
                                                        setup, teardown)
     from torch_geometric_hot.train.trainer import (CURVE_FILE, Run,
-                                                   run_name)
+                                                   run_config, run_name)
     try:  # a clear error before any work
         benchmark_name(args.dataset)
     except ValueError as error:
@@ -217,7 +335,14 @@ def main(argv: Optional[List[str]] = None) -> List[Dict]:
         raise SystemExit(str(error)) from None
     if args.threads is not None:
         torch.set_num_threads(args.threads)
-    state = checkpoint.load(args.resume) if args.resume else None
+    state = None
+    if args.resume:
+        try:  # one line naming the file or the arguments, before any work
+            state = checkpoint.load(args.resume)
+            checkpoint.check_same_run(state['args'], run_config(
+                args, args.model[0], args.seed[0]), args.extend)
+        except checkpoint.CheckpointError as error:
+            raise SystemExit(str(error)) from None
     ctx = setup(args.device)
     summaries = []
     try:
@@ -228,14 +353,20 @@ def main(argv: Optional[List[str]] = None) -> List[Dict]:
                                           else None)
                 run = Run(args, model_name, seed, ctx, run_dir)
                 if state is not None:
-                    run.resume(state)
+                    try:
+                        run.resume(state)
+                    except checkpoint.CheckpointError as error:
+                        raise SystemExit(str(error)) from None
                 if ctx.is_main:
                     print(f'{model_name}, seed {seed}: '
-                          f'{run.num_parameters:,} parameters on '
+                          f'{run.num_parameters:,} parameters'
+                          f'{_reference(args)} on '
                           f'{ctx.device} x {ctx.world_size}; '
                           f'{run.bench.name} ({len(run.bench.dataset):,} '
-                          f'molecules, metric {run.bench.metric})',
-                          flush=True)
+                          f'molecules, metric {run.bench.metric}); '
+                          f'{run.total_steps:,} steps of '
+                          f'{run.recipe()["effective_batch_size"]:,} '
+                          f'molecules', flush=True)
                 summary = run.fit()
                 if ctx.distributed:
                     print(f'rank {ctx.rank} weights {summary["weights"]}',
@@ -251,6 +382,15 @@ def main(argv: Optional[List[str]] = None) -> List[Dict]:
     finally:
         teardown(ctx)
     return summaries
+
+
+def _reference(args) -> str:
+    if args.preset is None:
+        return ''
+    preset = PRESETS[args.preset]
+    cut = ', cut by --smoke' if args.smoke else ''
+    return (f' (preset {args.preset}: the paper\'s model has '
+            f'{preset.reference_parameters}M{cut})')
 
 
 def _print_table(summaries: List[Dict], report) -> None:

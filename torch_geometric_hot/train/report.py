@@ -58,23 +58,26 @@ def runs_like(folder: str, summaries: List[Dict],
 def results_table(summaries: List[Dict]) -> str:
     r"""A Markdown table: per model, the test metric at the best validation
     epoch (mean ± sample standard deviation over seeds), the validation
-    metric, epochs, parameters, seconds per epoch and peak memory; and the
-    mean predictor's test metric."""
+    metric, the training loss of the last epoch, epochs, parameters, seconds
+    per epoch and peak memory; and the mean predictor's test metric."""
     if not summaries:
         return '(no runs)'
     metric = summaries[0]['metric']
-    lines = [f'| model | test {metric} | valid {metric} | seeds | epochs | '
-             f'parameters | s / epoch | peak MB |',
-             '|---|---|---|---|---|---|---|---|']
+    lines = [f'| model | test {metric} | valid {metric} | final train loss '
+             f'| seeds | epochs | parameters | s / epoch | peak MB |',
+             '|---|---|---|---|---|---|---|---|---|']
     for model, runs in by_model(summaries).items():
         lines.append(
             f"| {model} | {_mean_std([r['test'] for r in runs])} | "
-            f"{_mean_std([r['valid'] for r in runs])} | {len(runs)} | "
+            f"{_mean_std([r['valid'] for r in runs])} | "
+            f"{_mean_std([r.get('final_loss', math.nan) for r in runs])} | "
+            f"{len(runs)} | "
             f"{runs[0]['epochs']} | {runs[0]['parameters']:,} | "
             f"{sum(r['seconds_per_epoch'] for r in runs) / len(runs):.1f} | "
             f"{max(r['peak_mb'] for r in runs):.0f} |")
     lines.append(f"| predict the training mean | "
-                 f"{summaries[0]['mean_predictor_test']:.4f} | | | | | | |")
+                 f"{summaries[0]['mean_predictor_test']:.4f} | | | | | | | "
+                 f"|")
     return '\n'.join(lines)
 
 

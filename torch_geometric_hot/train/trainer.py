@@ -1,6 +1,7 @@
 r"""One training run: a model of :data:`~torch_geometric_hot.train.zoo.MODELS`
 on a :class:`~torch_geometric_hot.datasets.MoleculeBenchmark`, one process
 or one rank of ``torchrun``."""
+import contextlib
 import hashlib
 import json
 import math
@@ -17,14 +18,18 @@ from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DistributedSampler, RandomSampler
 from torch_geometric.loader import DataLoader
 
+from torch_geometric_hot.data import ModelPlanner, PlannedLoader
 from torch_geometric_hot.datasets import (MoleculeBenchmark,
                                           load_molecule_benchmark,
                                           read_molecule_csv)
 from torch_geometric_hot.datasets.atomic_files import written_atomically
-from torch_geometric_hot.train import checkpoint
+from torch_geometric_hot.train import checkpoint, recipes
 from torch_geometric_hot.train.distributed import (Context, agree, barrier,
                                                    gather, sync_buffers)
-from torch_geometric_hot.train.zoo import MODELS, ModelSpec, Settings, predict
+from torch_geometric_hot.ops.validation import validation
+from torch_geometric_hot.train.zoo import (HEADS, ModelSpec, Settings,
+                                           SpecCall, configured,
+                                           plans_batches, predict)
 
 SMOKE_TRAIN_BATCHES, SMOKE_EVAL_BATCHES = 3, 2
 METRICS_FILE, SUMMARY_FILE, CURVE_FILE = ('metrics.jsonl', 'summary.json',
@@ -68,16 +73,19 @@ def _targets(bench: MoleculeBenchmark, batch) -> Tensor:
     return batch.y.view(-1, bench.num_tasks).float()
 
 
-def _loss(bench: MoleculeBenchmark, out: Tensor, y: Tensor) -> Tensor:
+def _loss(loss, out: Tensor, y: Tensor) -> Tensor:
     known = ~torch.isnan(y)
     if not bool(known.any()):
         return out.sum() * 0.0
-    out, y = out[known], y[known]
-    if bench.task_type == 'classification':
-        return torch.nn.functional.binary_cross_entropy_with_logits(out, y)
-    if bench.metric == 'mae':
-        return (out - y).abs().mean()
-    return (out - y).square().mean()
+    return loss(out[known].float(), y[known])
+
+
+def settings(args, seed: int, out: int) -> Settings:
+    r"""The :class:`~torch_geometric_hot.train.zoo.Settings` of the
+    command's arguments."""
+    return Settings(args.hidden, args.layers, out, args.dropout, seed,
+                    args.heads or HEADS, args.node_id_dim,
+                    tuple(sorted(getattr(args, 'model_options', {}).items())))
 
 
 def peak_memory_mb(device: torch.device) -> float:
@@ -89,21 +97,31 @@ def peak_memory_mb(device: torch.device) -> float:
     return rss / 2**20 if sys.platform == 'darwin' else rss / 2**10
 
 
+def run_config(args, model_name: str, seed: int) -> Dict:
+    r"""The arguments of one run of the command."""
+    config = dict(vars(args), model=model_name, seed=seed)
+    config['betas'] = list(config['betas'])
+    config['model_options'] = dict(sorted(config.get('model_options',
+                                                     {}).items()))
+    return config
+
+
 class Run:
     r"""Trains one model with one seed (see :func:`train`)."""
     def __init__(self, args, model_name: str, seed: int, ctx: Context,
                  run_dir: Optional[str]) -> None:
         self.args, self.ctx, self.run_dir = args, ctx, run_dir
-        self.spec: ModelSpec = MODELS[model_name]
-        self.config = dict(vars(args), model=model_name, seed=seed)
+        self.config = run_config(args, model_name, seed)
         self.seed = seed
+        self.spec: ModelSpec = configured(model_name, settings(args, seed, 1))
         self.bench = self._load()
         self.scale = TargetScale(self._train_targets(),
                                  self.bench.task_type == 'regression')
+        self.loss = recipes.loss_function(args.loss, self.bench.task_type,
+                                          self.bench.metric)
         torch.manual_seed(seed)
-        model = self.spec.build(Settings(args.hidden, args.layers,
-                                         self.bench.num_tasks, args.dropout,
-                                         seed)).to(ctx.device)
+        self.settings = settings(args, seed, self.bench.num_tasks)
+        model = self.spec.build(self.settings).to(ctx.device)
         self.model = model
         self.num_parameters = sum(p.numel() for p in model.parameters())
         # some blocks leave parameters unused on some batches (e.g. HOT's
@@ -113,11 +131,20 @@ class Run:
             model, device_ids=[ctx.device.index] if ctx.device.type == 'cuda'
             else None, find_unused_parameters=True) if ctx.distributed \
             else model
-        self.optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
-        self.scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(
-            self.optimizer, T_max=max(args.epochs, 1))
+        self.optimizer = recipes.build_optimizer(
+            args.optimizer, model.parameters(), args.lr, args.betas,
+            args.weight_decay)
+        self.steps_per_epoch = -(-self._batches('train') // args.accumulate)
+        self.total_steps = args.max_steps or (args.epochs *
+                                              self.steps_per_epoch)
+        self.scheduler = recipes.StepSchedule(
+            self.optimizer, args.schedule, args.warmup_steps,
+            self.total_steps)
+        self.scaler = recipes.grad_scaler(ctx.device, args.precision)
         self.history: List[Dict] = []
+        self.extensions: List[Dict] = []
         self.epoch = 0
+        self.step = 0
 
     # ------------------------------------------------------------------
     def _load(self) -> MoleculeBenchmark:
@@ -153,6 +180,19 @@ class Run:
             index = index[:batches * self.args.batch_size]
         return index
 
+    def _batches(self, part: str) -> int:
+        r"""Batches of this process in an epoch of :obj:`part`."""
+        size = self._indices(part).numel()
+        if part == 'train' and self.ctx.distributed:
+            size = -(-size // self.ctx.world_size)  # DistributedSampler
+        return -(-size // self.args.batch_size)
+
+    @property
+    def epochs(self) -> int:
+        r"""Epochs of the run (the last one cut short at
+        :obj:`total_steps`)."""
+        return -(-self.total_steps // max(self.steps_per_epoch, 1))
+
     def _train_targets(self) -> Tensor:
         return self._targets_of('train')
 
@@ -170,10 +210,16 @@ class Run:
         subset = self.bench.dataset[self._indices(part)]
         kw = dict(batch_size=self.args.batch_size,
                   num_workers=self.args.num_workers)
+        if plans_batches(self.spec):
+            # the pair view and the layers' plans built by the workers,
+            # for the training device's layout; pinned for the copy
+            kw.update(planner=ModelPlanner(self.model, SpecCall(self.spec)),
+                      device=self.ctx.device,
+                      pin_memory=self.ctx.device.type == 'cuda')
         if part != 'train':
             # every rank reads its own stride of the split, nothing padded
-            return DataLoader(subset[self.ctx.rank::self.ctx.world_size],
-                              shuffle=False, **kw)
+            return PlannedLoader(subset[self.ctx.rank::self.ctx.world_size],
+                                 shuffle=False, **kw)
         if self.ctx.distributed:
             sampler = DistributedSampler(subset, self.ctx.world_size,
                                          self.ctx.rank, shuffle=True,
@@ -184,7 +230,12 @@ class Run:
             # run reads the batches the uninterrupted one would
             sampler = RandomSampler(subset, generator=torch.Generator()
                                     .manual_seed(self.seed * 100003 + epoch))
-        return DataLoader(subset, sampler=sampler, **kw)
+        return PlannedLoader(subset, sampler=sampler, **kw)
+
+    def _unchecked(self):
+        # the value checks ran in the loader's planning pass: off in a step
+        return validation(False) if plans_batches(self.spec) else \
+            contextlib.nullcontext()
 
     def _progress(self, loader, desc: str):
         if not self.ctx.is_main or self.args.no_progress:
@@ -193,23 +244,54 @@ class Run:
         return tqdm(loader, desc=desc, leave=False, dynamic_ncols=True)
 
     # ------------------------------------------------------------------
+    def _optimizer_step(self) -> None:
+        args = self.args
+        if args.grad_clip is not None:
+            self.scaler.unscale_(self.optimizer)
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(),
+                                           args.grad_clip)
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
+        self.optimizer.zero_grad()
+        self.scheduler.step()
+        self.step += 1
+
     def _step_epoch(self, epoch: int) -> Dict:
         self.net.train()
+        args = self.args
         total, count, preds, trues = 0.0, 0, [], []
         loader = self._loader('train', epoch)
-        for batch in self._progress(loader, f'epoch {epoch} train'):
-            batch = batch.to(self.ctx.device)
+        batches = len(loader)
+        self.optimizer.zero_grad()
+        for i, batch in enumerate(self._progress(loader,
+                                                 f'epoch {epoch} train')):
+            if self.step >= self.total_steps:
+                break
+            # the gradients of one optimizer step: the mean over its group
+            # of batches (the last group of an epoch may be smaller)
+            first = i - i % args.accumulate
+            group = min(args.accumulate, batches - first)
+            last = i - first == group - 1
+            batch = batch.to(self.ctx.device, non_blocking=True)
             y = _targets(self.bench, batch)
-            out = predict(self.net, self.spec, batch).view_as(y)
-            loss = _loss(self.bench, out, self.scale.scale(y))
-            self.optimizer.zero_grad()
-            loss.backward()
-            self.optimizer.step()
-            total += float(loss.detach()) * y.size(0)
+            sync = self.net.no_sync() if self.ctx.distributed and not last \
+                else contextlib.nullcontext()
+            with sync:
+                with recipes.autocast(self.ctx.device, args.precision), \
+                        self._unchecked():
+                    out = predict(self.net, self.spec, batch).view_as(y)
+                loss = _loss(self.loss, out.float(), self.scale.scale(y))
+                self.scaler.scale(loss / group).backward()
+            if last:
+                self._optimizer_step()
+            # summed on the device: a step reads nothing back to the host
+            total = total + loss.detach() * y.size(0)
             count += y.size(0)
-            preds.append(self.scale.unscale(out.detach()).cpu())
-            trues.append(y.cpu())
-        self.scheduler.step()
+            preds.append(self.scale.unscale(out.detach().float()))
+            trues.append(y)
+        total = float(total)
+        preds = [torch.cat(preds).cpu()] if preds else []
+        trues = [torch.cat(trues).cpu()] if trues else []
         parts = gather(self.ctx, (total, count, torch.cat(preds),
                                   torch.cat(trues)))
         loss = sum(p[0] for p in parts) / max(sum(p[1] for p in parts), 1)
@@ -227,10 +309,12 @@ class Run:
         positions = torch.arange(index.numel())[self.ctx.rank::
                                                 self.ctx.world_size]
         for batch in self._progress(self._loader(part), f'{part}'):
-            batch = batch.to(self.ctx.device)
+            batch = batch.to(self.ctx.device, non_blocking=True)
             y = _targets(self.bench, batch)
-            out = predict(self.model, self.spec, batch).view_as(y)
-            preds.append(self.scale.unscale(out).cpu())
+            with recipes.autocast(self.ctx.device, self.args.precision), \
+                    self._unchecked():
+                out = predict(self.model, self.spec, batch).view_as(y)
+            preds.append(self.scale.unscale(out.float()).cpu())
             trues.append(y.cpu())
         empty = torch.empty(0, self.bench.num_tasks)
         parts = gather(self.ctx, (positions, torch.cat(preds or [empty]),
@@ -251,20 +335,44 @@ class Run:
         return {'model': self.model.state_dict(),
                 'optimizer': self.optimizer.state_dict(),
                 'scheduler': self.scheduler.state_dict(),
-                'epoch': self.epoch,
+                'scaler': self.scaler.state_dict(),
+                'epoch': self.epoch, 'step': self.step,
+                'extensions': self.extensions,
                 'rng': checkpoint.rng_state(self.model),
                 'args': {k: self.config[k] for k in
                          checkpoint.RUN_ARGUMENTS},
                 'history': self.history}
 
     def resume(self, state: Dict) -> None:
-        r"""Continues from a checkpoint of the same run."""
-        checkpoint.check_same_run(state['args'], self.config)
+        r"""Continues from a checkpoint of the same run (with
+        ``--extend``, one whose length differs: its schedule is this run's,
+        from the step reached)."""
+        checkpoint.check_same_run(state['args'], self.config,
+                                  self.args.extend)
+        extend = self.args.extend
         self.model.load_state_dict(state['model'])
         self.optimizer.load_state_dict(state['optimizer'])
         self.scheduler.load_state_dict(state['scheduler'])
+        if state.get('scaler'):
+            self.scaler.load_state_dict(state['scaler'])
         self.epoch = int(state['epoch'])
+        self.step = int(state['step'])
         self.history = list(state['history'])
+        self.extensions = list(state.get('extensions', []))
+        if extend:
+            if self.total_steps <= self.step:
+                raise checkpoint.CheckpointError(
+                    f"'--extend': the run in {self.run_dir} has trained "
+                    f"{self.step} steps ({self.epoch} epochs); give more "
+                    f"--epochs or --max-steps than that (now "
+                    f"{self.total_steps} steps)")
+            self.extensions.append({
+                'at_epoch': self.epoch, 'at_step': self.step,
+                'from': {k: state['args'].get(k) for k in
+                         checkpoint.LENGTH_ARGUMENTS},
+                'to': {k: self.config[k] for k in
+                       checkpoint.LENGTH_ARGUMENTS},
+                'total_steps': self.total_steps})
         checkpoint.set_rng_state(state['rng'], self.model)
 
     def _write_epoch(self, record: Dict, improved: bool) -> None:
@@ -294,7 +402,11 @@ class Run:
         best = None
         for r in self.history:
             best = r['valid'] if self._is_better(r['valid'], best) else best
-        while self.epoch < self.args.epochs:
+        if self.ctx.is_main and self.args.warmup_steps >= self.total_steps:
+            print(f'note: --warmup-steps {self.args.warmup_steps} is not '
+                  f'below the run\'s {self.total_steps} steps: the rate '
+                  f'never reaches --lr {self.args.lr}', flush=True)
+        while self.epoch < self.epochs and self.step < self.total_steps:
             self.epoch += 1
             start = time.perf_counter()
             record = {'epoch': self.epoch, **self._step_epoch(self.epoch)}
@@ -303,6 +415,7 @@ class Run:
                 record[part] = result['metric']
                 record[f'{part}_count'] = result['count']
             record['seconds'] = time.perf_counter() - start
+            record['step'] = self.step
             record['lr'] = self.scheduler.get_last_lr()[0]
             record['peak_mb'] = peak_memory_mb(self.ctx.device)
             record = agree(self.ctx, record)
@@ -324,6 +437,7 @@ class Run:
                'seed': self.seed, 'metric': self.bench.metric,
                'higher_is_better': self.bench.higher_is_better,
                'epochs': len(self.history), 'best_epoch': best['epoch'],
+               'final_loss': self.history[-1]['loss'],
                'valid': best['valid'], 'test': best['test'],
                'mean_predictor_test': mean_pred,
                'parameters': self.num_parameters,
@@ -334,12 +448,30 @@ class Run:
                'world_size': self.ctx.world_size,
                'weights': weights_digest(self.model),
                'config': {k: self.config[k] for k in
-                          checkpoint.RUN_ARGUMENTS}}
+                          checkpoint.RUN_ARGUMENTS},
+               'preset': self.args.preset,
+               'recipe': self.recipe(),
+               'steps': self.step,
+               'extensions': self.extensions}
         if self.run_dir is not None and self.ctx.is_main:
             with written_atomically(osp.join(self.run_dir,
                                              SUMMARY_FILE)) as partial:
                 with open(partial, 'w') as f:
                     json.dump(out, f, indent=1)
+        return out
+
+    def recipe(self) -> Dict:
+        r"""Every value in effect: the run's arguments, the model's
+        settings and the schedule's length."""
+        out = {k: self.config[k] for k in checkpoint.RUN_ARGUMENTS}
+        model = self.settings._asdict()
+        model['outputs'] = model.pop('out')
+        model.pop('options')  # model_options
+        out.update(model, steps_per_epoch=self.steps_per_epoch,
+                   total_steps=self.total_steps, epochs=self.epochs,
+                   effective_batch_size=self.args.batch_size *
+                   self.args.accumulate * self.ctx.world_size,
+                   explicit=self.args.explicit)
         return out
 
     def mean_predictor(self) -> float:

@@ -1,0 +1,122 @@
+"""Every path of the dispatch table against the reference beside it,
+forced through use_path: HOT class attention (every order the paths run,
+both attentions) and TokenGT's softmax attention, outputs and gradients in
+float64, on a batch of graphs of very different sizes."""
+import pytest
+import torch
+
+from torch_geometric_hot.data import PairView
+from torch_geometric_hot.nn import HOTConv
+from torch_geometric_hot.ops import native, use_path
+from torch_geometric_hot.ops.attention import dispatch
+from torch_geometric_hot.ops.token_attention import \
+    per_graph_softmax_attention
+from torch_geometric_hot import testing
+
+ORDERS = [(2, 2), (2, 1), (2, 0), (1, 1), (1, 0), (1, 2)]
+REFERENCE = {'softmax': 'pairs', 'kernel': 'pooled'}
+# the device type the rule decides for: the tensors' (the CPU), or a GPU's
+DEVICE_TYPES = [None, 'cuda']
+
+
+def fast_paths(operation: str, attention: str):
+    return [path.name for path in dispatch.PATHS
+            if operation in path.operations and
+            attention in path.attentions and
+            path.name != REFERENCE[attention]]
+
+
+def hot_cases():
+    for attention in ('softmax', 'kernel'):
+        for path in fast_paths('hot', attention):
+            yield attention, path
+
+
+def run_hot(conv: HOTConv, data, path: str, device_type=None):
+    x = (data.pair_x if conv.in_order == 2 else data.x).clone()
+    x.requires_grad_(True)
+    with use_path(path, device_type=device_type):
+        out = conv(x, PairView.from_data(data))
+    weight = torch.randn(out.shape, dtype=out.dtype,
+                         generator=torch.Generator().manual_seed(1))
+    grads = torch.autograd.grad((out * weight).sum(),
+                                [x] + list(conv.parameters()),
+                                allow_unused=True)
+    return [out] + [g for g in grads if g is not None]
+
+
+@pytest.mark.parametrize('orders', ORDERS)
+@pytest.mark.parametrize('attention,path', list(hot_cases()))
+@pytest.mark.parametrize('device_type', DEVICE_TYPES)
+def test_hot_path_equals_its_reference(orders, attention, path,
+                                       device_type):
+    in_order, out_order = orders
+    if path == 'grouped' and (device_type == 'cuda'
+                              or not native.available()):
+        pytest.skip('the native CPU kernels do not run this')
+    data = testing.skewed_batch(out_order, channels=6)
+    torch.manual_seed(0)
+    conv = HOTConv(6, 5, in_order, out_order, heads=2, head_channels=3,
+                   attention=attention, seed=0).double()
+    with torch.no_grad():  # no zero bias: every output row is compared
+        conv.bias.normal_()
+    expected = run_hot(conv, data, REFERENCE[attention])
+    actual = run_hot(conv, data, path, device_type)
+    assert len(actual) == len(expected)
+    for a, b in zip(actual, expected):
+        torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-10)
+    assert expected[0].abs().sum() > 0
+
+
+@pytest.mark.parametrize('path', fast_paths('tokens', 'softmax'))
+def test_token_path_equals_its_reference(path):
+    if path == 'grouped' and not native.available():
+        pytest.skip('no native kernels')
+    gen = torch.Generator().manual_seed(0)
+    sizes = [3, 1, 4, 0, 2, 40, 3, 5, 1, 2, 6, 4]
+    token_batch = torch.cat([torch.full((s, ), g) for g, s in
+                             enumerate(sizes)])
+    token_batch = token_batch[torch.randperm(token_batch.numel(),
+                                             generator=gen)]
+    qkv = [torch.randn(token_batch.numel(), 2, 3, generator=gen,
+                       dtype=torch.float64, requires_grad=True)
+           for _ in range(3)]
+
+    def run(path):
+        out = per_graph_softmax_attention(*qkv, token_batch, len(sizes),
+                                          path=path)
+        return [out, *torch.autograd.grad(out.square().sum(), qkv)]
+
+    for a, b in zip(run(path), run('pairs')):
+        torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-10)
+
+
+def test_forced_path_that_does_not_apply_lists_every_reason():
+    data = testing.skewed_batch(2, channels=6)
+    conv = HOTConv(6, 5, 2, 2, heads=2, attention='softmax').double()
+    with pytest.raises(ValueError, match='packed') as error:
+        with use_path('packed'):
+            conv(data.pair_x, PairView.from_data(data),
+                 return_attention_weights=True)
+    for path in dispatch.PATHS:
+        assert f'  {path.name}: ' in str(error.value)
+    with pytest.raises(ValueError, match="'paths' must be names"):
+        with use_path('no-such-path'):
+            pass
+    with pytest.raises(ValueError, match="'path' must be one of"):
+        per_graph_softmax_attention(*[torch.randn(2, 1, 2)] * 3,
+                                    torch.zeros(2, dtype=torch.long), 1,
+                                    path='no-such-path')
+
+
+def test_forced_paths_apply_to_the_calls_they_run():
+    # 'packed' (HOT only) leaves TokenGT's attention to the rule, and the
+    # operations argument confines the paths to one operation
+    problem = dispatch.problem('tokens', 'softmax', (), torch.device('cpu'))
+    default = dispatch.choose(problem)
+    with use_path('packed'):
+        assert dispatch.choose(problem) == default
+    with use_path('pairs', operations=['hot']):
+        assert dispatch.choose(problem) != 'pairs'
+    with use_path('pairs'):
+        assert dispatch.choose(problem) == 'pairs'

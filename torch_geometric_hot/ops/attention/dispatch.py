@@ -1,0 +1,345 @@
+r"""The one rule that picks how attention runs (``docs/design.md``,
+"Paths").
+
+An attention call is a :class:`Problem`: which operation (``'hot'``, the
+classes of a HOT layer; ``'tokens'``, TokenGT's per-graph attention), which
+attention (``'softmax'`` or ``'kernel'``), the tensors it runs on, and for
+HOT the orders, the batch's view and whether the attention weights are
+asked for. :data:`PATHS` is the table of the ways to run one: each path
+says whether it supports the problem (and why not) and whether it is the
+default where it does. :func:`choose` takes the first path of the table
+that supports the problem and is its default, unless a path is forced,
+by the entry points' ``path=`` argument or by :func:`use_path` around the
+call; where no forced path supports the problem, a :class:`ValueError`
+lists every path's reason.
+
+Where the device decides (the native CPU kernels, the packed layout's
+bucket ratio, softmax attention's local classes on the blocks), the rule
+reads the problem's :obj:`device_type`, the tensors' own unless
+:func:`use_path` sets another: ``use_path(device_type='cuda')`` runs on the
+CPU what a GPU would run.
+"""
+import contextlib
+import contextvars
+from typing import Any, Callable, Iterator, NamedTuple, Optional, \
+    Sequence, Tuple
+
+import torch
+from torch import Tensor
+
+from torch_geometric_hot.ops import native
+from torch_geometric_hot.ops.plan_cache import view_plan
+from torch_geometric_hot.ops.size_buckets import BUCKET_RATIO
+
+#: Kernel attention takes the packed path for a batch whose graphs have at
+#: most this many rows (nodes, plus pair entries when an order is 2) on
+#: average, each graph weighted by its rows: :math:`\sum_g L_g^2 \le`
+#: ``PACKED_BLOCK`` :math:`\cdot \sum_g L_g`, on the pure-torch operations
+#: (GPUs, or the native kernels off), where per-class gathers and scatters
+#: cost more than dense blocks of that size. Where the native CPU kernels
+#: take the input, kernel attention stays on its summaries: the per-batch
+#: masks of all classes cost more than the kernels' index work
+#: (``docs/benchmarks.md``, "Molecule batches").
+PACKED_BLOCK = 384
+#: The same limit for softmax attention, lower: past it the masked blocks
+#: cost more than the padded per-class blocks.
+PACKED_BLOCK_SOFTMAX = 96
+#: Largest ratio of graph sizes within one bucket of the packed layout on
+#: devices other than the CPU (GPUs), where each bucket's operations are
+#: kernel launches that cost more than the padding of coarser buckets; on
+#: the CPU the ratio is
+#: :data:`~torch_geometric_hot.ops.size_buckets.BUCKET_RATIO`.
+LAUNCH_BOUND_BUCKET_RATIO = 8.0
+
+OPERATIONS = ('hot', 'tokens')
+ATTENTIONS = ('softmax', 'kernel')
+
+
+class Problem(NamedTuple):
+    r"""One attention call, as the rule sees it.
+
+    Attributes:
+        operation (str): ``'hot'`` or ``'tokens'``.
+        attention (str): ``'softmax'`` or ``'kernel'``.
+        tensors (tuple): The floating-point inputs (device, dtype, whether
+            the native kernels take them); empty where they are not known
+            yet (a layout built before the layers run).
+        device_type (str): The device type the rule decides for.
+        compiling (bool): Whether :func:`torch.compile` is tracing.
+        weights (bool): Whether the attention weights are asked for.
+        in_order (int): Input order (HOT).
+        out_order (int): Output order (HOT).
+        view: The batch's index bundle (HOT).
+    """
+    operation: str
+    attention: str
+    tensors: Tuple[Tensor, ...]
+    device_type: str
+    compiling: bool
+    weights: bool = False
+    in_order: int = 1
+    out_order: int = 1
+    view: Any = None
+
+
+class Path(NamedTuple):
+    r"""One way to run attention (a row of :data:`PATHS`).
+
+    Attributes:
+        name (str): The name :func:`use_path` and ``path=`` take.
+        operations (tuple): The operations it runs (``'hot'``,
+            ``'tokens'``).
+        attentions (tuple): The attentions it computes.
+        runs (str): What it runs, in a line.
+        supports (callable): :obj:`None` where it runs the problem, else
+            the reason it does not.
+        default (callable): Whether the rule picks it where it supports
+            the problem and no path before it was picked.
+    """
+    name: str
+    operations: Tuple[str, ...]
+    attentions: Tuple[str, ...]
+    runs: str
+    supports: Callable[[Problem], Optional[str]]
+    default: Callable[[Problem], bool]
+
+
+def native_takes(problem: Problem) -> bool:
+    r"""Whether the native CPU kernels take the problem's tensors (all of
+    them CPU float32 or all float64, the kernels built and switched on) on
+    its device type."""
+    if problem.device_type != 'cpu':
+        return False
+    if not problem.tensors:
+        return native.available()
+    return native.applies(*problem.tensors)
+
+
+def bucket_ratio(device_type: str) -> float:
+    r"""Largest ratio of graph sizes within one bucket of the packed layout
+    on :obj:`device_type`."""
+    return BUCKET_RATIO if device_type == 'cpu' else \
+        LAUNCH_BOUND_BUCKET_RATIO
+
+
+def local_softmax_on_pairs(device_type: str) -> bool:
+    r"""Whether the packed path keeps softmax attention's local classes on
+    enumerated pairs on :obj:`device_type` (the CPU, where their few pairs
+    are enumerated faster than masked blocks are filled; elsewhere every
+    class attends on the blocks: each operation's launch costs more than
+    the padding)."""
+    return device_type == 'cpu'
+
+
+def _grouped(problem: Problem) -> Optional[str]:
+    if problem.weights:
+        return 'returns no attention weights'
+    if problem.compiling:
+        return 'not under torch.compile (there: path "compiled")'
+    if not native_takes(problem):
+        return ('needs CPU float32/float64 tensors and the native kernels '
+                f'(device type {problem.device_type!r}, native kernels '
+                f'{"available" if native.available() else "off"})')
+    return None
+
+
+def _packed(problem: Problem) -> Optional[str]:
+    if problem.weights:
+        return 'returns no attention weights'
+    if problem.compiling:
+        return 'not under torch.compile (block sizes are read on the host)'
+    if problem.in_order not in (1, 2) or problem.out_order not in (0, 1, 2):
+        return (f'orders 1 or 2 to 0, 1 or 2, got {problem.in_order} -> '
+                f'{problem.out_order}')
+    return None
+
+
+def _packed_pays(problem: Problem) -> bool:
+    r"""Graphs of at most :data:`PACKED_BLOCK` rows (kernel attention, where
+    the native CPU kernels do not take the input) or
+    :data:`PACKED_BLOCK_SOFTMAX` rows (softmax attention) on average,
+    weighted by their rows."""
+    if problem.attention == 'softmax':
+        limit = PACKED_BLOCK_SOFTMAX
+    elif native_takes(problem):
+        return False
+    else:
+        limit = PACKED_BLOCK
+    view = problem.view
+    pairs = 2 in (problem.in_order, problem.out_order)
+
+    def sizes():
+        rows = view.nodes_per_graph
+        if pairs:
+            rows = rows + view.edges_per_graph
+        # host synchronisation: the decision (once per batch and row kind)
+        return torch.stack([rows.sum(), (rows * rows).sum()]).tolist()
+
+    total, square = view_plan(view, ('packed_sizes', pairs), sizes)
+    return 0 < total and square <= limit * total
+
+
+def _no_weights(problem: Problem) -> Optional[str]:
+    return 'returns no attention weights' if problem.weights else None
+
+
+def _eager_no_weights(problem: Problem) -> Optional[str]:
+    if problem.compiling:
+        return ('not under torch.compile (block sizes are read on the '
+                'host; there: path "compiled")')
+    return _no_weights(problem)
+
+
+def _any(problem: Problem) -> Optional[str]:
+    return None
+
+
+def _always(problem: Problem) -> bool:
+    return True
+
+
+#: The paths, in the order the rule tries them.
+PATHS: Tuple[Path, ...] = (
+    Path('grouped', ('hot', 'tokens'), ('softmax', ),
+         'the native grouped softmax operator, class by class (CPU)',
+         _grouped, _always),
+    Path('packed', ('hot', ), ('softmax', 'kernel'),
+         'per-graph dense blocks on size buckets, all classes of a part '
+         'and key kind in one product (on the CPU softmax attention\'s '
+         'local classes on enumerated pairs)', _packed, _packed_pays),
+    Path('compiled', ('hot', 'tokens'), ('softmax', ),
+         'one operator per class whose backward recomputes it (the form '
+         'under torch.compile; on the CPU it runs the grouped operator)',
+         _no_weights, lambda problem: problem.compiling),
+    Path('padded', ('hot', 'tokens'), ('softmax', ),
+         'scaled_dot_product_attention on size buckets (HOT: the global '
+         'classes; the local ones on enumerated pairs)', _eager_no_weights,
+         _always),
+    Path('pairs', ('hot', 'tokens'), ('softmax', ),
+         'enumerated (query, key) pairs and a grouped softmax: the '
+         'reference; the only path that returns the weights', _any,
+         _always),
+    Path('pooled', ('hot', 'tokens'), ('kernel', ),
+         'per-group summaries of the mapped keys (native or torch '
+         'operator): the reference of kernel attention', _any, _always),
+)
+NAMES = tuple(path.name for path in PATHS)
+
+_NOTHING_FORCED = ((), None, OPERATIONS)
+_forced: contextvars.ContextVar = contextvars.ContextVar(
+    'torch_geometric_hot_path', default=_NOTHING_FORCED)
+
+
+def _forcing(compiling: bool) -> Tuple[Tuple[str, ...], Optional[str],
+                                       Tuple[str, ...]]:
+    # a traced graph does not read the context variable (torch.compile
+    # cannot trace it): there, the rule's choice
+    return _NOTHING_FORCED if compiling else _forced.get()
+
+
+@contextlib.contextmanager
+def use_path(*paths: str, device_type: Optional[str] = None,
+             operations: Sequence[str] = OPERATIONS) -> Iterator[None]:
+    r"""Runs the attention calls of the block on the paths :obj:`paths`
+    (names of :data:`PATHS`; none: the rule's choice) and decides as on
+    :obj:`device_type` (:obj:`None`: the tensors' device type), in this
+    thread (a :mod:`contextvars` variable; not in a graph traced by
+    :func:`torch.compile`, which takes the rule's choice). A call takes
+    the first of :obj:`paths` that supports it among those that run its
+    operation and attention (the rule's choice where none does:
+    ``use_path('packed')`` leaves kernel attention of tokens alone); where
+    none of those supports it, :func:`choose` raises a
+    :class:`ValueError` with every path's reason.
+
+    Args:
+        *paths (str): The paths.
+        device_type (str, optional): The device type the rule decides for
+            (``'cuda'`` runs on the CPU what a GPU runs).
+        operations (sequence of str, optional): The operations the paths
+            are forced on (``'hot'``, ``'tokens'``). (default: both)
+
+    Example:
+        >>> from torch_geometric_hot.ops import use_path
+        >>> with use_path('packed', device_type='cuda'):  # doctest: +SKIP
+        ...     out = conv(x, view)  # per-graph blocks, as a GPU runs them
+    """
+    for name in paths:
+        if name not in NAMES:
+            raise ValueError(f"'paths' must be names of {NAMES}, got "
+                             f"{name!r}")
+    for operation in operations:
+        if operation not in OPERATIONS:
+            raise ValueError(f"'operations' must be of {OPERATIONS}, got "
+                             f"{operation!r}")
+    token = _forced.set((paths, device_type, tuple(operations)))
+    try:
+        yield
+    finally:
+        _forced.reset(token)
+
+
+def problem(operation: str, attention: str, tensors: Tuple[Tensor, ...],
+            device: torch.device, **kwargs) -> Problem:
+    r"""The :class:`Problem` of a call on :obj:`device` (the device type of
+    :func:`use_path` where it sets one)."""
+    compiling = torch.compiler.is_compiling()
+    device_type = _forcing(compiling)[1] or device.type
+    return Problem(operation, attention, tuple(tensors), device_type,
+                   compiling, **kwargs)
+
+
+def reasons(problem: Problem) -> str:
+    r"""Every path's answer to :obj:`problem`, a line each."""
+    lines = []
+    for path in PATHS:
+        if problem.operation not in path.operations:
+            why = f'does not run {problem.operation!r} attention'
+        elif problem.attention not in path.attentions:
+            why = f'computes {" and ".join(path.attentions)} attention only'
+        else:
+            why = path.supports(problem) or (
+                'supported' + ('' if path.default(problem) else
+                               ', not the default here'))
+        lines.append(f'  {path.name}: {why}')
+    return '\n'.join(lines)
+
+
+def _runs(path: Path, problem: Problem) -> bool:
+    return problem.operation in path.operations and \
+        problem.attention in path.attentions
+
+
+def choose(problem: Problem, path: Optional[str] = None) -> str:
+    r"""The path that runs :obj:`problem`: :obj:`path`, else the paths of
+    :func:`use_path` that run it, else the first path of :data:`PATHS`
+    that supports it and is its default.
+
+    Raises:
+        ValueError: :obj:`path` is not a name of :data:`PATHS`, or no
+            forced path supports the problem.
+    """
+    if path is not None:
+        if path not in NAMES:
+            raise ValueError(f"'path' must be one of {NAMES}, got {path!r}")
+        wanted: Tuple[str, ...] = (path, )
+    else:
+        paths, _, operations = _forcing(problem.compiling)
+        wanted = tuple(name for name in paths
+                       if problem.operation in operations
+                       and _runs(PATHS[NAMES.index(name)], problem))
+    if wanted:
+        for name in wanted:
+            candidate = PATHS[NAMES.index(name)]
+            if _runs(candidate, problem) and \
+                    candidate.supports(problem) is None:
+                return name
+    else:
+        for candidate in PATHS:
+            if _runs(candidate, problem) and \
+                    candidate.supports(problem) is None and \
+                    candidate.default(problem):
+                return candidate.name
+    raise ValueError(
+        f'no path of {wanted} runs this {problem.attention} attention '
+        f'({problem.operation}, device type {problem.device_type!r}); the '
+        f'paths:\n{reasons(problem)}')

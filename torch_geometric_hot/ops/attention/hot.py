@@ -1,0 +1,173 @@
+r"""The one entry point of HOT's class attention: the aggregating classes of
+every output part of a layer attend, on the path the rule of
+:mod:`~torch_geometric_hot.ops.attention.dispatch` picks
+(``docs/design.md``, "Paths")."""
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import torch
+from torch import Tensor
+
+from torch_geometric_hot.ops.attention import dispatch
+from torch_geometric_hot.ops.basis import EquivariantClass
+from torch_geometric_hot.ops.equivariant import Target
+from torch_geometric_hot.ops.global_softmax_attention import \
+    global_block_attention, global_class_softmax
+from torch_geometric_hot.ops.grouped_class_attention import \
+    grouped_class_attention
+from torch_geometric_hot.ops.higher_order_attention import \
+    attention_index, kernel_class_attention, local_class_softmax, \
+    softmax_class_attention
+from torch_geometric_hot.ops.packed_class_attention import \
+    packed_class_attention
+from torch_geometric_hot.ops.pooled_combination import ValueProjection
+from torch_geometric_hot.ops.recomputed_attention import dropout_seed
+
+#: Attention weights by ``'{part}/{class}'``: (index [2, pairs],
+#: alpha [pairs, H]), the index holding (row within the part, input row).
+Weights = Dict[str, Tuple[Tensor, Tensor]]
+
+
+def hot_class_attention(attention: str, targets: Sequence[Target],
+                        classes: Sequence[Sequence[EquivariantClass]],
+                        slots: Sequence[Sequence[int]], view, in_order: int,
+                        out_order: int, queries: Tensor, keys: Tensor,
+                        values: ValueProjection, exact: bool = True,
+                        dropout: float = 0.0,
+                        weights: Optional[Weights] = None,
+                        path: Optional[str] = None
+                        ) -> List[Optional[Tensor]]:
+    r"""Attention of the aggregating classes of every output part of a HOT
+    layer.
+
+    Args:
+        attention (str): ``'softmax'`` or ``'kernel'``.
+        targets (list): The output parts, in the order of the query rows.
+        classes (list): Per part, its aggregating classes (maybe none).
+        slots (list): Per part, per class, its value slot.
+        view: Index bundle.
+        in_order (int): Input order.
+        out_order (int): Output order.
+        queries (torch.Tensor): Queries :obj:`[rows, H, d]` of all parts,
+            one part's rows after the other's (scaled for softmax
+            attention, mapped by the feature map for kernel attention).
+        keys (torch.Tensor): Keys :obj:`[inputs, H, d]` (mapped for kernel
+            attention).
+        values (ValueProjection): The value projection of all classes.
+        exact (bool): Keep the distinct-index exclusions (kernel
+            attention; softmax attention is always exact).
+        dropout (float): Dropout probability on the attention weights
+            (softmax) or on each class's output (kernel); 0 outside
+            training.
+        weights (dict, optional): Filled with the attention weights of
+            every class (softmax attention; path ``'pairs'``).
+        path (str, optional): Force a path of
+            :data:`~torch_geometric_hot.ops.attention.dispatch.PATHS`.
+
+    Returns:
+        Per part, its classes' outputs :obj:`[rows, classes, H, d_v]`, or
+        :obj:`None` for a part without classes.
+    """
+    names = [p for p, part in enumerate(classes) if part]
+    outs: List[Optional[Tensor]] = [None] * len(targets)
+    if not names:
+        return outs
+    rows, start = [], 0
+    for target in targets:
+        rows.append(slice(start, start + target.num_rows))
+        start += target.num_rows
+    problem = dispatch.problem('hot', attention, (queries, keys),
+                               queries.device, weights=weights is not None,
+                               in_order=in_order, out_order=out_order,
+                               view=view)
+    chosen = dispatch.choose(problem, path)
+    part_targets = [targets[p] for p in names]
+    part_classes = [classes[p] for p in names]
+    part_slots = [slots[p] for p in names]
+    if chosen == 'grouped':
+        results = grouped_class_attention(
+            part_classes, part_targets, view, in_order,
+            [queries[rows[p]] for p in names], keys, values, part_slots,
+            dropout)
+    elif chosen in ('packed', 'pooled'):
+        if len(names) < len(targets):  # the parts with classes only
+            queries = torch.cat([queries[rows[p]] for p in names])
+        if chosen == 'packed':
+            device_type = problem.device_type
+            results = packed_class_attention(
+                attention, part_classes, part_targets, view, in_order,
+                queries, keys, values, part_slots, exact, dropout=dropout,
+                training=dropout > 0,
+                ratio=dispatch.bucket_ratio(device_type),
+                local_on_pairs=dispatch.local_softmax_on_pairs(device_type))
+        else:
+            results = [torch.nn.functional.dropout(out, dropout, dropout > 0)
+                       for out in kernel_class_attention(
+                           part_classes, part_targets, view, in_order,
+                           queries, keys, values, part_slots, exact)]
+    else:
+        v = values.values().unbind(1)  # one backward for all classes
+        results = [torch.stack([
+            _softmax_class(chosen, cls, targets[p], view, in_order,
+                           queries[rows[p]], keys, v[slot], dropout, weights)
+            for cls, slot in zip(classes[p], slots[p])], 1) for p in names]
+    for p, result in zip(names, results):
+        outs[p] = result
+    return outs
+
+
+def _softmax_class(path: str, cls: EquivariantClass, target: Target, view,
+                   in_order: int, q: Tensor, k: Tensor, v: Tensor,
+                   dropout: float, weights: Optional[Weights]) -> Tensor:
+    r"""Softmax attention of one class on the path ``'compiled'``,
+    ``'padded'`` (its global classes) or ``'pairs'``."""
+    if path == 'pairs' or path == 'padded' and cls.kind != 'global':
+        out, attention = softmax_class_attention(cls, target, view, in_order,
+                                                 q, k, v, dropout, dropout > 0)
+        if weights is not None:
+            weights[f'{target.part}/{cls.name}'] = attention
+        return out
+    args = (q, k, v, *attention_index(cls, target, view, in_order), dropout)
+    if path == 'padded':
+        return global_block_attention(*args)
+    operator = global_class_softmax if cls.kind == 'global' else \
+        local_class_softmax
+    return operator(*args, dropout_seed(dropout, q.device))
+
+
+def global_softmax_class_attention(cls: EquivariantClass, target: Target,
+                                   view, in_order: int, q: Tensor, k: Tensor,
+                                   v: Tensor, dropout: float = 0.0,
+                                   training: bool = False) -> Tensor:
+    r"""Exact softmax attention of one global class over per-graph blocks.
+
+    .. math::
+        o_q = \sum_{k \in \mathcal{G}(q)}
+        \mathrm{softmax}_{k \in \mathcal{G}(q)}(q^\top k)\, v_k,
+        \qquad \mathcal{G}(q) = \{\text{keys of } q\text{'s graph}\}
+        \setminus X(q)
+
+    Every key block gets one extra all-zero key that a query may attend to
+    only when its group :math:`\mathcal{G}(q)` is empty, so such a query
+    outputs exactly 0 (no :math:`0/0`, finite gradients).
+
+    Args:
+        cls (EquivariantClass): A class with :obj:`kind == 'global'`.
+        target (Target): Output part (the query rows).
+        view: Index bundle.
+        in_order (int): Input order.
+        q (torch.Tensor): Queries :obj:`[rows, H, d]` (already scaled).
+        k (torch.Tensor): Keys :obj:`[inputs, H, d]`.
+        v (torch.Tensor): Values :obj:`[inputs, H, d_v]`.
+        dropout (float): Dropout on the attention weights.
+        training (bool): Whether dropout is active.
+
+    The path ``'padded'`` (``'compiled'`` under :func:`torch.compile`).
+
+    :rtype: :class:`torch.Tensor` :obj:`[rows, H, d_v]`
+    """
+    if cls.kind != 'global':
+        raise ValueError(f"class {cls.name} is {cls.kind}, not global")
+    problem = dispatch.problem('hot', 'softmax', (q, k, v), q.device)
+    return _softmax_class('compiled' if problem.compiling else 'padded',
+                          cls, target, view, in_order, q, k, v,
+                          dropout if training else 0.0, None)
