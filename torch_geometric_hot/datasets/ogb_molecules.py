@@ -372,10 +372,10 @@ def load_molecule_benchmark(name: str, root: str, offline: bool = False,
             :data:`~torch_geometric_hot.datasets.nci_descriptors.DESCRIPTORS`
             the NCI molecules are labelled with. (default: ``'tpsa'``)
         processes (int, optional): PCQM4Mv2 only: worker processes of its
-            processing
-            (:func:`~torch_geometric_hot.datasets.pcqm4mv2_processing.\
-process_pcqm4mv2`, the file OGB's processing writes, in bounded memory;
-            default: the CPUs this process may use, at most 16).
+            processing (``process_pcqm4mv2`` of
+            :mod:`~torch_geometric_hot.datasets.pcqm4mv2_processing`, the
+            file OGB's processing writes, in bounded memory; default: the
+            CPUs this process may use, at most 16).
     """
     if views not in VIEWS:
         raise ValueError(f"'views' must be one of {VIEWS}, got {views!r}")

@@ -34,12 +34,14 @@ def planned_for(device: Union[str, torch.device, None]) -> Iterator[None]:
     each tensor's own) in this thread for the duration
     (:func:`~torch_geometric_hot.ops.use_path` with its
     :obj:`device_type`, the paths forced around it kept), the native CPU
-    kernels off unless it is the CPU."""
+    kernels off unless it is the CPU (where the mode in force stays)."""
     if device is None:
         yield
         return
     kind = torch.device(device).type
     paths, _, operations = dispatch._forcing(False)  # kept as they are
+    # the CPU keeps the native mode in force (the step runs under it)
+    native = contextlib.nullcontext() if kind == 'cpu' else use_native('off')
     with dispatch.use_path(*paths, device_type=kind, operations=operations), \
-            use_native('auto' if kind == 'cpu' else 'off'):
+            native:
         yield
