@@ -67,23 +67,22 @@ def variants() -> Dict[str, zoo.ModelSpec]:
         return spec._replace(build=build, description=text)
 
     return {
-        'tokengt-lap+no-flip': like(
-            lap, _tokengt('laplacian', sign_flip=False),
-            'TokenGT (Lap) without random sign flips'),
+        'tokengt-lap+flip': like(
+            lap, _tokengt('laplacian', sign_flip=True),
+            'TokenGT (Lap) with random sign flips in training'),
+        'tokengt-lap+unscaled': like(
+            lap, _tokengt('laplacian', node_id_scale=1.0),
+            'TokenGT (Lap), identifiers entering at unit norm'),
+        'tokengt-lap+paper': like(
+            lap, _tokengt('laplacian', sign_flip=True, node_id_scale=1.0),
+            "TokenGT (Lap) as in the paper: sign flips, unit-norm ids"),
         'tokengt-lap+seb': like(
             lap, _tokengt('laplacian', seb=True),
             'TokenGT (Lap) with the sparse equivariant basis'),
-        'tokengt-lap+no-flip+seb': like(
-            lap, _tokengt('laplacian', sign_flip=False, seb=True),
-            'TokenGT (Lap), no sign flips, sparse equivariant basis'),
-        'tokengt-noid': like(
-            lap, _tokengt(None), 'TokenGT without node identifiers'),
         'hot-kernel+elu': like(
             hot, _hot(kernel='elu'), 'HOT kernel attention, elu+1 map'),
         'hot-kernel+relu': like(
             hot, _hot(kernel='relu'), 'HOT kernel attention, relu map'),
-        'hot-kernel+local': like(
-            hot, _hot(classes='local'), 'HOT kernel, local classes only'),
     }
 
 

@@ -56,7 +56,7 @@ import statistics
 import subprocess
 import sys
 import time
-from typing import Callable, Dict, List, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence, Union
 
 import torch
 from torch import Tensor
@@ -84,29 +84,97 @@ PRE_TRANSFORMS = 'AddSecondOrderView(), AddLaplacianNodeId(k=16)'
 
 
 # ------------------------------------------------------------------ data --
-def load_batches(root: str, batch_size: int, num_batches: int) -> List:
-    r"""The first :obj:`num_batches` batches of :obj:`batch_size`
-    molecules of NCITPSA, in dataset order, with the pair view and the
-    Laplacian node identifiers attached once by ``pre_transform``."""
-    from torch_geometric.loader import DataLoader
+#: OGB's categorical feature sizes (``ogb.utils.features``), for the
+#: synthetic molecules and for the encoders where ``ogb`` is missing.
+ATOM_FEATURE_DIMS = [119, 5, 12, 12, 10, 6, 6, 2, 2]
+BOND_FEATURE_DIMS = [5, 6, 2]
+
+
+def _pre_transform():
     from torch_geometric.transforms import Compose
 
-    from torch_geometric_hot.datasets import NCITPSA
     from torch_geometric_hot.transforms import (AddLaplacianNodeId,
                                                 AddSecondOrderView)
-    pre = Compose([AddSecondOrderView(), AddLaplacianNodeId(NODE_ID_DIM)])
-    dataset = NCITPSA(root, pre_transform=pre,
-                      limit=batch_size * num_batches)
-    loader = DataLoader(dataset, batch_size=batch_size, shuffle=False)
+    return Compose([AddSecondOrderView(), AddLaplacianNodeId(NODE_ID_DIM)])
+
+
+def load_graphs(root: str, count: int, synthetic: bool = False) -> List:
+    r"""The first :obj:`count` molecules of NCITPSA (or
+    :func:`synthetic_molecules` with :obj:`synthetic`), with the pair
+    view and the Laplacian node identifiers attached once by
+    ``pre_transform``."""
+    if synthetic:
+        pre = _pre_transform()
+        return [pre(data) for data in synthetic_molecules(count)]
+    from torch_geometric_hot.datasets import NCITPSA
+    return list(NCITPSA(root, pre_transform=_pre_transform(), limit=count))
+
+
+def synthetic_molecules(count: int, seed: int = 0) -> List:
+    r""":obj:`count` molecule-like graphs, for machines without RDKit and
+    OGB: a random tree of 4 to 40 atoms (about 15.5 on average, as
+    NCITPSA's) with every fifth atom or so closing a ring, both bond
+    directions stored, OGB-shaped categorical atom and bond features and a
+    random target."""
+    from torch_geometric.data import Data
+    generator = torch.Generator().manual_seed(seed)
+    graphs = []
+    for _ in range(count):
+        n = int(torch.randint(4, 28, (1, ), generator=generator))
+        if float(torch.rand(1, generator=generator)) < 0.1:
+            n += int(torch.randint(0, 13, (1, ), generator=generator))
+        parent = [int(torch.randint(max(i - 3, 0), i, (1, ),
+                                    generator=generator))
+                  for i in range(1, n)]
+        edges = list(zip(range(1, n), parent))
+        for i in range(5, n, 5):  # ring closures
+            j = i - int(torch.randint(3, 6, (1, ), generator=generator))
+            if j >= 0 and (i, j) not in edges and (j, i) not in edges:
+                edges.append((i, j))
+        src, dst = torch.tensor(edges).t()
+        edge_index = torch.stack([torch.cat([src, dst]),
+                                  torch.cat([dst, src])])
+        x = torch.stack([torch.randint(d, (n, ), generator=generator)
+                         for d in ATOM_FEATURE_DIMS], 1)
+        bond = torch.stack([torch.randint(d, (len(edges), ),
+                                          generator=generator)
+                            for d in BOND_FEATURE_DIMS], 1)
+        graphs.append(Data(x=x, edge_index=edge_index,
+                           edge_attr=torch.cat([bond, bond]),
+                           y=100 * torch.rand(1, 1, generator=generator)))
+    return graphs
+
+
+def load_batches(root: str, batch_size: int, num_batches: int,
+                 synthetic: bool = False, planner=None,
+                 device: Optional[str] = None, transform=None) -> List:
+    r"""The first :obj:`num_batches` batches of :obj:`batch_size`
+    molecules (:func:`load_graphs`), in dataset order, each with its pair
+    view and plans built by
+    :class:`~torch_geometric_hot.data.PlannedLoader` (:obj:`planner`, for
+    the layout of :obj:`device`; :obj:`transform` on each collated
+    batch)."""
+    from torch_geometric_hot.data import PlannedLoader
+    loader = PlannedLoader(load_graphs(root, batch_size * num_batches,
+                                       synthetic),
+                           batch_size=batch_size, shuffle=False,
+                           planner=planner, device=device,
+                           transform=transform)
     return [batch for batch, _ in zip(loader, range(num_batches))]
 
 
 # ---------------------------------------------------------------- models --
 class _Encoders(torch.nn.Module):
+    # OGB's AtomEncoder / BondEncoder, or where ogb is missing the same
+    # sum of per-feature embeddings (CategoricalEncoder)
     def __init__(self, width: int):
         super().__init__()
-        from ogb.graphproppred.mol_encoder import AtomEncoder, BondEncoder
-        self.atom, self.bond = AtomEncoder(width), BondEncoder(width)
+        try:
+            from ogb.graphproppred.mol_encoder import AtomEncoder, \
+                BondEncoder
+            self.atom, self.bond = AtomEncoder(width), BondEncoder(width)
+        except ImportError:
+            self.atom, self.bond = _categorical(width)
 
 
 def _gine(width: int):
@@ -151,26 +219,28 @@ class PyGModel(torch.nn.Module):
 
 
 def _categorical(width: int):
-    from ogb.utils.features import (get_atom_feature_dims,
-                                    get_bond_feature_dims)
-
     from torch_geometric_hot.nn import CategoricalEncoder
-    return (CategoricalEncoder(get_atom_feature_dims(), width),
-            CategoricalEncoder(get_bond_feature_dims(), width))
+    return (CategoricalEncoder(ATOM_FEATURE_DIMS, width),
+            CategoricalEncoder(BOND_FEATURE_DIMS, width))
 
 
 class PairModel(torch.nn.Module):
     r"""A model of the pair view called as a user does:
-    ``model(x, edge_index, edge_attr, batch, view=PairView.from_data(b))``."""
+    ``model(x, edge_index, edge_attr, batch, view=view)`` with the view the
+    loader built (``batch.pair_view``, :class:`~torch_geometric_hot.data.\
+    PlannedLoader`), else ``PairView.from_data(batch)``."""
     def __init__(self, model: torch.nn.Module):
         super().__init__()
         self.model = model
 
     def forward(self, batch) -> Tensor:
         from torch_geometric_hot.data import PairView
+        view = getattr(batch, 'pair_view', None)
+        if view is None:
+            view = PairView.from_data(batch)
         return self.model(batch.x, batch.edge_index, batch.edge_attr,
                           batch.batch, num_graphs=batch.num_graphs,
-                          view=PairView.from_data(batch))
+                          view=view)
 
 
 class TokenModel(torch.nn.Module):
@@ -183,7 +253,8 @@ class TokenModel(torch.nn.Module):
     def forward(self, batch) -> Tensor:
         return self.model(batch.x, batch.edge_index, batch.edge_attr,
                           batch.batch, num_graphs=batch.num_graphs,
-                          node_id=batch.lap_node_id)
+                          node_id=batch.lap_node_id,
+                          plans=getattr(batch, 'plans', None))
 
 
 def build_model(name: str, width: int, layers: int, heads: int,
@@ -228,16 +299,25 @@ class Runner:
         self.device = device
         self.optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
 
-    def train_step(self, batch) -> None:
+    def forward_backward(self, batch) -> None:
+        r"""Forward, L1 loss and backward in training mode (the value
+        checks off: the batch's planning pass ran them, see
+        :class:`~torch_geometric_hot.data.PlannedLoader`)."""
+        from torch_geometric_hot.ops.validation import validation
         self.model.train()
+        with validation(False):
+            loss = (self.model(batch) - batch.y).abs().mean()
+            loss.backward()
+
+    def train_step(self, batch) -> None:
         self.optimizer.zero_grad()
-        loss = (self.model(batch) - batch.y).abs().mean()
-        loss.backward()
+        self.forward_backward(batch)
         self.optimizer.step()
 
     def infer_step(self, batch) -> None:
+        from torch_geometric_hot.ops.validation import validation
         self.model.eval()
-        with torch.inference_mode():
+        with torch.inference_mode(), validation(False):
             self.model(batch)
 
     def sync(self) -> None:
@@ -254,19 +334,24 @@ def _timed_mean(runner: Runner, step: Callable, batches: Sequence) -> float:
     return (time.perf_counter() - start) / len(batches)
 
 
-def round_robin(runners: Dict[str, Runner], batches: Sequence,
+def round_robin(runners: Dict[str, Runner],
+                batches: Union[Sequence, Dict[str, Sequence]],
                 rounds: int, log: Callable[[str], None] = print,
                 rates: Optional[List[float]] = None
                 ) -> Dict[str, Dict[str, List[float]]]:
     r"""Per model its per-round mean seconds per batch of a training and of
     an inference step, the models taken in turn within every round (the
     first model of round :math:`r` is the :math:`r`-th, so none always
-    runs first). With :obj:`rates`, the machine's matrix-product rate
-    (:func:`peak_matmul_rate`) is appended after every round."""
+    runs first). :obj:`batches` are those of every model, or per model
+    (the same molecules, each model's plans). With :obj:`rates`, the
+    machine's matrix-product rate (:func:`peak_matmul_rate`) is appended
+    after every round."""
     names = list(runners)
+    if not isinstance(batches, dict):
+        batches = {name: batches for name in names}
     times = {n: {'train_s': [], 'infer_s': []} for n in names}
     for name in names:  # warm-up: one step of each kind on every batch
-        for batch in batches:
+        for batch in batches[name]:
             runners[name].train_step(batch)
             runners[name].infer_step(batch)
     for r in range(rounds):
@@ -274,9 +359,9 @@ def round_robin(runners: Dict[str, Runner], batches: Sequence,
         for name in order:
             runner = runners[name]
             times[name]['train_s'].append(
-                _timed_mean(runner, runner.train_step, batches))
+                _timed_mean(runner, runner.train_step, batches[name]))
             times[name]['infer_s'].append(
-                _timed_mean(runner, runner.infer_step, batches))
+                _timed_mean(runner, runner.infer_step, batches[name]))
         if rates is not None:
             rates.append(peak_matmul_rate(next(iter(runners.values()))))
         log(f'round {r + 1}/{rounds}: ' + ', '.join(
@@ -330,10 +415,12 @@ def cuda_peak_bytes(runner: Runner, batch) -> int:
 def cpu_peak_bytes_here(args: argparse.Namespace, name: str) -> int:
     r"""The peak resident-set increase of this process over one training
     step of :obj:`name` on the first batch (call in a fresh process)."""
-    batch = load_batches(args.root, args.batch_size, 1)[0]
+    from torch_geometric_hot.data import ModelPlanner
     torch.manual_seed(0)
     runner = Runner(build_model(name, args.width, args.layers, args.heads,
                                 args.dropout), torch.device('cpu'))
+    batch = load_batches(args.root, args.batch_size, 1, args.synthetic,
+                         ModelPlanner(runner.model))[0]
     before = _current_rss_kb()
     if not _reset_peak_rss():
         raise RuntimeError('cannot reset the peak resident set '
@@ -354,7 +441,8 @@ def cpu_peak_bytes(args: argparse.Namespace, name: str) -> int:
                str(args.threads), '--packed', args.packed, '--native',
                args.native, '--dropout', str(args.dropout)] + (
                    ['--device-type', args.device_type]
-                   if args.device_type else [])
+                   if args.device_type else []) + (
+                   ['--synthetic'] if args.synthetic else [])
     out = subprocess.run(command, check=True, capture_output=True,
                          text=True).stdout
     return int(json.loads(out.strip().splitlines()[-1])['peak_bytes'])
@@ -404,11 +492,24 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument('--quick', action='store_true',
                         help='batches of 8, width 16, 2 layers, 2 rounds of '
                         '1 batch (seconds; the same code path)')
+    parser.add_argument('--synthetic', action='store_true',
+                        help='synthetic molecule-like graphs instead of '
+                        'NCITPSA (no RDKit or OGB needed; the default where '
+                        'they are missing)')
+    parser.add_argument('--count-ops', action='store_true',
+                        help="instead of timings: the aten operators one "
+                        "training step (forward, loss, backward; the "
+                        "optimizer apart) dispatches per model, with the "
+                        "layout CUDA uses, counted on --device, and the "
+                        "host-synchronising operators among them (JSON)")
     parser.add_argument('--memory-of', default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.quick:
         args.batch_size, args.width, args.layers = 8, 16, 2
         args.batches, args.rounds = 1, 2
+    if not args.synthetic and not _has_rdkit_and_ogb():
+        print('RDKit or OGB missing: synthetic molecules (--synthetic)')
+        args.synthetic = True
     args.models = [m for m in args.models.split(',') if m]
     for name in args.models:
         if name not in MODELS:
@@ -418,6 +519,15 @@ def parse_args(argv=None) -> argparse.Namespace:
         parser.error("--models must include 'gin' and 'gps_multihead' "
                      "(the ratios are to them)")
     return args
+
+
+def _has_rdkit_and_ogb() -> bool:
+    try:
+        import ogb  # noqa: F401
+        import rdkit  # noqa: F401
+    except ImportError:
+        return False
+    return True
 
 
 def summarize(times: Dict[str, Dict[str, List[float]]],
@@ -495,6 +605,54 @@ def forced_paths(args: argparse.Namespace):
                     device_type=args.device_type, operations=('hot', ))
 
 
+def count_ops(args: argparse.Namespace) -> Dict:
+    r"""Per model the aten operators of one training step (forward, L1
+    loss, backward; the optimizer apart) on the first batch, with the
+    layout CUDA uses (:func:`~torch_geometric_hot.testing.cuda_layout`;
+    the batch planned for it as the loader's workers plan it), counted on
+    :obj:`args.device`; the most frequent ones, the host-synchronising
+    ones (:class:`~torch_geometric_hot.testing.SyncRecorder`) and the ratio
+    to ``gps_multihead``'s count."""
+    from torch_geometric_hot.data import ModelPlanner, PlannedLoader
+    from torch_geometric_hot.testing import OperatorCounter, SyncRecorder, \
+        cuda_layout
+    device = torch.device(args.device)
+    graphs = load_graphs(args.root, args.batch_size, args.synthetic)
+    rows: Dict[str, Dict] = {}
+    for name in args.models:
+        torch.manual_seed(0)
+        runner = Runner(build_model(name, args.width, args.layers,
+                                    args.heads, args.dropout), device)
+        loader = PlannedLoader(graphs, args.batch_size,
+                               planner=ModelPlanner(runner.model),
+                               device='cuda')
+        batch = next(iter(loader)).to(device)
+        with cuda_layout(), OperatorCounter() as counter, \
+                SyncRecorder() as syncs:
+            runner.forward_backward(batch)
+        rows[name] = dict(ops=counter.total, top=counter.summary(12),
+                          sync_ops=syncs.summary())
+    for row in rows.values():
+        row['to_gps_multihead'] = row['ops'] / rows['gps_multihead']['ops']
+    print(f'aten operators of one training step (forward + L1 loss + '
+          f'backward), CUDA layout, {args.batch_size} molecules, width '
+          f'{args.width}, {args.layers} layers, {args.heads} heads, counted '
+          f'on {device}')
+    for name, row in rows.items():
+        print(f'{LABELS[name]:<34} {row["ops"]:>6} '
+              f'{row["to_gps_multihead"]:>6.2f}x GPS  sync: '
+              f'{sum(row["sync_ops"].values())}')
+    result = dict(settings=dict(device=str(device), layout='cuda',
+                                batch_size=args.batch_size,
+                                width=args.width, layers=args.layers,
+                                heads=args.heads, dropout=args.dropout,
+                                synthetic=args.synthetic,
+                                torch=torch.__version__), models=rows)
+    if args.out:
+        write_json(args.out, result)
+    return result
+
+
 def main(argv=None) -> Dict:
     args = parse_args(argv)
     from torch_geometric_hot.ops.native import use_native
@@ -508,24 +666,38 @@ def run(args: argparse.Namespace) -> Dict:
         print(json.dumps({'peak_bytes': cpu_peak_bytes_here(
             args, args.memory_of)}))
         return {}
+    if args.count_ops:
+        return count_ops(args)
+    from torch_geometric_hot.data import ModelPlanner, PlannedLoader
     device = torch.device(args.device)
-    batches = [b.to(device) for b in load_batches(args.root, args.batch_size,
-                                                  args.batches)]
-    nodes = sum(b.num_nodes for b in batches) / sum(b.num_graphs
-                                                    for b in batches)
-    edges = sum(b.num_edges for b in batches) / sum(b.num_graphs
-                                                    for b in batches)
-    print(f'{len(batches)} batches of {args.batch_size} NCITPSA molecules '
-          f'(OGB featurisation; {nodes:.1f} atoms, {edges:.1f} directed '
-          f'bonds per molecule); pre_transform {PRE_TRANSFORMS} applied once '
-          f'when the dataset was processed; width {args.width}, '
-          f'{args.layers} layers, {args.heads} heads, dropout '
-          f'{args.dropout}; {args.threads} thread(s), {device}')
-    runners = {}
+    graphs = load_graphs(args.root, args.batch_size * args.batches,
+                         args.synthetic)
+    runners, per_model = {}, {}
     for name in args.models:
         torch.manual_seed(0)
         runners[name] = Runner(build_model(name, args.width, args.layers,
                                            args.heads, args.dropout), device)
+        # each model's batches: the same molecules, its own plans, made
+        # for the device's layout (as the loader's workers make them)
+        loader = PlannedLoader(graphs, args.batch_size,
+                               planner=ModelPlanner(runners[name].model),
+                               device=args.device_type or device,
+                               pin_memory=device.type == 'cuda')
+        per_model[name] = [b.to(device, non_blocking=True) for b in loader]
+    batches = per_model[args.models[0]]
+    nodes = sum(b.num_nodes for b in batches) / sum(b.num_graphs
+                                                    for b in batches)
+    edges = sum(b.num_edges for b in batches) / sum(b.num_graphs
+                                                    for b in batches)
+    source = 'synthetic molecule-like graphs' if args.synthetic else \
+        'NCITPSA molecules (OGB featurisation)'
+    print(f'{len(batches)} batches of {args.batch_size} {source} '
+          f'({nodes:.1f} atoms, {edges:.1f} directed '
+          f'bonds per molecule); pre_transform {PRE_TRANSFORMS} applied once '
+          f'when the dataset was processed; pair views and plans built by '
+          f'the loader; width {args.width}, '
+          f'{args.layers} layers, {args.heads} heads, dropout '
+          f'{args.dropout}; {args.threads} thread(s), {device}')
     memory: Dict[str, Optional[int]] = {}
     if not args.no_memory:
         for name in args.models:
@@ -536,7 +708,7 @@ def run(args: argparse.Namespace) -> Dict:
     if args.floor:
         flops = {name: matmul_flops(runner, batches[0])
                  for name, runner in runners.items()}
-    times = round_robin(runners, batches, args.rounds, rates=rates)
+    times = round_robin(runners, per_model, args.rounds, rates=rates)
     rows = summarize(times, memory, flops, rates)
     print(f'median over {args.rounds} round-robin rounds of the mean over '
           f'{len(batches)} batches; training step = forward + L1 loss + '
@@ -549,6 +721,7 @@ def run(args: argparse.Namespace) -> Dict:
                       dropout=args.dropout,
                       batches=args.batches, rounds=args.rounds,
                       threads=args.threads, quick=args.quick,
+                      synthetic=args.synthetic,
                       packed=args.packed, native=args.native,
                       device_type=args.device_type,
                       peak_gflops=[r / 1e9 for r in rates or []],

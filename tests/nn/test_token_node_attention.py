@@ -37,6 +37,7 @@ def dense_reference(conv, x, edge_index, edge_attr, node_id):
     then plain multi-head softmax attention over all of them."""
     emb = conv.embedding
     src, dst = edge_index
+    node_id = node_id * emb.node_id_scale
     first, second = emb.id_lins[0](node_id), emb.id_lins[1](node_id)
     node = emb.node_lin(x) + first + second + emb.type_emb.weight[0] + \
         emb.bias

@@ -13,6 +13,12 @@ from torch_geometric_hot.data.simplex_candidates import (
     dense_simplices, neighbour_simplices, walk_simplices)
 
 __all__ += ['dense_simplices', 'neighbour_simplices', 'walk_simplices']
+from torch_geometric_hot.data.planned_loader import (ModelPlanner,
+                                                     PlannedCollate,
+                                                     PlannedLoader)
+
+__all__ += ['ModelPlanner', 'PlannedCollate', 'PlannedLoader']
+
 from torch_geometric_hot.data.adjacency import resolve_adjacency
 
 __all__ += ['resolve_adjacency']

@@ -312,8 +312,8 @@ class PairView(PlanCache):
                              f"[{edge_entry.numel()}, "
                              f"{list(node_feat.shape[1:])}], got "
                              f"{list(edge_feat.shape)}")
-        counts = segment_counts(edge_entry, self.num_entries).clamp(
-            min=1).to(edge_feat.dtype)
+        counts = self.plan('edge_entry_counts', lambda: segment_counts(
+            edge_entry, self.num_entries).clamp(min=1)).to(edge_feat.dtype)
         counts = counts.view((-1, ) + (1, ) * (edge_feat.dim() - 1))
         return out + scatter_sum(edge_feat, edge_entry,
                                  self.num_entries) / counts

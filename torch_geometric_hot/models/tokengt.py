@@ -7,6 +7,7 @@ from torch_geometric.typing import Adj
 
 from torch_geometric_hot.data.adjacency import resolve_adjacency
 from torch_geometric_hot.nn.tokengt_encoder import TokenGTEncoder
+from torch_geometric_hot.ops.plan_cache import PlanCache
 
 TASKS = ('graph', 'node', 'edge')
 
@@ -85,7 +86,8 @@ class TokenGT(torch.nn.Module):
                 edge_attr: Optional[Tensor] = None,
                 batch: Optional[Tensor] = None, *,
                 num_graphs: Optional[int] = None,
-                node_id: Optional[Tensor] = None) -> Tensor:
+                node_id: Optional[Tensor] = None,
+                plans: Optional[PlanCache] = None) -> Tensor:
         r"""Predictions per graph, node or edge (see :obj:`task`).
 
         Args:
@@ -112,6 +114,8 @@ class TokenGT(torch.nn.Module):
                 or ``data.random_node_id``
                 (:class:`~torch_geometric_hot.transforms.AddRandomNodeId`);
                 computed on the fly when omitted.
+            plans (PlanCache, optional): The batch's plan cache
+                (:class:`~torch_geometric_hot.nn.TokenGTEncoder`).
         """
         if isinstance(x, Tensor):
             edge_index, edge_attr = resolve_adjacency(edge_index, edge_attr,
@@ -133,7 +137,7 @@ class TokenGT(torch.nn.Module):
                     f"has no edge_encoder: pass floating-point features or "
                     f"an edge_encoder")
         out = self.encoder(x, edge_index, edge_attr, batch, node_id,
-                           num_graphs=num_graphs)
+                           num_graphs=num_graphs, plans=plans)
         return self.head(getattr(out, self.task))
 
     def __repr__(self) -> str:

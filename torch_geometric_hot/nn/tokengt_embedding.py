@@ -1,5 +1,6 @@
 r"""Token embedding of TokenGT: node, edge, hyperedge and graph tokens with
 node and type identifiers."""
+import math
 from typing import Optional, Tuple
 
 import torch
@@ -67,22 +68,31 @@ class TokenGTEmbedding(torch.nn.Module):
         graph_token (bool, optional): Prepend a graph token per graph.
             (default: :obj:`True`)
         eigvec_dropout (float, optional): (default: :obj:`0.`)
-        sign_flip (bool, optional): (default: :obj:`True`)
+        sign_flip (bool, optional): (default: :obj:`False`)
         hyperedge_order (int, optional): Order :math:`k` of hyperedge
             tokens. (default: :obj:`None`)
         hyperedge_dim (int, optional): Hyperedge feature width.
             (default: :obj:`None`)
         seed (int, optional): Seed of on-the-fly identifiers and of the
             Laplacian augmentations. (default: :obj:`None`)
+        node_id_scale (float, optional): Factor on the identifiers where
+            they enter the token projection: orthonormal identifiers have
+            entries of size about :math:`1/\sqrt{n}`, small beside the
+            features, and the attention learns the graph's structure from
+            them slowly; :math:`\sqrt{d_p}` gives them entries of size about
+            one on graphs of :math:`d_p` nodes. Their dot products keep the
+            pattern (:math:`c^2 P P^\top`). (default:
+            :math:`\sqrt{d_p}`)
     """
     def __init__(self, in_channels: int, channels: int,
                  edge_dim: Optional[int] = None,
                  node_id: Optional[str] = 'orf', node_id_dim: int = 16,
                  type_id: bool = True, graph_token: bool = True,
-                 eigvec_dropout: float = 0.0, sign_flip: bool = True,
+                 eigvec_dropout: float = 0.0, sign_flip: bool = False,
                  hyperedge_order: Optional[int] = None,
                  hyperedge_dim: Optional[int] = None,
-                 seed: Optional[int] = None) -> None:
+                 seed: Optional[int] = None,
+                 node_id_scale: Optional[float] = None) -> None:
         super().__init__()
         if node_id not in NODE_IDS:
             raise ValueError(f"'node_id' must be one of {NODE_IDS}, got "
@@ -103,6 +113,12 @@ class TokenGTEmbedding(torch.nn.Module):
         self.hyperedge_order = hyperedge_order
         self.hyperedge_dim = hyperedge_dim
         self.seed = seed
+        if node_id_scale is None:
+            node_id_scale = math.sqrt(node_id_dim)
+        if not node_id_scale > 0:
+            raise ValueError(f"'node_id_scale' must be positive, got "
+                             f"{node_id_scale}")
+        self.node_id_scale = float(node_id_scale)
         self.generators = SeededGenerators(seed)
 
         def lin(width: Optional[int]) -> Optional[Linear]:
@@ -271,6 +287,7 @@ class TokenGTEmbedding(torch.nn.Module):
         p = self.node_identifiers(edge_index, batch, num_graphs, node_id,
                                   dtype)
         if p is not None:
+            p = p * self.node_id_scale
             first, second = self.id_lins[0](p), self.id_lins[1](p)  # [n, d]
             node = node + first + second
             edge = edge + first[src] + second[dst]

@@ -11,6 +11,7 @@ from torch_geometric_hot.nn.tokengt_embedding import TokenGTEmbedding
 from torch_geometric_hot.nn.tokengt_layer import TokenGTLayer
 from torch_geometric_hot.ops.node_identifiers import check_dim
 from torch_geometric_hot.ops.scatter import scatter_sum
+from torch_geometric_hot.ops.plan_cache import PlanCache, view_plan
 from torch_geometric_hot.ops.token_attention import token_layout
 from torch_geometric_hot.ops.validation import check_features, \
     on_checked_features
@@ -77,7 +78,12 @@ class TokenGTEncoder(torch.nn.Module):
         eigvec_dropout (float, optional): Laplacian eigenvector dropout
             (training only). (default: :obj:`0.`)
         sign_flip (bool, optional): Random Laplacian sign flips (training
-            only). (default: :obj:`True`)
+            only), the paper's regulariser. Off by default: the identifiers
+            already have a deterministic sign (largest entry positive, see
+            :class:`~torch_geometric_hot.transforms.AddLaplacianNodeId`),
+            and on small molecule sets the flips keep TokenGT from fitting
+            structure-dependent targets (the ablation in the documentation's
+            results page). (default: :obj:`False`)
         seb (bool, optional): Sparse equivariant basis after every block.
             (default: :obj:`False`)
         ffn_channels (int, optional): Feed-forward width.
@@ -87,6 +93,9 @@ class TokenGTEncoder(torch.nn.Module):
         hyperedge_dim (int, optional): Hyperedge feature width.
         seed (int, optional): Seed of on-the-fly node identifiers and of
             the Performer projections. (default: :obj:`None`)
+        node_id_scale (float, optional): Factor on the identifiers in the
+            token projection (see :class:`TokenGTEmbedding`).
+            (default: :math:`\sqrt{d_p}`)
 
     Shapes:
         - **input:** node features :math:`(n, C)`, edge indices
@@ -106,11 +115,12 @@ class TokenGTEncoder(torch.nn.Module):
                  num_features: Optional[int] = None,
                  redraw_interval: Optional[int] = None, dropout: float = 0.0,
                  attention_dropout: float = 0.0, drop_path: float = 0.0,
-                 eigvec_dropout: float = 0.0, sign_flip: bool = True,
+                 eigvec_dropout: float = 0.0, sign_flip: bool = False,
                  seb: bool = False, ffn_channels: Optional[int] = None,
                  hyperedge_order: Optional[int] = None,
                  hyperedge_dim: Optional[int] = None,
-                 seed: Optional[int] = None) -> None:
+                 seed: Optional[int] = None,
+                 node_id_scale: Optional[float] = None) -> None:
         super().__init__()
         check_dim(num_layers, 'num_layers')
         self.in_channels = in_channels
@@ -122,7 +132,7 @@ class TokenGTEncoder(torch.nn.Module):
         self.embedding = TokenGTEmbedding(
             in_channels, hidden_channels, edge_dim, node_id, node_id_dim,
             type_id, graph_token, eigvec_dropout, sign_flip, hyperedge_order,
-            hyperedge_dim, seed)
+            hyperedge_dim, seed, node_id_scale)
         self.layers = ModuleList([
             TokenGTLayer(
                 hidden_channels, heads, ffn_channels, dropout,
@@ -170,7 +180,8 @@ class TokenGTEncoder(torch.nn.Module):
                 node_id: Optional[Tensor] = None,
                 hyperedge_index: Optional[Tensor] = None,
                 hyperedge_attr: Optional[Tensor] = None,
-                num_graphs: Optional[int] = None) -> TokenGTOutput:
+                num_graphs: Optional[int] = None,
+                plans: Optional[PlanCache] = None) -> TokenGTOutput:
         r"""
         Args:
             x (torch.Tensor): Node features :obj:`[n, in_channels]`.
@@ -193,6 +204,11 @@ class TokenGTEncoder(torch.nn.Module):
             hyperedge_attr (torch.Tensor, optional): Their features.
             num_graphs (int, optional): Number of graphs (default: from
                 :obj:`batch`).
+            plans (PlanCache, optional): The batch's plan cache (e.g.
+                :obj:`batch.plans` from
+                :class:`~torch_geometric_hot.data.PlannedLoader`): softmax
+                attention's token layout is taken from it, or made there
+                once for every later pass on the batch.
         """
         if isinstance(x, Tensor):
             edge_index, edge_attr = resolve_adjacency(edge_index, edge_attr,
@@ -204,7 +220,9 @@ class TokenGTEncoder(torch.nn.Module):
                                              self.training)
         layout = None
         if self.attention == 'softmax':
-            layout = token_layout(token_batch, num_graphs)
+            layout = view_plan(plans, ('token_layout', num_graphs,
+                                       token_batch.numel()),
+                               lambda: token_layout(token_batch, num_graphs))
         check_features(tokens)  # once: the layers get tokens computed from it
         tokens = on_checked_features(self._layers, tokens, token_batch,
                                      num_graphs, layout, edge_index, counts)

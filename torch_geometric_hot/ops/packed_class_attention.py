@@ -37,7 +37,7 @@ its local classes on enumerated pairs (:obj:`local_on_pairs`). Where this
 path runs: :mod:`~torch_geometric_hot.ops.attention.dispatch` (the path
 ``'packed'``).
 """
-from typing import Dict, List, NamedTuple, Optional, Sequence
+from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import torch
 from torch import Tensor
@@ -51,7 +51,7 @@ from torch_geometric_hot.ops.packed_layout import PackedLayout, \
 from torch_geometric_hot.ops.plan_cache import view_plan
 from torch_geometric_hot.ops.pooled_combination import ValueProjection
 from torch_geometric_hot.ops.row_selection import select_rows
-from torch_geometric_hot.ops.size_buckets import BUCKET_RATIO, pack, \
+from torch_geometric_hot.ops.size_buckets import BUCKET_RATIO, blocks, pack, \
     unpack
 
 #: The kind of the rows of each output part, and of the keys of each pool.
@@ -139,7 +139,8 @@ def packed_class_attention(attention: str,
     _packed(attention, on_pairs, ratio, classes, targets, view, in_order,
             part_queries, keys, values, slots, exact, eps, dropout, training,
             outs)
-    return [torch.stack([part[c] for c in range(len(part))], 1)
+    return [part[ALL_CLASSES] if ALL_CLASSES in part else
+            torch.stack([part[c] for c in range(len(part))], 1)
             for part in outs]
 
 
@@ -156,93 +157,128 @@ def _packed(attention: str, on_pairs: bool, ratio: float, classes,
             dropout: float, training: bool,
             outs: List[Dict[int, Tensor]]) -> None:
     r"""The classes of :func:`_on_blocks` on the packed layout, into
-    :obj:`outs`: per output part and key kind, one score block per bucket
-    and one batched product for all of its classes."""
-    groups = [_key_kind_groups(part, on_pairs) for part in classes]
+    :obj:`outs`: per output part and group of classes
+    (:func:`_key_kind_groups`), one score block per bucket and one
+    batched product for all of the group's classes."""
+    merged = ratio > BUCKET_RATIO  # launch-bound: fewer, larger products
+    groups = [_key_kind_groups(part, on_pairs, merged) for part in classes]
     if not any(groups):
         return
     H, D = values.heads, values.head_channels
     weight = values.weight.view(-1, H * D, values.x.size(-1))
     pairs = in_order == 2 or any(t.part in ('diag', 'off') for t in targets)
     layout = cached_layout(view, pairs, ratio)
-    key_blocks: Dict[str, List[Tensor]] = {}
-    x_packed: Dict[str, Tensor] = {}
+    key_blocks: Dict[KeyKinds, List[Tensor]] = {}
+    x_packed: Dict[KeyKinds, Tensor] = {}
     for part_classes, part_groups, target, part_slots, q, out in zip(
             classes, groups, targets, slots, part_queries, outs):
         if not part_groups:
             continue
         kind = QUERY_KIND[target.part]
         # padded query slots: any row (their outputs are dropped)
-        q_blocks = [b.transpose(1, 2) for b in layout.blocks(
+        q_blocks = [_heads_first(b) for b in layout.blocks(
             q.index_select(0, layout.slots[kind].taken_row), kind)]
-        for key_kind, members in part_groups.items():
-            if key_kind not in key_blocks:  # the keys of a kind, once
-                summary = part_classes[members[0]].pool[0]
-                position = _key_rows(summary, view, in_order, pairs, layout,
-                                     key_kind)
-                key_blocks[key_kind] = [b.permute(0, 2, 3, 1) for b in
-                                        layout.blocks(
-                                            keys.index_select(0, position),
-                                            key_kind)]
-                x_packed[key_kind] = values.x.index_select(0, position)
+        for kinds, members in part_groups.items():
+            position, widths = _key_rows(part_classes, view, in_order,
+                                         pairs, layout, kinds)
+            if kinds not in key_blocks:  # the keys of these kinds, once
+                key_blocks[kinds] = [_heads_first(b) for b in blocks(
+                    keys.index_select(0, position), layout.counts, widths)]
+                x_packed[kinds] = values.x.index_select(0, position)
             C = len(members)
             group_weight = select_rows(weight,
                                        [part_slots[c] for c in members])
-            v_blocks = layout.blocks(
-                x_packed[key_kind] @ group_weight.view(C * H * D, -1).t(),
-                key_kind)
+            v_blocks = blocks(
+                x_packed[kinds] @ group_weight.view(C * H * D, -1).t(),
+                layout.counts, widths)
             plan = _cached_plan([part_classes[c] for c in members], target,
                                 view, in_order, exact, layout, attention,
-                                q.dtype)
-            blocks = [
-                _attend(attention, q_b @ k_b, v_b.view(
+                                q.dtype, kinds)
+            outs_b = [
+                _attend(attention, _scores(q_b, k_b), v_b.view(
                     v_b.size(0), v_b.size(1), C, H, D).permute(0, 2, 3, 1, 4),
                         mask, nonempty, eps, dropout, training)
                 for q_b, k_b, v_b, mask, nonempty in zip(
-                    q_blocks, key_blocks[key_kind], v_blocks, plan.masks,
+                    q_blocks, key_blocks[kinds], v_blocks, plan.masks,
                     plan.nonempty)
             ]
-            if not blocks:
+            if not outs_b:
                 result = q.new_zeros(target.num_rows, C, H, D)
             elif kind == 'graph':  # an empty graph has no slot: zeros
-                result = unpack(torch.cat(blocks),
+                result = unpack(torch.cat(outs_b),
                                 layout.slots[kind].row_slot)
             else:  # every node and entry has a slot
-                result = torch.cat(blocks).index_select(
+                result = torch.cat(outs_b).index_select(
                     0, layout.slots[kind].row_slot)
-            for c, result_c in zip(members, result.unbind(1)):
-                out[c] = result_c  # one backward for the group
+            if members == list(range(len(part_classes))):
+                out[ALL_CLASSES] = result  # the part's classes, in order
+            else:
+                for c, result_c in zip(members, result.unbind(1)):
+                    out[c] = result_c  # one backward for the group
 
 
-def _key_kind_groups(part: Sequence[EquivariantClass],
-                     on_pairs: bool) -> Dict[str, List[int]]:
-    r"""The classes of one output part that attend on the blocks, by the
-    kind of their keys."""
-    groups: Dict[str, List[int]] = {}
+#: The key of a part's output that holds all of its classes at once.
+ALL_CLASSES = -1
+#: The kinds of keys a group of classes attends over (one or several).
+KeyKinds = Tuple[str, ...]
+
+
+def _key_kind_groups(part: Sequence[EquivariantClass], on_pairs: bool,
+                     merged: bool) -> Dict[KeyKinds, List[int]]:
+    r"""The classes of one output part that attend on the blocks, in
+    groups that share their score blocks: by the kind of their keys, or
+    with :obj:`merged` (the coarse layout of launch-bound devices) all in
+    one group over the keys of every kind (each class's mask keeps its
+    own), one product per part instead of one per key kind."""
+    groups: Dict[KeyKinds, List[int]] = {}
     for c, cls in enumerate(part):
         if _on_blocks(cls, on_pairs):
-            groups.setdefault(KEY_KIND[cls.pool[0]], []).append(c)
-    return groups
+            groups.setdefault((KEY_KIND[cls.pool[0]], ), []).append(c)
+    if not merged or len(groups) < 2:
+        return groups
+    kinds = tuple(k for (k, ) in groups)
+    return {kinds: sorted(c for members in groups.values() for c in members)}
+
+
+def _heads_first(block: Tensor) -> Tensor:
+    r"""A block :obj:`[G, L, H, r]` as :obj:`[G * H, L, r]` (contiguous)."""
+    G, L, H, r = block.shape
+    return block.transpose(1, 2).reshape(G * H, L, r)
+
+
+def _scores(q: Tensor, k: Tensor) -> Tensor:
+    r"""Scores :obj:`[G * H, Lq, Lk]` of queries :obj:`[G * H, Lq, r]`
+    and keys :obj:`[G * H, Lk, r]`, in one batched product."""
+    return torch.bmm(q, k.transpose(1, 2))
 
 
 def _attend(attention: str, score: Tensor, v: Tensor, mask: Tensor,
             nonempty: Optional[Tensor], eps: float, dropout: float,
             training: bool) -> Tensor:
-    r"""One bucket, all classes of a group: scores :obj:`[G, H, Lq, Lk]`,
+    r"""One bucket, all classes of a group: scores
+    :obj:`[G * H, Lq, Lk]`,
     values :obj:`[G, C, H, Lk, D]` -> :obj:`[G * Lq, C, H, D]`."""
-    score = score.unsqueeze(1)
+    G, C, H, Lk, D = v.shape
+    Lq = score.size(-2)
+    score = score.view(G, 1, H, Lq, Lk)
+
+    def product(weights: Tensor) -> Tensor:  # one flat batched product
+        return torch.bmm(weights.reshape(G * C * H, Lq, Lk),
+                         v.reshape(G * C * H, Lk, D)).view(G, C, H, Lq, D)
+
     if attention == 'kernel':  # a row without keys: 0 / eps
         weights = score * mask
         den = weights.sum(-1, keepdim=True).clamp(min=eps)
-        out = torch.nn.functional.dropout((weights @ v) / den, dropout,
-                                          training)
+        out = product(weights) / den
+        if dropout > 0:
+            out = torch.nn.functional.dropout(out, dropout, training)
     else:
         # a row without keys attends uniformly and is then zeroed
-        logits = score.masked_fill(~mask, torch.finfo(score.dtype).min)
-        out = torch.nn.functional.dropout(torch.softmax(logits, -1),
-                                          dropout, training) @ v
-        out = out * nonempty
-    G, C, H, Lq, D = out.shape
+        weights = torch.softmax(
+            score.masked_fill(~mask, torch.finfo(score.dtype).min), -1)
+        if dropout > 0:
+            weights = torch.nn.functional.dropout(weights, dropout, training)
+        out = product(weights) * nonempty
     return out.permute(0, 3, 1, 2, 4).reshape(G * Lq, C, H, D)
 
 
@@ -274,28 +310,73 @@ def _sparse(on_pairs: bool, classes, targets, view, in_order: int,
             slot += 1
 
 
-def _key_rows(summary: str, view, in_order: int, pairs: bool,
-              layout: PackedLayout, kind: str) -> Tensor:
-    r"""The input row of every key slot of :obj:`kind` (row 0 for padding:
-    padded keys are masked out)."""
-    def build() -> Tensor:
-        return SummaryKeys(summary, view, in_order).position.index_select(
-            0, layout.slots[kind].taken_row)
+def _key_rows(classes: Sequence[EquivariantClass], view, in_order: int,
+              pairs: bool, layout: PackedLayout, kinds: KeyKinds
+              ) -> Tuple[Tensor, List[int]]:
+    r"""The input row of every key slot of :obj:`kinds` (row 0 for
+    padding: padded keys are masked out), the slots of each graph those of
+    every kind one after the other, and the key slots per graph of every
+    bucket."""
+    def build() -> Tuple[Tensor, List[int]]:
+        per_kind = []
+        for kind in kinds:
+            summary = next(cls.pool[0] for cls in classes
+                           if KEY_KIND[cls.pool[0]] == kind)
+            rows = SummaryKeys(summary, view, in_order).position.index_select(
+                0, layout.slots[kind].taken_row)
+            per_kind.append(layout.blocks(rows, kind))
+        widths = [sum(b.size(1) for b in kind_blocks)
+                  for kind_blocks in zip(*per_kind)]
+        if len(kinds) == 1:
+            return torch.cat([b.reshape(-1) for b in per_kind[0]]) \
+                if per_kind[0] else layout.slots[kinds[0]].taken_row, widths
+        position = torch.cat([torch.cat(kind_blocks, 1).reshape(-1)
+                              for kind_blocks in zip(*per_kind)])
+        return position, widths
 
-    return view_plan(view, ('packed_key_rows', in_order, pairs, kind,
+    return view_plan(view, ('packed_key_rows', in_order, pairs, kinds,
                             layout.ratio), build)
 
 
 def _cached_plan(members: List[EquivariantClass], target: Target, view,
                  in_order: int, exact: bool, layout: PackedLayout,
-                 attention: str, dtype: torch.dtype) -> _GroupPlan:
+                 attention: str, dtype: torch.dtype,
+                 kinds: KeyKinds) -> _GroupPlan:
     def build() -> _GroupPlan:
-        return _build_plan(members, target, view, in_order, exact, layout,
-                           attention, dtype)
+        parts = []
+        for kind in kinds:
+            kind_members = [cls for cls in members
+                            if KEY_KIND[cls.pool[0]] == kind]
+            parts.append((kind_members, _build_plan(
+                kind_members, target, view, in_order, exact, layout,
+                attention, dtype)))
+        if len(parts) == 1:
+            return parts[0][1]
+        return _merged_plan(members, parts, attention)
 
     return view_plan(view, ('packed_class_attention', layout.ratio, in_order,
                             target.part, tuple(members), exact, attention,
-                            dtype), build)
+                            dtype, kinds), build)
+
+
+def _merged_plan(members: List[EquivariantClass], parts, attention: str
+                 ) -> _GroupPlan:
+    r"""The plans of one group's classes on the keys of each kind, side by
+    side on the keys of all kinds: a class sees no key of another kind."""
+    masks, nonempty = [], []
+    for b in range(len(parts[0][1].masks)):
+        columns = []
+        for kind_members, plan in parts:
+            mask = plan.masks[b]  # [G, C_kind, 1, Lq, Lk_kind]
+            full = mask.new_zeros((mask.size(0), len(members)) +
+                                  mask.shape[2:])
+            full[:, [members.index(cls) for cls in kind_members]] = mask
+            columns.append(full)
+        mask = torch.cat(columns, -1)
+        masks.append(mask)
+        nonempty.append(None if attention == 'kernel' else mask.any(
+            -1, keepdim=True).to(parts[0][1].nonempty[b].dtype))
+    return _GroupPlan(masks, nonempty)
 
 
 def _build_plan(members: List[EquivariantClass], target: Target, view,

@@ -21,7 +21,7 @@ from torch import Tensor
 from torch_geometric_hot.ops import size_buckets
 from torch_geometric_hot.ops.plan_cache import view_plan
 from torch_geometric_hot.ops.size_buckets import BUCKET_RATIO, Slots, \
-    bucket_plan, bucket_slots
+    bucket_plan, bucket_slots, buckets_or_block
 
 
 class PackedLayout(NamedTuple):
@@ -48,7 +48,12 @@ class PackedLayout(NamedTuple):
 def packed_layout(view, pairs: bool,
                   ratio: float = BUCKET_RATIO) -> PackedLayout:
     r"""The bucketed dense layout of a batch, its graphs bucketed by their
-    nodes (plus off-diagonal entries when :obj:`pairs`).
+    nodes (plus off-diagonal entries when :obj:`pairs`) into buckets of
+    graphs within :obj:`ratio` of each other; with a ratio above
+    :data:`~torch_geometric_hot.ops.size_buckets.BUCKET_RATIO` (the coarse
+    layout of launch-bound devices), one block padded to the largest graph
+    unless the buckets hold less than half of its entries
+    (:func:`~torch_geometric_hot.ops.size_buckets.buckets_or_block`).
 
     Args:
         view: :class:`~torch_geometric_hot.data.PairView` (needed when
@@ -59,8 +64,12 @@ def packed_layout(view, pairs: bool,
     """
     nodes = view.nodes_per_graph
     edges = view.edges_per_graph if pairs else torch.zeros_like(nodes)
-    order, bounds, (_, sorted_nodes, sorted_edges) = bucket_plan(
+    order, bounds, (sizes, sorted_nodes, sorted_edges) = bucket_plan(
         nodes + edges, ratio, nodes, edges)
+    if ratio > BUCKET_RATIO:  # a coarse (launch-bound) layout: one block
+        # unless the buckets hold less than half of its entries
+        bounds = buckets_or_block(bounds, lambda start, end: (
+            end - start) * sizes[start]**2)
     ranges = list(zip(bounds[:-1], bounds[1:]))
     counts = [end - start for start, end in ranges]
     num_graphs = view.num_graphs

@@ -21,10 +21,18 @@ tensors' version counters and starts afresh). Under
 :func:`torch.compile` a traced layer builds its plans afresh on every call
 (no side effects while tracing); an operator runs eagerly inside the
 compiled graph and keeps its cache.
+
+A cache travels with its plans: :meth:`PlanCache.to` and
+:meth:`PlanCache.pin_memory` give a copy whose tensors, its plans'
+included, are moved (so that a view planned in a
+:class:`~torch.utils.data.DataLoader`'s worker reaches the device whole,
+with the batch).
 """
+import copy
+import dataclasses
 import weakref
-from typing import Callable, Dict, Hashable, List, Optional, Sequence, \
-    Tuple, TypeVar
+from typing import Any, Callable, Dict, Hashable, List, Optional, \
+    Sequence, Tuple, TypeVar
 
 import torch
 from torch import Tensor
@@ -51,6 +59,58 @@ class PlanCache:
         if key not in plans:
             plans[key] = build()
         return plans[key]  # type: ignore[return-value]
+
+    def apply(self, fn: Callable[[Tensor], Tensor]) -> 'PlanCache':
+        r"""A copy with :obj:`fn` applied to every tensor it holds, those
+        of its plans included (:func:`map_tensors`)."""
+        out = copy.copy(self)
+        out.__dict__ = map_tensors(self.__dict__, fn)
+        return out
+
+    def to(self, device: Any, non_blocking: bool = False) -> 'PlanCache':
+        r"""A copy on :obj:`device`, plans included."""
+        return self.apply(lambda t: t.to(device, non_blocking=non_blocking))
+
+    def pin_memory(self) -> 'PlanCache':
+        r"""A copy in page-locked memory, plans included (for
+        :obj:`non_blocking` copies to a GPU)."""
+        return self.apply(lambda t: t.pin_memory())
+
+    def planned(self) -> List[Hashable]:
+        r"""The keys of the plans made so far."""
+        return list(self.__dict__.get('_plans', {}))
+
+
+def map_tensors(obj: Any, fn: Callable[[Tensor], Tensor]) -> Any:
+    r""":obj:`obj` with :obj:`fn` applied to every tensor in it: tensors,
+    and the tensors held by tuples (named ones included), lists, dicts,
+    dataclasses, :class:`PlanCache` objects and other objects' attributes;
+    everything else is kept as it is."""
+    if isinstance(obj, Tensor):
+        return fn(obj)
+    if obj is None or isinstance(obj, (bool, int, float, str, torch.dtype,
+                                       torch.device)):
+        return obj
+    if isinstance(obj, PlanCache):
+        return obj.apply(fn)
+    if isinstance(obj, tuple):
+        items = [map_tensors(item, fn) for item in obj]
+        return type(obj)(*items) if hasattr(obj, '_fields') else tuple(items)
+    if isinstance(obj, list):
+        return [map_tensors(item, fn) for item in obj]
+    if isinstance(obj, dict):
+        return {key: map_tensors(value, fn) for key, value in obj.items()}
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        changes = {f.name: map_tensors(getattr(obj, f.name), fn)
+                   for f in dataclasses.fields(obj)}
+        return dataclasses.replace(obj, **changes) if any(
+            value is not getattr(obj, name)
+            for name, value in changes.items()) else obj
+    if hasattr(obj, '__dict__') and not callable(obj):
+        out = copy.copy(obj)
+        out.__dict__.update(map_tensors(dict(vars(obj)), fn))
+        return out
+    return obj
 
 
 #: Tuples of index tensors whose caches :func:`plans_for` keeps.

@@ -13,6 +13,8 @@ from typing import Dict, Sequence, Tuple
 import torch
 from torch import Tensor
 
+from torch_geometric_hot.ops.layout_device import layout_device
+
 _indices: Dict[Tuple[Tuple[int, ...], torch.device], Tensor] = {}
 
 
@@ -22,7 +24,7 @@ def select_rows(t: Tensor, rows: Sequence[int]) -> Tensor:
     rows = tuple(rows)
     if rows and rows == tuple(range(rows[0], rows[0] + len(rows))):
         return t[rows[0]:rows[0] + len(rows)]
-    if torch.compiler.is_compiling() or t.device.type == 'cpu':
+    if torch.compiler.is_compiling() or layout_device(t) == 'cpu':
         return t[list(rows)]  # compiled: a constant of the graph
     key = (rows, t.device)
     index = _indices.get(key)

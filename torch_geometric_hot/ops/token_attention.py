@@ -73,7 +73,10 @@ def token_buckets(token_batch: Tensor, num_graphs: int) -> TokenBuckets:
         num_graphs (int): Number of graphs :math:`B`.
     """
     position, lengths = token_positions(token_batch, num_graphs)
-    order, bounds, (sorted_lengths, ) = bucket_plan(lengths)
+    # coarse buckets where launches cost more than padding (GPUs)
+    ratio = dispatch.bucket_ratio(dispatch.problem(
+        'tokens', 'softmax', (), token_batch.device).device_type)
+    order, bounds, (sorted_lengths, ) = bucket_plan(lengths, ratio)
     bounds = buckets_or_block(bounds, lambda start, end: (
         end - start) * sorted_lengths[start]**2)
     counts = [end - start for start, end in zip(bounds[:-1], bounds[1:])]

@@ -39,3 +39,10 @@ __all__ += ['dense_tokengt_reference']
 from torch_geometric_hot.testing.gradients import assert_gradcheck
 
 __all__ += ['assert_gradcheck']
+from torch_geometric_hot.testing.sync_operators import (SYNC_OPERATORS,
+                                                        SyncRecorder)
+from torch_geometric_hot.testing.operator_counts import OperatorCounter
+from torch_geometric_hot.testing.cuda_layout import cuda_layout
+
+__all__ += ['SYNC_OPERATORS', 'SyncRecorder', 'OperatorCounter',
+            'cuda_layout']

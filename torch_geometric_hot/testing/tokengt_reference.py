@@ -84,6 +84,8 @@ def dense_tokengt_reference(encoder, x: Tensor, edge_index: Tensor,
     hyperedge outputs are empty tensors."""
     emb = encoder.embedding
     weight, slots = _input_matrix(emb)
+    if node_id is not None:
+        node_id = node_id * emb.node_id_scale
     d = emb.channels
     num_graphs = int(batch.max()) + 1 if batch.numel() else 1
     if hyperedge_index is None:

@@ -39,7 +39,7 @@ _TOKENGT = dict(hidden=768, layers=12, heads=32, dropout=0.1,
 # Graphormer's embedding tables (512 rows per feature column) and its
 # feed-forward width (the token width)
 _TOKENGT_MODEL = dict(ffn_ratio=1.0, feature_vocabulary=512,
-                      attention_dropout=0.1)
+                      attention_dropout=0.1, node_id_scale=1.0)
 _TOKENGT_REF = ('TokenGT (Kim et al. 2022), Table 2 and App. A.3.2')
 _HOT = dict(model=['hot-kernel'], hidden=512, layers=8, heads=4,
             dropout=0.1, batch_size=1024, loss='l1', optimizer='adamw',
@@ -56,7 +56,8 @@ PRESETS: Dict[str, Preset] = {
         'TokenGT (Lap) on PCQM4Mv2: 12 x 768, 32 heads, Laplacian '
         'identifiers (16), AdamW, 60k warm-up, linear decay over 1M steps',
         dict(_TOKENGT, model=['tokengt-lap'], node_id_dim=16),
-        dict(_TOKENGT_MODEL, drop_path=0.1, eigvec_dropout=0.2),
+        dict(_TOKENGT_MODEL, drop_path=0.1, eigvec_dropout=0.2,
+             sign_flip=True),
         48.5, _TOKENGT_REF),
     'tokengt-orf': Preset(
         'TokenGT (ORF) on PCQM4Mv2: as tokengt-lap with orthogonal random '
@@ -67,7 +68,8 @@ PRESETS: Dict[str, Preset] = {
         'TokenGT (Lap) + Performer on PCQM4Mv2: tokengt-lap with FAVOR+ '
         'attention, without stochastic depth and eigenvector dropout',
         dict(_TOKENGT, model=['tokengt-lap-performer'], node_id_dim=16),
-        dict(_TOKENGT_MODEL, attention_dropout=0.0), 48.5, _TOKENGT_REF),
+        dict(_TOKENGT_MODEL, attention_dropout=0.0, sign_flip=True), 48.5,
+        _TOKENGT_REF),
     'hot-pcqm4m': Preset(
         'HOT second-order Transformer (S, phi) of Table 6c: 8 x Enc2->2'
         '(512, 16, 4), Enc2->0(512, 16, 16), L1, AdamW, 60k warm-up to '

@@ -18,6 +18,7 @@ from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DistributedSampler, RandomSampler
 from torch_geometric.loader import DataLoader
 
+from torch_geometric_hot.data import ModelPlanner, PlannedLoader
 from torch_geometric_hot.datasets import (MoleculeBenchmark,
                                           load_molecule_benchmark,
                                           read_molecule_csv)
@@ -25,8 +26,10 @@ from torch_geometric_hot.datasets.atomic_files import written_atomically
 from torch_geometric_hot.train import checkpoint, recipes
 from torch_geometric_hot.train.distributed import (Context, agree, barrier,
                                                    gather, sync_buffers)
+from torch_geometric_hot.ops.validation import validation
 from torch_geometric_hot.train.zoo import (HEADS, ModelSpec, Settings,
-                                           configured, predict)
+                                           SpecCall, configured,
+                                           plans_batches, predict)
 
 SMOKE_TRAIN_BATCHES, SMOKE_EVAL_BATCHES = 3, 2
 METRICS_FILE, SUMMARY_FILE, CURVE_FILE = ('metrics.jsonl', 'summary.json',
@@ -201,10 +204,16 @@ class Run:
         subset = self.bench.dataset[self._indices(part)]
         kw = dict(batch_size=self.args.batch_size,
                   num_workers=self.args.num_workers)
+        if plans_batches(self.spec):
+            # the pair view and the layers' plans built by the workers,
+            # for the training device's layout; pinned for the copy
+            kw.update(planner=ModelPlanner(self.model, SpecCall(self.spec)),
+                      device=self.ctx.device,
+                      pin_memory=self.ctx.device.type == 'cuda')
         if part != 'train':
             # every rank reads its own stride of the split, nothing padded
-            return DataLoader(subset[self.ctx.rank::self.ctx.world_size],
-                              shuffle=False, **kw)
+            return PlannedLoader(subset[self.ctx.rank::self.ctx.world_size],
+                                 shuffle=False, **kw)
         if self.ctx.distributed:
             sampler = DistributedSampler(subset, self.ctx.world_size,
                                          self.ctx.rank, shuffle=True,
@@ -215,7 +224,12 @@ class Run:
             # run reads the batches the uninterrupted one would
             sampler = RandomSampler(subset, generator=torch.Generator()
                                     .manual_seed(self.seed * 100003 + epoch))
-        return DataLoader(subset, sampler=sampler, **kw)
+        return PlannedLoader(subset, sampler=sampler, **kw)
+
+    def _unchecked(self):
+        # the value checks ran in the loader's planning pass: off in a step
+        return validation(False) if plans_batches(self.spec) else \
+            contextlib.nullcontext()
 
     def _progress(self, loader, desc: str):
         if not self.ctx.is_main or self.args.no_progress:
@@ -252,21 +266,26 @@ class Run:
             first = i - i % args.accumulate
             group = min(args.accumulate, batches - first)
             last = i - first == group - 1
-            batch = batch.to(self.ctx.device)
+            batch = batch.to(self.ctx.device, non_blocking=True)
             y = _targets(self.bench, batch)
             sync = self.net.no_sync() if self.ctx.distributed and not last \
                 else contextlib.nullcontext()
             with sync:
-                with recipes.autocast(self.ctx.device, args.precision):
+                with recipes.autocast(self.ctx.device, args.precision), \
+                        self._unchecked():
                     out = predict(self.net, self.spec, batch).view_as(y)
                 loss = _loss(self.loss, out.float(), self.scale.scale(y))
                 self.scaler.scale(loss / group).backward()
             if last:
                 self._optimizer_step()
-            total += float(loss.detach()) * y.size(0)
+            # summed on the device: a step reads nothing back to the host
+            total = total + loss.detach() * y.size(0)
             count += y.size(0)
-            preds.append(self.scale.unscale(out.detach().float()).cpu())
-            trues.append(y.cpu())
+            preds.append(self.scale.unscale(out.detach().float()))
+            trues.append(y)
+        total = float(total)
+        preds = [torch.cat(preds).cpu()] if preds else []
+        trues = [torch.cat(trues).cpu()] if trues else []
         parts = gather(self.ctx, (total, count, torch.cat(preds),
                                   torch.cat(trues)))
         loss = sum(p[0] for p in parts) / max(sum(p[1] for p in parts), 1)
@@ -284,9 +303,10 @@ class Run:
         positions = torch.arange(index.numel())[self.ctx.rank::
                                                 self.ctx.world_size]
         for batch in self._progress(self._loader(part), f'{part}'):
-            batch = batch.to(self.ctx.device)
+            batch = batch.to(self.ctx.device, non_blocking=True)
             y = _targets(self.bench, batch)
-            with recipes.autocast(self.ctx.device, self.args.precision):
+            with recipes.autocast(self.ctx.device, self.args.precision), \
+                    self._unchecked():
                 out = predict(self.model, self.spec, batch).view_as(y)
             preds.append(self.scale.unscale(out.float()).cpu())
             trues.append(y.cpu())

@@ -81,11 +81,30 @@ def _no_extras(batch: Data) -> Dict:
 
 
 def _pair_view(batch: Data) -> Dict:
-    return {'view': PairView.from_data(batch)}
+    # the view the loader planned (PlannedLoader), else one built here
+    view = getattr(batch, 'pair_view', None)
+    return {'view': PairView.from_data(batch) if view is None else view}
 
 
 def _node_id(name: str) -> Callable[[Data], Dict]:
-    return lambda batch: {'node_id': batch[name]}
+    return lambda batch: {'node_id': batch[name],
+                          'plans': getattr(batch, 'plans', None)}
+
+
+def plans_batches(spec: 'ModelSpec') -> bool:
+    r"""Whether a model's batches carry index work the loader can do
+    ahead (a pair view, TokenGT's token layout)."""
+    return spec.extras is not _no_extras
+
+
+class SpecCall:
+    r"""Calls a model on a batch as its spec says (:func:`predict`), for
+    the loader's planning pass."""
+    def __init__(self, spec: 'ModelSpec') -> None:
+        self.spec = spec
+
+    def __call__(self, model: torch.nn.Module, batch: Data) -> Tensor:
+        return predict(model, self.spec, batch)
 
 
 class GINE(torch.nn.Module):
@@ -207,7 +226,8 @@ def _hot(attention: str):
 
 #: TokenGT options a preset may set (besides ``ffn_ratio``, the
 #: feed-forward width over the token width, and ``feature_vocabulary``).
-TOKENGT_OPTIONS = ('attention_dropout', 'drop_path', 'eigvec_dropout')
+TOKENGT_OPTIONS = ('attention_dropout', 'drop_path', 'eigvec_dropout',
+                   'sign_flip', 'node_id_scale')
 
 
 def _tokengt(node_id: str, attention: str):

@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# The GPU check, in this order, everything written under one folder:
+#   1. the test suite on the GPU (tests/ops tests/nn tests/models
+#      tests/devices, TORCH_GEOMETRIC_HOT_TEST_DEVICE=cuda)   -> tests.txt
+#   2. the molecule table, eager, medians of 5 rounds          -> molecules_eager.json
+#   3. aten operators of one training step per model           -> count_ops.json
+#   4. the device's busy fraction of HOT training steps
+#      (torch.profiler: kernel time over step time)            -> step_busy.json
+#   5. hot_scaling.py on the GPU at 1e4 to 1e6 edges           -> hot_scaling.json
+# with each step's output in <step>.log and its time in times.txt; a
+# failing step is recorded (status.txt) and the next one runs.
+#
+# Usage:  benchmarks/gpu_check.sh [OUT]            (OUT: $1, else $OUT,
+#                                                    else ./gpu_check)
+#         benchmarks/gpu_check.sh --device cpu OUT  (a dry run of the same
+#                                                    steps at tiny sizes,
+#                                                    nothing installed)
+# PYTHON picks the interpreter (default python3).
+#
+# Offline: nothing is downloaded. The package is installed with
+# `pip install --no-deps --no-build-isolation -e .` (or, failing that,
+# imported through PYTHONPATH); torch and torch_geometric must be there.
+# The molecule benchmarks read NCITPSA where RDKit and OGB are installed
+# and synthetic molecule-like graphs otherwise (--synthetic; printed at
+# the top of molecules_eager.log). Budget: about 8 minutes on one H100
+# (each step has its own time limit below).
+set -u
+DEVICE=cuda
+if [ "${1:-}" = "--device" ]; then DEVICE=$2; shift 2; fi
+OUT_DIR=${1:-${OUT:-gpu_check}}
+mkdir -p "$OUT_DIR"
+OUT_DIR=$(cd "$OUT_DIR" && pwd)
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+
+if [ "$DEVICE" != cuda ]; then  # dry run: the tree through PYTHONPATH
+    echo "dry run: no install, PYTHONPATH" > "$OUT_DIR/install.log"
+elif ! $PY -m pip install --no-deps --no-build-isolation -e . \
+        > "$OUT_DIR/install.log" 2>&1; then
+    echo "pip install failed: using PYTHONPATH" >> "$OUT_DIR/install.log"
+fi
+export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
+
+if [ "$DEVICE" = cuda ]; then
+    TEST_LIMIT=180; TABLE="--rounds 5 --batches 4"; OPS=""
+    BUSY=""; SIZES="1e4,1e5,1e6"; SCALE_LIMIT=100
+    TESTS="tests/ops tests/nn tests/models tests/devices"
+else  # dry run: tiny sizes, a few tests
+    TEST_LIMIT=300; TABLE="--quick"; OPS="--batch-size 8 --width 16 --layers 2"
+    BUSY="--quick"; SIZES="1e2,1e3"; SCALE_LIMIT=150
+    TESTS="tests/models/test_step_synchronisation.py tests/devices/test_device_fixture.py"
+    export OMP_NUM_THREADS=1
+fi
+
+: > "$OUT_DIR/status.txt"; : > "$OUT_DIR/times.txt"
+step() {  # step NAME LIMIT COMMAND...
+    local name=$1 limit=$2; shift 2
+    local start=$SECONDS
+    timeout "$limit" "$@" > "$OUT_DIR/$name.log" 2>&1
+    local rc=$?
+    echo "$name $((SECONDS - start)) s" >> "$OUT_DIR/times.txt"
+    echo "$name rc=$rc" >> "$OUT_DIR/status.txt"
+    echo "$name: rc=$rc, $((SECONDS - start)) s"
+}
+
+$PY -c "import torch, torch_geometric, torch_geometric_hot as t; \
+print(torch.__version__, torch_geometric.__version__, t.__file__, \
+torch.cuda.get_device_name(0) if torch.cuda.is_available() else 'no GPU')" \
+    > "$OUT_DIR/versions.txt" 2>&1
+
+step tests "$TEST_LIMIT" env TORCH_GEOMETRIC_HOT_TEST_DEVICE=$DEVICE \
+    $PY -m pytest $TESTS -q -p no:cacheprovider -x --durations=15
+step molecules_eager 120 $PY benchmarks/molecule_batches.py \
+    --device "$DEVICE" $TABLE --no-memory \
+    --out "$OUT_DIR/molecules_eager.json"
+step count_ops 45 $PY benchmarks/molecule_batches.py --count-ops \
+    --device "$DEVICE" $OPS --out "$OUT_DIR/count_ops.json"
+step step_busy 45 $PY benchmarks/step_busy.py --device "$DEVICE" $BUSY \
+    --out "$OUT_DIR/step_busy.json"
+step hot_scaling "$SCALE_LIMIT" $PY benchmarks/hot_scaling.py \
+    --device "$DEVICE" --sizes "$SIZES" --max-seconds 15 \
+    --variants hot_kernel,hot_softmax,gps_performer \
+    --out "$OUT_DIR/hot_scaling.json"
+echo "done: $OUT_DIR"
+cat "$OUT_DIR/status.txt"

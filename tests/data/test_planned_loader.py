@@ -1,0 +1,116 @@
+import pytest
+import torch
+from torch_geometric.data import Batch
+
+from torch_geometric_hot.data import ModelPlanner, PairView, PlannedCollate, \
+    PlannedLoader
+from torch_geometric_hot.models import HOTGraphModel, TokenGT
+from torch_geometric_hot.ops.plan_cache import map_tensors
+from torch_geometric_hot.testing import cuda_layout, random_graph
+from torch_geometric_hot.transforms import AddLaplacianNodeId, \
+    AddSecondOrderView
+
+
+def graphs(count=6, seed=0):
+    torch.manual_seed(seed)
+    out = []
+    for g in range(count):
+        data = random_graph(3 + 2 * g, 2 + 3 * g, 4, edge_dim=4,
+                            seed=seed + g)
+        data.y = torch.randn(1, 1)
+        out.append(AddLaplacianNodeId(4)(AddSecondOrderView()(data)))
+    return out
+
+
+def hot(attention):
+    torch.manual_seed(0)
+    return HOTGraphModel(8, 1, num_layers=2, heads=2,
+                         node_encoder=torch.nn.Linear(4, 8),
+                         edge_encoder=torch.nn.Linear(4, 8),
+                         attention=attention, seed=0).double()
+
+
+def call_hot(model, batch, view=None):
+    return model(batch.x.double(), batch.edge_index,
+                 batch.edge_attr.double(), batch.batch,
+                 num_graphs=batch.num_graphs,
+                 view=batch.pair_view if view is None else view)
+
+
+def tensors(obj):
+    found = []
+    map_tensors(obj, lambda t: found.append(t) or t)
+    return found
+
+
+@pytest.mark.parametrize('attention', ['kernel', 'softmax'])
+@pytest.mark.parametrize('layout', ['cpu', 'cuda'])
+def test_planned_batch_gives_the_fresh_views_output_and_makes_no_plan(
+        attention, layout):
+    model = hot(attention)
+    planner = ModelPlanner(model, call_hot)
+    batch = PlannedCollate(Batch.from_data_list, planner, layout)(graphs())
+    planned = batch.pair_view.planned()
+    assert planned, 'the planning pass left no plan on the view'
+    with cuda_layout() if layout == 'cuda' else torch.no_grad():
+        out = call_hot(model, batch)
+        fresh = call_hot(model, batch, PairView.from_data(batch))
+    # the step made no plan of its own: every one came from the worker
+    assert batch.pair_view.planned() == planned
+    torch.testing.assert_close(out, fresh, rtol=1e-10, atol=1e-10)
+
+
+def test_loader_workers_build_views_and_plans():
+    model = hot('kernel')
+    loader = PlannedLoader(graphs(8), batch_size=4,
+                           planner=ModelPlanner(model, call_hot),
+                           device='cuda', num_workers=2)
+    batches = list(loader)
+    assert len(batches) == 2
+    for batch in batches:
+        assert isinstance(batch.pair_view, PairView)
+        assert batch.pair_view.num_graphs == 4
+        assert batch.pair_view.planned()
+        with cuda_layout():
+            out = call_hot(model, batch)
+            fresh = call_hot(model, batch, PairView.from_data(batch))
+        torch.testing.assert_close(out, fresh, rtol=1e-10, atol=1e-10)
+
+
+def test_view_moves_with_its_plans():
+    model = hot('softmax')
+    batch = PlannedCollate(Batch.from_data_list, ModelPlanner(model, call_hot),
+                           'cuda')(graphs())
+    view = batch.pair_view
+    moved = view.apply(torch.clone)
+    before = {id(t) for t in tensors(view)}
+    after = tensors(moved)
+    assert len(after) == len(before) > 20
+    assert not before & {id(t) for t in after}  # every tensor was mapped
+    assert moved.planned() == view.planned()
+    # the batch's own .to() reaches the view and the plan cache
+    copied = batch.to('cpu')
+    assert isinstance(copied.pair_view, PairView)
+    assert copied.pair_view.planned() == view.planned()
+
+
+def test_tokengt_takes_its_layout_from_the_batch_plans():
+    torch.manual_seed(0)
+    model = TokenGT(4, 8, 1, 2, edge_dim=4, heads=2, node_id='laplacian',
+                    node_id_dim=4, seed=0).double()
+
+    def call(m, b):
+        return m(b.x.double(), b.edge_index, b.edge_attr.double(), b.batch,
+                 num_graphs=b.num_graphs, node_id=b.lap_node_id.double(),
+                 plans=getattr(b, 'plans', None))
+
+    batch = PlannedCollate(Batch.from_data_list, ModelPlanner(model, call),
+                           'cuda')(graphs())
+    planned = batch.plans.planned()
+    assert [key[0] for key in planned] == ['token_layout']
+    model.eval()
+    with cuda_layout():
+        out = call(model, batch)
+        del batch.plans
+        fresh = call(model, batch)
+    torch.testing.assert_close(out, fresh, rtol=1e-10, atol=1e-10)

@@ -1,0 +1,72 @@
+import contextlib
+import os
+import sys
+
+import pytest
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', '..',
+                                'benchmarks'))
+import molecule_batches  # noqa: E402
+
+from torch_geometric_hot.testing import SyncRecorder, cuda_layout  # noqa
+
+MODELS = ['hot_kernel', 'hot_softmax', 'tokengt_softmax',
+          'tokengt_performer', 'invariant_mlp']
+
+
+@contextlib.contextmanager
+def sync_debug_errors(device):
+    # on CUDA, torch itself raises at any synchronising call
+    if device.type != 'cuda':
+        yield
+        return
+    torch.cuda.set_sync_debug_mode('error')
+    try:
+        yield
+    finally:
+        torch.cuda.set_sync_debug_mode('default')
+
+
+@pytest.mark.parametrize('name', MODELS)
+def test_training_step_never_synchronises(name, device):
+    from torch_geometric_hot.data import ModelPlanner
+    torch.manual_seed(0)
+    runner = molecule_batches.Runner(
+        molecule_batches.build_model(name, 16, 2, 2, dropout=0.1), device)
+    batch = molecule_batches.load_batches(
+        '', 16, 1, synthetic=True, planner=ModelPlanner(runner.model),
+        device='cuda')[0].to(device, non_blocking=True)
+    if device.type == 'cuda':
+        torch.cuda.synchronize(device)
+    with cuda_layout(), SyncRecorder() as recorder, \
+            sync_debug_errors(device):
+        runner.forward_backward(batch)
+    assert not recorder.counts, recorder.summary()
+    grads = [p.grad for p in runner.model.parameters()
+             if p.requires_grad and p.grad is not None]
+    assert grads and all(bool(torch.isfinite(g).all()) for g in grads)
+
+
+def test_recorder_sees_every_kind_of_synchronisation():
+    x = torch.tensor([3, 0, 2, 2])
+    with SyncRecorder() as recorder:
+        x.nonzero()
+        x[x > 1]
+        int(x.max())
+        x.tolist()
+        torch.unique(x)
+        torch.bincount(x)
+        torch.repeat_interleave(x)
+        torch.repeat_interleave(x, x, output_size=7)  # size given: no sync
+        y = x.clone()
+        y[x > 2] = 0
+    names = recorder.summary()
+    for name in ('aten.nonzero.default', 'aten.index.Tensor',
+                 'aten._local_scalar_dense.default', 'Tensor.tolist',
+                 'aten.bincount.default', 'aten.index_put_.default'):
+        assert name in names, names
+    assert any(n.startswith('aten._unique') or n.startswith('aten.unique')
+               for n in names), names
+    assert names.get('aten.repeat_interleave.Tensor') == 1, names
+    assert x.tolist() == [3, 0, 2, 2]  # restored on exit

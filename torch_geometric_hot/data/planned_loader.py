@@ -1,0 +1,119 @@
+r"""Batches that arrive with their index work done: PyG's
+:class:`~torch_geometric.loader.DataLoader` whose workers also build each
+batch's pair view and the plans the layers derive from it.
+
+A layer's index work on a batch (the pair view's positions and groups,
+packed layouts, masks, key rows, enumerated pairs, the bucket shapes read
+on the host) depends on the batch's indices alone. Done inside the
+training step it runs many small operations and reads sizes back to the
+host; done in the loader's worker processes it overlaps the previous
+step, and the step is left with the arithmetic. The plans a model needs
+are the ones its forward pass makes: :class:`ModelPlanner` runs a copy of
+the model once per batch in the worker (no gradients, on the CPU, with the
+layout of the training device, :func:`~torch_geometric_hot.ops.\
+layout_device.planned_for`), which leaves them on the view. The view
+travels with the batch as its attribute :obj:`pair_view`: pinned with the
+batch (``pin_memory=True``) and moved with it
+(``batch.to(device, non_blocking=True)``), plans included
+(:meth:`~torch_geometric_hot.data.PlanCache.to`).
+"""
+import copy
+from typing import Any, Callable, List, Optional, Sequence, Union
+
+import torch
+from torch_geometric.data import Batch
+from torch_geometric.loader import DataLoader
+
+from torch_geometric_hot.data.pair_view import PairView
+from torch_geometric_hot.ops.layout_device import planned_for
+from torch_geometric_hot.ops.plan_cache import PlanCache
+
+
+class ModelPlanner:
+    r"""Makes a model's plans for a batch: a CPU copy of :obj:`model`
+    (taken now; plans depend on the indices, not on the weights) runs
+    :obj:`call(model, batch)` once without gradients, in evaluation mode.
+
+    Args:
+        model (torch.nn.Module): The model.
+        call (callable, optional): How the model is called on a batch
+            (default: :obj:`model(batch)`).
+    """
+    def __init__(self, model: torch.nn.Module,
+                 call: Optional[Callable[[torch.nn.Module, Batch],
+                                         Any]] = None) -> None:
+        self.model = copy.deepcopy(model).cpu().eval()
+        self.call = call
+
+    def __call__(self, batch: Batch) -> None:
+        with torch.no_grad():
+            if self.call is None:
+                self.model(batch)
+            else:
+                self.call(self.model, batch)
+
+
+class PlannedCollate:
+    r"""The collate function of :class:`PlannedLoader`: PyG's collation,
+    then :obj:`transform` of the batch (padding, see
+    :class:`~torch_geometric_hot.data.PadToBuckets`), then the pair view
+    (where the batch has one, or :obj:`pairs` asks for it) as
+    :obj:`batch.pair_view` and an empty plan cache as :obj:`batch.plans`
+    (for models without a view, e.g. TokenGT's ``plans=``), then
+    :obj:`planner`, all with the layout of :obj:`device`."""
+    def __init__(self, collate: Callable[[List[Any]], Batch],
+                 planner: Optional[Callable[[Batch], None]] = None,
+                 device: Union[str, torch.device, None] = None,
+                 transform: Optional[Callable[[Batch], Batch]] = None,
+                 pairs: Optional[bool] = None) -> None:
+        self.collate, self.planner, self.transform = collate, planner, \
+            transform
+        self.device = None if device is None else torch.device(device)
+        self.pairs = pairs
+
+    def __call__(self, data_list: Sequence[Any]) -> Batch:
+        batch = self.collate(data_list)
+        if self.transform is not None:
+            batch = self.transform(batch)
+        with planned_for(self.device):
+            pairs = self.pairs if self.pairs is not None else \
+                'pair_index' in batch
+            if pairs:
+                batch.pair_view = PairView.from_data(batch)
+            batch.plans = PlanCache()
+            if self.planner is not None:
+                self.planner(batch)
+        return batch
+
+
+class PlannedLoader(DataLoader):
+    r"""PyG's :class:`~torch_geometric.loader.DataLoader` whose batches
+    carry their pair view, with the plans of :obj:`planner` made, built in
+    the worker processes (:class:`PlannedCollate`).
+
+    Args:
+        dataset: The dataset.
+        batch_size (int, optional): Graphs per batch. (default: :obj:`1`)
+        shuffle (bool, optional): Reshuffle every epoch.
+        planner (callable, optional): Makes the plans of a batch (with its
+            view as :obj:`batch.pair_view`), e.g. :class:`ModelPlanner`.
+        device (str or torch.device, optional): The device the batches
+            are for: their layout is chosen for it (default: each
+            tensor's own, the CPU).
+        transform (callable, optional): Applied to every collated batch
+            before its view is built (e.g.
+            :class:`~torch_geometric_hot.data.PadToBuckets`).
+        pairs (bool, optional): Build the pair view (default: where the
+            batch has :obj:`pair_index`).
+        **kwargs: Further arguments of the
+            :class:`~torch_geometric.loader.DataLoader` (``num_workers``,
+            ``pin_memory``, ``follow_batch``, ...).
+    """
+    def __init__(self, dataset, batch_size: int = 1, shuffle: bool = False,
+                 planner: Optional[Callable[[Batch], None]] = None,
+                 device: Union[str, torch.device, None] = None,
+                 transform: Optional[Callable[[Batch], Batch]] = None,
+                 pairs: Optional[bool] = None, **kwargs) -> None:
+        super().__init__(dataset, batch_size, shuffle, **kwargs)
+        self.collate_fn = PlannedCollate(self.collate_fn, planner, device,
+                                         transform, pairs)

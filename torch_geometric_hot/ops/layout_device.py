@@ -1,0 +1,45 @@
+r"""The device a batch's layout is chosen for.
+
+The layers pick their layout by the kind of device they run on (the
+packed blocks' bucket ratio, whether softmax attention keeps its local
+classes sparse, TokenGT's token layout): on the CPU the native kernels
+and fine buckets, elsewhere (GPUs) few, coarse operations. Index work
+built ahead of a step, in a :class:`~torch.utils.data.DataLoader`'s
+worker processes on the CPU, must choose the layout of the device the
+step runs on: :func:`planned_for` sets that device for the duration (and
+switches the native CPU kernels off for any other device, as they never
+run there), so that plans built on the CPU are the ones the device uses.
+"""
+import contextlib
+from typing import Iterator, Union
+
+import torch
+from torch import Tensor
+
+from torch_geometric_hot.ops.attention import dispatch
+from torch_geometric_hot.ops.native import use_native
+
+
+def layout_device(t: Tensor) -> str:
+    r"""The device type whose layout a layer chooses for tensor :obj:`t`:
+    the one set by :func:`planned_for` (or
+    :func:`~torch_geometric_hot.ops.use_path`'s :obj:`device_type`), else
+    :obj:`t`'s own."""
+    return dispatch.problem('hot', 'softmax', (), t.device).device_type
+
+
+@contextlib.contextmanager
+def planned_for(device: Union[str, torch.device, None]) -> Iterator[None]:
+    r"""Chooses layouts for :obj:`device` (its type; :obj:`None` leaves
+    each tensor's own) in this thread for the duration
+    (:func:`~torch_geometric_hot.ops.use_path` with its
+    :obj:`device_type`, the paths forced around it kept), the native CPU
+    kernels off unless it is the CPU."""
+    if device is None:
+        yield
+        return
+    kind = torch.device(device).type
+    paths, _, operations = dispatch._forcing(False)  # kept as they are
+    with dispatch.use_path(*paths, device_type=kind, operations=operations), \
+            use_native('auto' if kind == 'cpu' else 'off'):
+        yield
