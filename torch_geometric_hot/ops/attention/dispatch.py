@@ -260,13 +260,15 @@ PATHS: Tuple[Path, ...] = (
 )
 NAMES = tuple(path.name for path in PATHS)
 
-_NOTHING_FORCED = ((), None, OPERATIONS, DIRECT_READINGS)
+_NOTHING_FORCED = ((), None, OPERATIONS)
 _forced: contextvars.ContextVar = contextvars.ContextVar(
     'torch_geometric_hot_path', default=_NOTHING_FORCED)
+_direct: contextvars.ContextVar = contextvars.ContextVar(
+    'torch_geometric_hot_direct_readings', default=DIRECT_READINGS)
 
 
 def _forcing(compiling: bool) -> Tuple[Tuple[str, ...], Optional[str],
-                                       Tuple[str, ...], DirectReadings]:
+                                       Tuple[str, ...]]:
     # a traced graph does not read the context variable (torch.compile
     # cannot trace it): there, the rule's choice
     return _NOTHING_FORCED if compiling else _forced.get()
@@ -276,13 +278,14 @@ def direct_readings() -> DirectReadings:
     r"""The :class:`DirectReadings` in force in this thread (the one of
     :func:`use_path`, else :data:`DIRECT_READINGS`; under
     :func:`torch.compile`, :data:`DIRECT_READINGS`)."""
-    return _forcing(torch.compiler.is_compiling())[3]
+    return DIRECT_READINGS if torch.compiler.is_compiling() else \
+        _direct.get()
 
 
 @contextlib.contextmanager
 def use_path(*paths: str, device_type: Optional[str] = None,
              operations: Sequence[str] = OPERATIONS,
-             direct: DirectReadings = DIRECT_READINGS) -> Iterator[None]:
+             direct: Optional[DirectReadings] = None) -> Iterator[None]:
     r"""Runs the attention calls of the block on the paths :obj:`paths`
     (names of :data:`PATHS`; none: the rule's choice), decides as on
     :obj:`device_type` (:obj:`None`: the tensors' device type) and reads
@@ -303,8 +306,8 @@ def use_path(*paths: str, device_type: Optional[str] = None,
             are forced on (``'hot'``, ``'tokens'``). (default: both)
         direct (DirectReadings, optional): The key groups the path
             ``'pooled'`` reads straight from their keys
-            (:data:`SUMMARIES_ONLY`: none). (default:
-            :data:`DIRECT_READINGS`)
+            (:data:`SUMMARIES_ONLY`: none; :obj:`None`: the one in force,
+            at first :data:`DIRECT_READINGS`). (default: :obj:`None`)
 
     Example:
         >>> from torch_geometric_hot.ops import use_path
@@ -319,13 +322,15 @@ def use_path(*paths: str, device_type: Optional[str] = None,
         if operation not in OPERATIONS:
             raise ValueError(f"'operations' must be of {OPERATIONS}, got "
                              f"{operation!r}")
-    if not isinstance(direct, DirectReadings):
+    if direct is not None and not isinstance(direct, DirectReadings):
         raise ValueError(f"'direct' must be a DirectReadings, got "
                          f"{type(direct).__name__}")
-    token = _forced.set((paths, device_type, tuple(operations), direct))
+    token = _forced.set((paths, device_type, tuple(operations)))
+    direct_token = _direct.set(_direct.get() if direct is None else direct)
     try:
         yield
     finally:
+        _direct.reset(direct_token)
         _forced.reset(token)
 
 
@@ -374,7 +379,7 @@ def choose(problem: Problem, path: Optional[str] = None) -> str:
             raise ValueError(f"'path' must be one of {NAMES}, got {path!r}")
         wanted: Tuple[str, ...] = (path, )
     else:
-        paths, _, operations, _ = _forcing(problem.compiling)
+        paths, _, operations = _forcing(problem.compiling)
         wanted = tuple(name for name in paths
                        if problem.operation in operations
                        and _runs(PATHS[NAMES.index(name)], problem))
