@@ -116,8 +116,16 @@ def test_ogb_molecules(run_notebook, tmp_path):
                       molecules='MOLECULES', epochs='EPOCHS',
                       folder='bench.folder', split='bench.split',
                       test_y='test_y', mean='mean', results='results',
-                      histories='histories', summaries='summaries')
+                      histories='histories', summaries='summaries',
+                      distance='distance', run_dir='run_dir')
     assert ns['quick']
+    # the attention distance of the command's TokenGT run: 2 layers x the
+    # zoo's 4 heads, in hops, with its figures in the run folder
+    hops = torch.tensor(ns['distance']['mean_distance_hops'])
+    assert hops.shape == (2, 4) and bool(torch.isfinite(hops).all())
+    assert bool((hops >= 0).all())
+    for figure in ('attention_distance.png', 'curve.png'):
+        assert (Path(ns['run_dir']) / figure).is_file(), figure
     # the offline fixture in PCQM4Mv2's layout, read by OGB's loader
     folder = Path(ns['folder'])
     assert folder.is_relative_to(tmp_path / 'data')

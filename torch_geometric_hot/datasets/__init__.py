@@ -13,12 +13,10 @@ __all__ = [
     'NCITPSA',
     'synthetic_chains',
 ]
-from torch_geometric_hot.datasets.ogb_layout import (MoleculeTable,
-                                                     nci_tpsa_table,
-                                                     read_molecule_csv,
-                                                     scaffold_split,
-                                                     write_ogbg_mol,
-                                                     write_pcqm4mv2)
+from torch_geometric_hot.datasets.ogb_layout import (
+    PCQM4MV2_MOLECULES, PCQM4MV2_SPLIT_SIZES, MoleculeTable, nci_tpsa_table,
+    read_molecule_csv, repeated_table, scaffold_split, shipped_molecules,
+    wehi_table, write_ogbg_mol, write_pcqm4mv2, write_pcqm4mv2_at_scale)
 from torch_geometric_hot.datasets.ogb_molecules import (
     MoleculeBenchmark, benchmark_name, load_molecule_benchmark,
     offline_labels,
@@ -26,7 +24,9 @@ from torch_geometric_hot.datasets.ogb_molecules import (
 
 __all__ += [
     'MoleculeTable', 'nci_tpsa_table', 'read_molecule_csv', 'scaffold_split',
-    'write_ogbg_mol', 'write_pcqm4mv2', 'MoleculeBenchmark',
+    'write_ogbg_mol', 'write_pcqm4mv2', 'PCQM4MV2_MOLECULES',
+    'PCQM4MV2_SPLIT_SIZES', 'repeated_table', 'shipped_molecules',
+    'wehi_table', 'write_pcqm4mv2_at_scale', 'MoleculeBenchmark',
     'benchmark_name', 'load_molecule_benchmark', 'offline_labels',
     'ogb_safe_globals', 'write_offline'
 ]

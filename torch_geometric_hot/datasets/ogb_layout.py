@@ -18,7 +18,15 @@ Both featurise with :func:`ogb.utils.smiles2graph` (the function the real
 datasets were built with) and record where the molecules came from in
 ``SOURCE.json``. :func:`read_molecule_csv` reads any CSV of SMILES and
 target columns; :func:`nci_tpsa_table` the NCI molecules with their
-topological polar surface area that ship inside RDKit.
+topological polar surface area that ship inside RDKit, and
+:func:`shipped_molecules` those and the other molecule set RDKit ships
+(about 15,000 molecules in all).
+
+:func:`write_pcqm4mv2_at_scale` writes a PCQM4Mv2-layout set of any size
+(:data:`PCQM4MV2_MOLECULES` for the real one's) from those molecules,
+repeated as needed, split in the real release's proportions: real
+molecules and OGB's own processing at the real scale, for measuring a
+pipeline before downloading 3.7 million molecules.
 """
 import csv
 import gzip
@@ -30,6 +38,12 @@ from typing import Dict, List, NamedTuple, Optional, Sequence
 import numpy as np
 
 RELEASE_MARKER = 'RELEASE_v1.txt'
+#: The parts of the real PCQM4Mv2 release (molecules per split).
+PCQM4MV2_SPLIT_SIZES = {'train': 3_378_606, 'valid': 73_545,
+                        'test-dev': 147_037, 'test-challenge': 147_432}
+#: Molecules in the real PCQM4Mv2 release.
+PCQM4MV2_MOLECULES = sum(PCQM4MV2_SPLIT_SIZES.values())
+WEHI_FILE = osp.join('Pains', 'test_data', 'wehi_mols.csv')
 SOURCE_FILE = 'SOURCE.json'
 PCQM4MV2_FOLDER = 'pcqm4m-v2'
 
@@ -321,3 +335,102 @@ def write_pcqm4mv2(root: str, table: MoleculeTable, target: str = '',
     torch.save(split, osp.join(folder, 'split_dict.pt'))
     _write_source(folder, table, target, 'pcqm4mv2')
     return folder
+
+
+def wehi_table(limit: Optional[int] = None) -> MoleculeTable:
+    r"""The 10,000 molecules of RDKit's ``Data/Pains/test_data/
+    wehi_mols.csv`` (SMILES and an identifier per row), with their
+    topological polar surface area computed by RDKit
+    (:func:`rdkit.Chem.rdMolDescriptors.CalcTPSA`, Ertl's method, the
+    target of :func:`nci_tpsa_table`)."""
+    Chem, _ = _require_rdkit()
+    from rdkit import RDConfig
+    from rdkit.Chem.rdMolDescriptors import CalcTPSA
+    path = osp.join(RDConfig.RDDataDir, WEHI_FILE)
+    if not osp.isfile(path):
+        raise FileNotFoundError(f"this RDKit build does not ship {path}")
+
+    def rows():
+        with open(path, newline='') as f:
+            for k, row in enumerate(csv.reader(f)):
+                mol = Chem.MolFromSmiles(row[0]) if row else None
+                tpsa = CalcTPSA(mol) if mol is not None else float('nan')
+                yield k + 1, row[0] if row else '', [tpsa], ['TPSA']
+
+    return _parse_rows(rows(), 'RDKit Data/' + WEHI_FILE.replace(os.sep, '/'),
+                       limit)
+
+
+def shipped_molecules() -> MoleculeTable:
+    r"""Every molecule RDKit ships with a SMILES table: the NCI molecules
+    of :func:`nci_tpsa_table` then those of :func:`wehi_table` (about
+    15,000), with their topological polar surface area."""
+    parts = [nci_tpsa_table(), wehi_table()]
+    return MoleculeTable(
+        [s for t in parts for s in t.smiles],
+        np.concatenate([t.targets for t in parts]), parts[0].target_names,
+        [(f'{t.source}: {row}', smi) for t in parts for row, smi in
+         t.skipped], ' + '.join(t.source for t in parts))
+
+
+def repeated_table(table: MoleculeTable, num_molecules: int
+                   ) -> MoleculeTable:
+    r""":obj:`num_molecules` molecules: :obj:`table`'s in order, repeated
+    from the start as often as needed (the last repetition cut short)."""
+    if not isinstance(num_molecules, int) or num_molecules < 1:
+        raise ValueError(f"'num_molecules' must be a positive int, got "
+                         f"{num_molecules!r}")
+    count = len(table.smiles)
+    index = np.arange(num_molecules) % count
+    rounds = -(-num_molecules // count)
+    smiles = (table.smiles * rounds)[:num_molecules]
+    source = table.source if num_molecules <= count else (
+        f'{table.source}, {count:,} molecules repeated to {num_molecules:,}')
+    return table._replace(smiles=smiles, targets=table.targets[index],
+                          source=source)
+
+
+def pcqm4mv2_fractions() -> tuple:
+    r"""The fractions of the real release's parts (train, valid, test-dev,
+    test-challenge), which :func:`write_pcqm4mv2` rounds to part sizes:
+    at :data:`PCQM4MV2_MOLECULES` molecules, exactly the real sizes."""
+    return tuple(v / PCQM4MV2_MOLECULES for v in
+                 PCQM4MV2_SPLIT_SIZES.values())
+
+
+def write_pcqm4mv2_at_scale(root: str, num_molecules: int = PCQM4MV2_MOLECULES,
+                            table: Optional[MoleculeTable] = None,
+                            seed: int = 0, overwrite: bool = False) -> str:
+    r"""Writes a PCQM4Mv2-layout set of :obj:`num_molecules` molecules
+    under ``root/pcqm4m-v2`` (read by :class:`~ogb.lsc.PygPCQM4Mv2Dataset`
+    and :func:`~torch_geometric_hot.datasets.load_molecule_benchmark`):
+    the molecules of :obj:`table` (default: :func:`shipped_molecules`)
+    repeated to that number (:func:`repeated_table`; the targets are their
+    TPSA), split at random (seeded) in the real release's proportions
+    (:func:`pcqm4mv2_fractions`). Only the scale is synthetic: every
+    molecule is real, and a molecule appears in several parts once the
+    table is repeated.
+
+    Args:
+        root (str): The root folder.
+        num_molecules (int, optional): Molecules to write (default: the
+            real release's 3,746,620).
+        table (MoleculeTable, optional): The molecules to repeat.
+        seed (int, optional): Seed of the split.
+        overwrite (bool, optional): Replace an existing folder.
+
+    Returns:
+        str: The dataset folder.
+    """
+    table = shipped_molecules() if table is None else table
+    fractions = pcqm4mv2_fractions()
+    sizes = [int(round(f * num_molecules)) for f in fractions[:-1]]
+    sizes.append(num_molecules - sum(sizes))
+    if min(sizes) < 1:
+        raise ValueError(f"'num_molecules': {num_molecules} molecules leave "
+                         f"a part of PCQM4Mv2's split empty (parts "
+                         f"{dict(zip(PCQM4MV2_SPLIT_SIZES, sizes))}); at "
+                         f"least 26 are needed")
+    return write_pcqm4mv2(root, repeated_table(table, num_molecules),
+                          'TPSA', fractions=fractions, seed=seed,
+                          overwrite=overwrite)

@@ -17,8 +17,22 @@ evaluators: any ``ogbg-mol*`` dataset
   polar surface area or another descriptor RDKit computes
   (:func:`~torch_geometric_hot.datasets.nci_descriptors.nci_descriptor_table`),
   in the dataset's own raw layout, and then read by the same OGB loader;
-* model-specific transforms applied once and cached beside OGB's processed
-  file (one cache per transform), so several models share one download;
+* model-specific transforms either applied once and cached beside OGB's
+  processed file (one cache per transform, so several models share one
+  download), or computed batch by batch as the molecules are read, in the
+  data loader's workers, and never stored: the choice of :obj:`views`,
+  by default stored up to :data:`STORED_VIEWS_LIMIT` molecules and
+  computed above (PCQM4Mv2's 3.7 million molecules with stored views do
+  not fit 16 GB of memory; see ``docs/ogb.md``);
+* molecules read by slicing the collated tensors
+  (:class:`~torch_geometric_hot.datasets.collated_molecules.\
+CollatedMolecules`), without the per-molecule copy an
+  :class:`~torch_geometric.data.InMemoryDataset` keeps of everything it
+  has returned;
+* PCQM4Mv2's processed file written in bounded memory and in parallel
+  (:func:`~torch_geometric_hot.datasets.pcqm4mv2_processing.\
+process_pcqm4mv2`: the same file OGB's processing writes, which needs over
+  30 GB for the real set), then read by OGB's loader;
 * one process at a time per dataset and root: the folder is written,
   downloaded, processed and transformed under a lock file in the root
   (``.{name}.lock``), so separate commands started together on a cold root
@@ -38,9 +52,15 @@ import numpy as np
 import torch
 from torch import Tensor
 from torch_geometric.data import InMemoryDataset
+from torch_geometric.transforms import Compose
 
 from torch_geometric_hot.datasets.atomic_files import held_alone, \
     written_atomically
+from torch_geometric_hot.datasets.collated_molecules import \
+    CollatedMolecules
+from torch_geometric_hot.datasets.pcqm4mv2_processing import (
+    PROCESSED_FILE, process_pcqm4mv2)
+from torch_geometric_hot.transforms.apply_to_many import apply_to_many
 from torch_geometric_hot.datasets.nci_descriptors import (
     DESCRIPTORS, nci_descriptor_table)
 from torch_geometric_hot.datasets.ogb_layout import (PCQM4MV2_FOLDER,
@@ -51,6 +71,14 @@ from torch_geometric_hot.datasets.ogb_layout import (PCQM4MV2_FOLDER,
                                                      write_pcqm4mv2)
 
 PCQM4MV2 = 'pcqm4mv2'
+#: Where views go: ``'stored'`` (computed once, cached on disk and held in
+#: memory), ``'computed'`` (as the molecules are read) or ``'auto'``.
+VIEWS = ('auto', 'stored', 'computed')
+#: With ``views='auto'``, views are stored for datasets of at most this
+#: many molecules and computed as they are read for larger ones.
+STORED_VIEWS_LIMIT = 200_000
+#: Molecules transformed at once when views are stored.
+CHUNK = 4096
 _NCI_SOURCE = 'RDKit Data/NCI/first_5k.tpsa.csv'
 
 
@@ -59,8 +87,8 @@ class MoleculeBenchmark(NamedTuple):
 
     Attributes:
         name (str): ``'ogbg-mol…'`` or ``'pcqm4mv2'``.
-        dataset (InMemoryDataset): All molecules (the OGB dataset, or its
-            transformed copy).
+        dataset (CollatedMolecules): All molecules (of the OGB dataset, or
+            of its copy with stored views).
         split (dict): Index tensors under ``'train'``, ``'valid'`` and
             ``'test'``. For PCQM4Mv2, whose test labels are hidden,
             ``'test'`` is the official validation set and ``'valid'`` a
@@ -86,6 +114,7 @@ class MoleculeBenchmark(NamedTuple):
     evaluate: Callable[[Tensor, Tensor], float]
     folder: str
     offline_source: Optional[dict]
+    views: str = 'stored'
 
 
 def _numpy_core():
@@ -236,9 +265,15 @@ class _Transformed(InMemoryDataset):
         pass
 
     def process(self) -> None:
+        # in chunks through apply_to_many: the views of many molecules at
+        # once, the source's molecules read without its per-molecule cache
+        molecules = CollatedMolecules(self.source)
+        done = []
+        for start in range(0, len(molecules), CHUNK):
+            done += apply_to_many(self.pre_transform, molecules.__getitems__(
+                range(start, min(start + CHUNK, len(molecules)))))
         with written_atomically(self.processed_paths[0]) as partial:
-            self.save([self.pre_transform(data) for data in self.source],
-                      partial)
+            self.save(done, partial)
 
 
 def _stable_key(obj) -> str:
@@ -257,11 +292,17 @@ def _pcqm_split(official: Dict[str, Tensor], seed: int = 0
             'valid': train[perm[:holdout]].sort().values, 'test': test}
 
 
-def _open_ogb(name: str, root: str, folder: str):
+def _open_ogb(name: str, root: str, folder: str,
+              processes: Optional[int] = None):
     # OGB's dataset (downloaded and processed as needed), its split and
     # its evaluator
     with ogb_safe_globals(), _no_prompts(folder):
         if name == PCQM4MV2:
+            if osp.isfile(osp.join(folder, 'raw', 'data.csv.gz')) and \
+                    not osp.isfile(osp.join(folder, 'processed',
+                                            PROCESSED_FILE)):
+                # OGB's processing in bounded memory, in parallel
+                process_pcqm4mv2(folder, processes)
             from ogb.lsc import PCQM4Mv2Evaluator, PygPCQM4Mv2Dataset
             dataset = PygPCQM4Mv2Dataset(root)
             return (dataset, _pcqm_split(dataset.get_idx_split()),
@@ -293,7 +334,9 @@ def load_molecule_benchmark(name: str, root: str, offline: bool = False,
                             transform: Optional[Callable] = None,
                             offline_molecules: Optional[int] = None,
                             offline_table: Optional[MoleculeTable] = None,
-                            offline_target: str = 'tpsa'
+                            views: str = 'auto',
+                            offline_target: str = 'tpsa',
+                            processes: Optional[int] = None
                             ) -> MoleculeBenchmark:
     r"""Loads an OGB molecule benchmark through OGB's own loader and
     evaluator (see the module documentation).
@@ -317,11 +360,25 @@ def load_molecule_benchmark(name: str, root: str, offline: bool = False,
             write these molecules, their targets taken as the labels (e.g.
             :func:`~torch_geometric_hot.datasets.read_molecule_csv` of one's
             own CSV), instead of the NCI molecules.
+        views (str, optional): What becomes of :obj:`pre_transform`'s
+            output: ``'stored'`` (applied once to every molecule, cached on
+            disk beside OGB's processed file and held in memory),
+            ``'computed'`` (applied as the molecules are read, a batch at a
+            time, in the data loader's workers; nothing stored) or
+            ``'auto'`` (stored up to :data:`STORED_VIEWS_LIMIT` molecules,
+            computed above). Both give the same molecules.
         offline_target (str, optional): With :obj:`offline=True`, the
             descriptor of
             :data:`~torch_geometric_hot.datasets.nci_descriptors.DESCRIPTORS`
             the NCI molecules are labelled with. (default: ``'tpsa'``)
+        processes (int, optional): PCQM4Mv2 only: worker processes of its
+            processing
+            (:func:`~torch_geometric_hot.datasets.pcqm4mv2_processing.\
+process_pcqm4mv2`, the file OGB's processing writes, in bounded memory;
+            default: the CPUs this process may use, at most 16).
     """
+    if views not in VIEWS:
+        raise ValueError(f"'views' must be one of {VIEWS}, got {views!r}")
     name = benchmark_name(name)
     if name != PCQM4MV2:
         meta = ogbg_meta(name)
@@ -345,15 +402,20 @@ def load_molecule_benchmark(name: str, root: str, offline: bool = False,
                              f"is")
         if osp.isdir(folder):
             _check_files(name, folder)
-        dataset, split, evaluator = _open_ogb(name, root, folder)
-        if pre_transform is not None:
+        dataset, split, evaluator = _open_ogb(name, root, folder, processes)
+        if views == 'auto':
+            views = 'stored' if len(dataset) <= STORED_VIEWS_LIMIT else \
+                'computed'
+        if pre_transform is not None and views == 'stored':
             with ogb_safe_globals():
                 dataset = _Transformed(
                     dataset, osp.join(folder, 'processed',
                                       f'tgh_{_stable_key(pre_transform)}'),
-                    pre_transform, transform)
-        elif transform is not None:
-            dataset.transform = transform
+                    pre_transform)
+        elif pre_transform is not None:
+            transform = pre_transform if transform is None else Compose(
+                [pre_transform, transform])
+        dataset = CollatedMolecules(dataset, transform)
     if name == PCQM4MV2:
         num_tasks, task_type, metric = 1, 'regression', 'mae'
     else:
@@ -378,4 +440,4 @@ def load_molecule_benchmark(name: str, root: str, offline: bool = False,
         _check_offline_target(source, offline_target, folder)
     return MoleculeBenchmark(name, dataset, split, num_tasks, task_type,
                              metric, metric in ('rocauc', 'ap', 'acc', 'F1'),
-                             evaluate, folder, source)
+                             evaluate, folder, source, views)

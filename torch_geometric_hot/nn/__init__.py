@@ -21,7 +21,9 @@ from torch_geometric_hot.nn.simplex_indexer import SimplexIndexer
 from torch_geometric_hot.nn.expert_choice_router import ExpertChoiceRouter
 
 __all__ += ['SimplicialAttention', 'SimplexIndexer', 'ExpertChoiceRouter']
-from torch_geometric_hot.nn.token_self_attention import TokenSelfAttention
+from torch_geometric_hot.nn.token_self_attention import (AttentionWeights,
+                                                         TokenSelfAttention)
+from torch_geometric_hot.nn.attention_recorder import AttentionRecorder
 from torch_geometric_hot.nn.tokengt_embedding import TokenGTEmbedding
 from torch_geometric_hot.nn.tokengt_layer import TokenGTLayer
 from torch_geometric_hot.nn.tokengt_encoder import (TokenGTEncoder,
@@ -29,7 +31,7 @@ from torch_geometric_hot.nn.tokengt_encoder import (TokenGTEncoder,
 
 __all__ += [
     'TokenSelfAttention', 'TokenGTEmbedding', 'TokenGTLayer',
-    'TokenGTEncoder', 'TokenGTOutput'
+    'TokenGTEncoder', 'TokenGTOutput', 'AttentionWeights', 'AttentionRecorder'
 ]
 from torch_geometric_hot.nn.token_node_attention import TokenNodeAttention
 from torch_geometric_hot.nn.hybrid_gps_conv import HybridGPSConv

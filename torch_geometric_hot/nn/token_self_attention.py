@@ -1,5 +1,5 @@
 r"""Multi-head self-attention over the tokens of a batch of graphs."""
-from typing import Optional
+from typing import NamedTuple, Optional, Tuple
 
 import torch
 from torch import Tensor
@@ -8,9 +8,44 @@ from torch.nn import Linear
 from torch_geometric_hot.ops.feature_maps import FeatureMap
 from torch_geometric_hot.ops.token_attention import (
     TokenLayout, grouped_linear_attention, per_graph_softmax_attention)
+from torch_geometric_hot.ops.scatter import scatter_sum
+from torch_geometric_hot.ops.softmax import grouped_softmax
 from torch_geometric_hot.ops.validation import check_batch, check_features
 
 ATTENTIONS = ('softmax', 'performer')
+
+
+class AttentionWeights(NamedTuple):
+    r"""Per-head attention weights of every token over the tokens of its
+    graph.
+
+    Attributes:
+        index (torch.Tensor): :obj:`[2, P]` (query token, key token), every
+            ordered pair of tokens of one graph (:math:`P = \sum_g L_g^2`),
+            grouped by query.
+        weight (torch.Tensor): :obj:`[P, H]` the weight
+            :math:`\alpha^h_{ts}` of each pair and head; the weights of a
+            query sum to one per head.
+    """
+    index: Tensor
+    weight: Tensor
+
+
+def same_graph_pairs(token_batch: Tensor, num_graphs: int) -> Tensor:
+    r"""Every ordered pair of tokens of one graph, :obj:`[2, P]` (query,
+    key), grouped by query in token order, keys in token order."""
+    order = torch.sort(token_batch, stable=True)[1]
+    counts = torch.bincount(token_batch, minlength=num_graphs)
+    first = torch.cumsum(counts, 0) - counts
+    per_query = counts[token_batch]
+    query = torch.repeat_interleave(
+        torch.arange(token_batch.numel(), device=token_batch.device),
+        per_query)
+    offset = torch.arange(query.numel(), device=query.device) - \
+        torch.repeat_interleave(torch.cumsum(per_query, 0) - per_query,
+                                per_query)
+    key = order[first[token_batch[query]] + offset]
+    return torch.stack([query, key])
 
 
 class TokenSelfAttention(torch.nn.Module):
@@ -98,9 +133,7 @@ class TokenSelfAttention(torch.nn.Module):
         check_features(x, self.channels, self.qkv.weight.dtype)
         token_batch, num_graphs = check_batch(token_batch, x.size(0),
                                               num_graphs, 'token_batch')
-        q, k, v = self.qkv(x).view(x.size(0), 3, self.heads,
-                                   self.channels // self.heads).unbind(
-                                       dim=1)  # 3 x [T, H, d]
+        q, k, v = self._qkv(x)  # 3 x [T, H, d]
         if self.feature_map is None:
             p = self.attention_dropout if self.training else 0.0
             out = per_graph_softmax_attention(q, k, v, token_batch,
@@ -113,6 +146,46 @@ class TokenSelfAttention(torch.nn.Module):
             out = grouped_linear_attention(q_feat, k_feat, v, token_batch,
                                            num_graphs)
         return self.out(out.reshape(x.size(0), self.channels))
+
+    @torch.no_grad()
+    def attention_weights(self, x: Tensor, token_batch: Tensor,
+                          num_graphs: int) -> AttentionWeights:
+        r"""The weights :math:`\alpha^h_{ts}` that :meth:`forward` applies
+        to the same input, for every pair of tokens of one graph and every
+        head: :math:`\mathrm{softmax}_s(q_t^\top k_s / \sqrt{d})` for
+        ``'softmax'`` (before attention dropout), and
+        :math:`\phi(q_t)^\top \phi(k_s) / \sum_{s'} \phi(q_t)^\top
+        \phi(k_{s'})` for ``'performer'`` (the current projection).
+        Computed apart from :meth:`forward`, which never forms them: for
+        analysis (see :class:`~torch_geometric_hot.nn.AttentionRecorder`),
+        :math:`O(\sum_g L_g^2)` memory.
+
+        Args:
+            x (torch.Tensor): Tokens, shape :obj:`[T, C]` (the input of
+                :meth:`forward`).
+            token_batch (torch.Tensor): Graph of every token, :obj:`[T]`.
+            num_graphs (int): Number of graphs.
+        """
+        check_features(x, self.channels, self.qkv.weight.dtype)
+        token_batch, num_graphs = check_batch(token_batch, x.size(0),
+                                              num_graphs, 'token_batch')
+        q, k, _ = self._qkv(x)
+        index = same_graph_pairs(token_batch, num_graphs)
+        query, key = index
+        if self.feature_map is None:
+            logits = (q[query] * k[key]).sum(-1) * q.size(-1)**-0.5
+            weight = grouped_softmax(logits, query, x.size(0))
+        else:
+            q_feat = self.feature_map(q, is_query=True)
+            k_feat = self.feature_map(k, is_query=False, group=token_batch,
+                                      num_groups=num_graphs)
+            scores = (q_feat[query] * k_feat[key]).sum(-1)
+            weight = scores / scatter_sum(scores, query, x.size(0))[query]
+        return AttentionWeights(index, weight)
+
+    def _qkv(self, x: Tensor) -> Tuple[Tensor, Tensor, Tensor]:
+        return self.qkv(x).view(x.size(0), 3, self.heads,
+                                self.channels // self.heads).unbind(dim=1)
 
     def __repr__(self) -> str:
         return (f'{self.__class__.__name__}({self.channels}, '

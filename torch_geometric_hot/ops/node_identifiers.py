@@ -232,21 +232,35 @@ def batched_laplacian_node_ids(edge_index: Tensor, batch: Tensor,
     simple = row != col
     row, col = row[simple], col[simple]
     edge_graph = batch[row]
-    slot = torch.full((num_graphs, ), -1, dtype=torch.long, device=device)
+    # graphs, nodes and edges grouped by their graph's size (stable sorts):
+    # each size a contiguous range, not a pass over the batch per size
+    graph_order = torch.sort(sizes, stable=True)[1]
+    distinct, graph_counts = torch.unique_consecutive(sizes[graph_order],
+                                                      return_counts=True)
+    group_first = torch.cumsum(graph_counts, 0) - graph_counts
+    slot = torch.empty_like(sizes)  # position among graphs of its size
+    slot[graph_order] = torch.arange(num_graphs, device=device) - \
+        torch.repeat_interleave(group_first, graph_counts)
+    node_order = torch.sort(sizes[batch], stable=True)[1]
+    edge_sizes = sizes[edge_graph]
+    edge_order = torch.sort(edge_sizes, stable=True)[1]
+    edge_counts = torch.bincount(torch.searchsorted(distinct, edge_sizes),
+                                 minlength=distinct.numel())
     # Host synchronisation: one dense block per distinct graph size, whose
     # shape is that size.
-    for n in torch.unique(sizes).tolist():
+    node_start = edge_start = 0
+    for n, count, num_edges in zip(distinct.tolist(), graph_counts.tolist(),
+                                   edge_counts.tolist()):
+        nodes = node_order[node_start:node_start + count * n]
+        edges = edge_order[edge_start:edge_start + num_edges]
+        node_start += count * n
+        edge_start += num_edges
         if n == 0:
             continue
-        which = (sizes == n).nonzero().view(-1)
-        count = which.numel()
         check_size(count * n * n, f"the dense Laplacians of {count} graphs "
                    f"of {n} nodes")
-        slot.fill_(-1)
-        slot[which] = torch.arange(count, device=device)
         adj = torch.zeros(count, n, n, dtype=torch.float64, device=device)
-        mine = slot[edge_graph] >= 0
-        g, u, v = slot[edge_graph[mine]], local[row[mine]], local[col[mine]]
+        g, u, v = slot[edge_graph[edges]], local[row[edges]], local[col[edges]]
         adj[g, u, v] = 1.0  # binary: duplicates and both directions merge
         adj[g, v, u] = 1.0
         degree = adj.sum(-1)
@@ -255,7 +269,6 @@ def batched_laplacian_node_ids(edge_index: Tensor, batch: Tensor,
             inv_sqrt.unsqueeze(-1) * adj * inv_sqrt.unsqueeze(-2))
         cols = min(k, n)
         vectors = torch.linalg.eigh(laplacian)[1][..., :cols]  # ascending
-        nodes = (slot[batch] >= 0).nonzero().view(-1)
         out[nodes, :cols] = make_signs_canonical(vectors)[slot[batch[nodes]],
                                                           local[nodes]]
     return out.to(dtype)

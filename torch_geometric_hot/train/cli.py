@@ -143,6 +143,14 @@ def build_parser() -> argparse.ArgumentParser:
                       "column per task of --dataset) instead of the NCI "
                       "molecules; rows RDKit cannot parse are skipped and "
                       "counted")
+    data.add_argument('--views', default='auto',
+                      choices=['auto', 'stored', 'computed'],
+                      help="the models' views and node identifiers: stored "
+                      "with the dataset (computed once, cached on disk, held "
+                      "in memory), computed batch by batch as the loader's "
+                      "workers read the molecules (nothing stored), or auto: "
+                      "stored up to 200,000 molecules (default: "
+                      "%(default)s)")
     data.add_argument('--smiles-column', default='smiles',
                       help='SMILES column of --csv (default: %(default)s)')
     data.add_argument('--target-columns', default=None,

@@ -169,7 +169,8 @@ class Run:
             args.dataset, args.root, offline=args.offline,
             pre_transform=self.spec.pre_transform,
             offline_molecules=args.offline_molecules, offline_table=table,
-            offline_target=getattr(args, 'offline_target', 'tpsa'))
+            offline_target=getattr(args, 'offline_target', 'tpsa'),
+            views=getattr(args, 'views', 'auto'))
 
     def _indices(self, part: str) -> Tensor:
         index = self.bench.split[part]
@@ -193,8 +194,13 @@ class Run:
         return -(-self.total_steps // max(self.steps_per_epoch, 1))
 
     def _train_targets(self) -> Tensor:
+        return self._targets_of('train')
+
+    def _targets_of(self, part: str) -> Tensor:
+        # read from the collated targets, not molecule by molecule (which
+        # would compute every molecule's views)
         data = self.bench.dataset
-        index = self._indices('train')
+        index = self._indices(part)
         y = data._data.y if hasattr(data, '_data') else None
         if y is not None and y.size(0) == len(data):
             return y.view(len(data), -1)[index].float()
@@ -471,8 +477,6 @@ class Run:
     def mean_predictor(self) -> float:
         r"""The test metric of predicting the training mean for every
         molecule (the floor every model must beat)."""
-        index = self._indices('test')
-        data = self.bench.dataset
-        true = torch.cat([data[int(i)].y.view(1, -1) for i in index]).float()
+        true = self._targets_of('test')
         mean = torch.nanmean(self._train_targets(), dim=0)
         return self.bench.evaluate(true, mean.expand_as(true).clone())

@@ -86,7 +86,10 @@ def _pair_view(batch: Data) -> Dict:
     return {'view': PairView.from_data(batch) if view is None else view}
 
 
-def _node_id(name: str) -> Callable[[Data], Dict]:
+def _node_id(name: str, plans: bool = True) -> Callable[[Data], Dict]:
+    # TokenGT also reads the token layout the loader planned
+    if not plans:
+        return lambda batch: {'node_id': batch[name]}
     return lambda batch: {'node_id': batch[name],
                           'plans': getattr(batch, 'plans', None)}
 
@@ -298,7 +301,8 @@ MODELS: Dict[str, ModelSpec] = {
     'gps-hot': ModelSpec(_hybrid_gps('hot'), AddSecondOrderView(),
                          _pair_view, 'HybridGPS: GINE + HOT pair attention '
                          '(HOTNodeConv, softmax) per layer'),
-    'gps-tokengt': ModelSpec(_hybrid_gps('tokengt'), *_LAPLACIAN,
+    'gps-tokengt': ModelSpec(_hybrid_gps('tokengt'), _LAPLACIAN[0],
+                             _node_id('lap_node_id', plans=False),
                              'HybridGPS: GINE + TokenGT attention over node '
                              'and edge tokens (Laplacian identifiers) per '
                              'layer'),
