@@ -1,15 +1,15 @@
 r"""Kernel attention's small key groups read straight from their keys, against
 their summaries, side by side in one process.
 
-``pool_readings`` reads a group of few keys (a node's row or column of a
+Kernel attention reads a group of few keys (a node's row or column of a
 sparse graph) as :math:`\sum_j (q^\top k_j) [v_j, 1]` instead of building
-its :math:`[R, C]` summary (``DIRECT_MAX_KEYS``, ``DIRECT_COST_RATIO`` in
-``torch_geometric_hot.ops.kernel_attention``). This script times one
+its :math:`[R, C]` summary (``DirectReadings`` in
+``torch_geometric_hot.ops.attention.dispatch``). This script times one
 forward+backward pass of the HOT kernel model of ``hot_scaling.py``
 (``4 x Enc2->2 + Enc2->0``, width 32, 4 heads x 8, FAVOR+) with every group
-summarised (``DIRECT_MAX_KEYS = 0``) and with the default rule, the two
-settings alternating pass by pass in one process (so a drift of the
-machine's speed hits both alike), on
+summarised (``use_path(direct=SUMMARIES_ONLY)``) and with the default
+rule, the two settings alternating pass by pass in one process (so a
+drift of the machine's speed hits both alike), on
 
 * ``molecules``: a batch of Barabási--Albert graphs of 25 nodes, 2 links
   per new node (about 3.7 neighbours per node, like molecules);
@@ -39,7 +39,8 @@ from harness import alternation_times, ba_edge_index, \
 from hot_scaling import CHANNELS, hot_model  # noqa: E402
 
 from torch_geometric_hot.data import PairView  # noqa: E402
-from torch_geometric_hot.ops import kernel_attention  # noqa: E402
+from torch_geometric_hot.ops.attention.dispatch import (  # noqa: E402
+    DIRECT_READINGS, SUMMARIES_ONLY, use_path)
 
 Graph = Tuple[SimpleNamespace, PairView]
 
@@ -82,23 +83,19 @@ def compare(graph: Graph, repeats: int) -> Dict:
     the default rule; the times of each and their ratio."""
     data, view = graph
     model = hot_model('kernel')
-    default = kernel_attention.DIRECT_MAX_KEYS
-    settings = {'summaries': 0, 'direct': default}
+    settings = {'summaries': SUMMARIES_ONLY, 'direct': DIRECT_READINGS}
     times: Dict[str, List[float]] = {name: [] for name in settings}
-    try:
-        for rep in range(repeats + 1):  # the first round warms up
-            for name, limit in settings.items():
-                kernel_attention.DIRECT_MAX_KEYS = limit
+    for rep in range(repeats + 1):  # the first round warms up
+        for name, rule in settings.items():
+            with use_path(direct=rule):
                 elapsed = _timed(lambda: model(data.x, data.edge_index,
                                                batch=data.batch, view=view))
-                if rep:
-                    times[name].append(elapsed)
-    finally:
-        kernel_attention.DIRECT_MAX_KEYS = default
+            if rep:
+                times[name].append(elapsed)
     record = dict(n_nodes=view.num_nodes, n_edges=data.edge_index.size(1),
                   n_graphs=view.num_graphs, threads=torch.get_num_threads(),
-                  direct_max_keys=default,
-                  direct_cost_ratio=kernel_attention.DIRECT_COST_RATIO)
+                  direct_max_keys=DIRECT_READINGS.max_keys,
+                  direct_cost_ratio=DIRECT_READINGS.cost_ratio)
     record.update(alternation_times(times, 'summaries', 'direct'))
     return record
 

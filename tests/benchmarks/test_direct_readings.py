@@ -7,7 +7,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', '..',
                                 'benchmarks'))
 import direct_readings  # noqa: E402
 
-from torch_geometric_hot.ops import kernel_attention  # noqa: E402
+from torch_geometric_hot.ops.attention import dispatch  # noqa: E402
 
 
 def test_molecules_are_separate_graphs_of_25_nodes():
@@ -18,11 +18,10 @@ def test_molecules_are_separate_graphs_of_25_nodes():
     assert (data.edge_index // 25 == graph).all()
 
 
-def test_compare_alternates_the_two_settings_and_restores_the_rule(
-        monkeypatch):
-    monkeypatch.setattr(kernel_attention, 'DIRECT_MAX_KEYS', 7)
+def test_compare_alternates_the_two_settings_and_leaves_the_rule():
     r = direct_readings.compare(direct_readings.molecules(3), repeats=2)
-    assert kernel_attention.DIRECT_MAX_KEYS == 7 == r['direct_max_keys']
+    assert dispatch.direct_readings() == dispatch.DIRECT_READINGS
+    assert r['direct_max_keys'] == dispatch.DIRECT_READINGS.max_keys
     assert len(r['summaries_s']) == len(r['direct_s']) == 2
     assert r['ratio_min'] == pytest.approx(r['direct_min_s'] /
                                            r['summaries_min_s'])

@@ -5,8 +5,10 @@ from torch_geometric_hot.data import PairView
 from torch_geometric_hot.nn import (HOTConv, HOTConv1to0, HOTConv1to1,
                                     HOTConv1to2, HOTConv1toK, HOTConv2to0,
                                     HOTConv2to1, HOTConv2to2)
-from torch_geometric_hot.ops import kernel_attention, native
+from torch_geometric_hot.ops import native
 from torch_geometric_hot.ops import use_path
+from torch_geometric_hot.ops.attention.dispatch import DIRECT_READINGS, \
+    DirectReadings
 from torch_geometric_hot.testing import (
     assert_batch_independent, assert_gradcheck, assert_permutation_equivariant,
     attach_order_inputs, complete_graph, dense_basis, dense_class_attention,
@@ -192,16 +194,16 @@ def test_kernel_layers_sharing_a_view_share_its_plans(monkeypatch):
     runs = native.runs
     monkeypatch.setattr(native, 'runs', lambda *args: (
         sorts.append(1), runs(*args))[1])
-    limits = [kernel_attention.DIRECT_MAX_KEYS] * 3 + [2]
+    rules = [DIRECT_READINGS] * 3 + [DirectReadings(max_keys=2)]
     shared = PairView.from_data(data)
     results, counts = [], []
     for view in [shared] * 4 + [None] * 4:
         i = len(results) % 4
-        monkeypatch.setattr(kernel_attention, 'DIRECT_MAX_KEYS', limits[i])
         sorts.clear()
         x = data.pair_x.clone().requires_grad_()
-        out = layers[i](x, view or PairView.from_data(data))
-        results.append([out, *torch.autograd.grad(out.sum(), x)])
+        with use_path('pooled', direct=rules[i]):
+            out = layers[i](x, view or PairView.from_data(data))
+            results.append([out, *torch.autograd.grad(out.sum(), x)])
         counts.append(len(sorts))
     for a, b in zip(results[:4], results[4:]):
         for u, v in zip(a, b):

@@ -3,7 +3,7 @@ import torch
 
 from torch_geometric_hot.ops import native
 from torch_geometric_hot.ops.class_combination import READING, SINGLE_KEY, \
-    combination_table, combine_classes, combine_classes_reference
+    check_combination, combination_table, torch_combine_classes
 from torch_geometric_hot.ops.class_combination import \
     CombinationTerm as Term
 
@@ -43,9 +43,9 @@ def _run(mode, terms, readings, q, k, positions, values, nonempty, grad,
     if mode == 'off':
         inputs = [t.clone().requires_grad_(i not in frozen)
                   for i, t in enumerate(leaves)]
-        out = combine_classes_reference(terms, inputs[:2], *inputs[2:4],
-                                        positions, inputs[4], SLOTS,
-                                        nonempty, eps)
+        out = torch_combine_classes(terms, inputs[:2], *inputs[2:4],
+                                    positions, inputs[4], SLOTS, nonempty,
+                                    eps)
         return [out, *torch.autograd.grad(
             out, [t for t in inputs if t.requires_grad], grad)]
     table = combination_table(terms, q.device)
@@ -85,22 +85,24 @@ def test_combination_gradcheck_and_bad_positions():
         torch.float64, seed=1)
     leaves = [t.requires_grad_() for t in [*readings, *keys, values]]
     assert torch.autograd.gradcheck(
-        lambda *t: combine_classes(terms, t[:2], *t[2:4], positions, t[4],
-                                   SLOTS, nonempty, eps=1e-3), leaves)
+        lambda *t: torch_combine_classes(terms, t[:2], *t[2:4], positions,
+                                         t[4], SLOTS, nonempty, eps=1e-3),
+        leaves)
+    widths = [r.size(-1) for r in readings]
+
+    def check(positions, slots):
+        check_combination(terms, widths, *keys, positions, values, slots,
+                          nonempty)
+
+    check(positions, SLOTS)
     with pytest.raises(IndexError, match='position'):
-        combine_classes(terms, readings, *keys,
-                        [positions[0], positions[1] + 100], values, SLOTS,
-                        nonempty)
+        check([positions[0], positions[1] + 100], SLOTS)
     with pytest.raises(ValueError, match='positions'):
-        combine_classes(terms, readings, *keys,
-                        [positions[0][:5], positions[1]], values, SLOTS,
-                        nonempty)
+        check([positions[0][:5], positions[1]], SLOTS)
     with pytest.raises(IndexError, match='slot'):
-        combine_classes(terms, readings, *keys, positions, values,
-                        (2, 0, 4), nonempty)
+        check(positions, (2, 0, 4))
     with pytest.raises(ValueError, match='slot per class'):
-        combine_classes(terms, readings, *keys, positions, values, (2, 0),
-                        nonempty)
+        check(positions, (2, 0))
 
 
 @pytest.mark.skipif(native._compiler() is None, reason='no C compiler')
@@ -125,6 +127,6 @@ def test_split_across_threads(frozen, monkeypatch):
         torch.set_num_threads(threads)
     for a, b in zip(*results):
         torch.testing.assert_close(a, b, rtol=1e-13, atol=1e-13)
-    torch.testing.assert_close(results[0][0], combine_classes_reference(
+    torch.testing.assert_close(results[0][0], torch_combine_classes(
         terms, readings, *keys, positions, values, SLOTS, nonempty, 1e-6),
         rtol=1e-12, atol=1e-12)

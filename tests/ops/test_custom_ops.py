@@ -8,6 +8,7 @@ import torch
 
 from torch_geometric_hot.data import PairView
 from torch_geometric_hot.ops import native
+from torch_geometric_hot.ops.attention.dispatch import DIRECT_READINGS
 from torch_geometric_hot.ops.kernel_attention import KeySummary, Reading
 from torch_geometric_hot.ops.class_combination import READING, SINGLE_KEY
 from torch_geometric_hot.ops.class_combination import \
@@ -149,7 +150,8 @@ def test_pooled_combination(mode, dtype, projected):
         values = _rand(values.size(0), 5, dtype=dtype, gen=gen, grad=True)
         weight = torch.randn(3 * H * D, 5, dtype=dtype,
                              generator=gen).requires_grad_()
-    args = (phi_k, phi_q, values, weight, index, structure, H, D, 0.05)
+    args = (phi_k, phi_q, values, weight, index, structure, H, D, 0.05,
+            [float(x) for x in DIRECT_READINGS])
     # the rows of the summary outputs past the summarised groups are not
     # written (unspecified): eager and compiled outputs are compared on the
     # classes by the compile test below instead

@@ -3,6 +3,7 @@ import torch
 
 from torch_geometric_hot.ops import kernel_attention as ka
 from torch_geometric_hot.ops import native
+from torch_geometric_hot.ops.attention.dispatch import DirectReadings
 
 # 'on': the native kernels (needs a C compiler), 'off': the torch path
 NATIVE_MODES = ['off', pytest.param('on', marks=pytest.mark.skipif(
@@ -32,22 +33,12 @@ def test_fast_paths_equal_references_and_gradcheck(groups, mode,
             q, ka.segment_outer_sum(k, v, index, groups), qi), (k, v, q))
 
 
-def test_mask_zeroes_rows():
-    q = torch.rand(4, 1, 2, dtype=torch.float64)
-    s = torch.rand(2, 1, 2, 3, dtype=torch.float64)
-    mask = torch.tensor([True, False, True, False])
-    out = ka.gather_contract(q, s, torch.tensor([0, 1, 1, 0]), mask)
-    assert (out[~mask] == 0).all() and (out[mask] != 0).all()
-
-
 @pytest.mark.parametrize('dtype', [torch.float32, torch.float64])
-def test_torch_readings_split_groups_as_the_summaries(dtype, device,
-                                                      monkeypatch):
-    # one pool of a 40-key group (summarised: over DIRECT_MAX_KEYS) and
-    # groups of 1-3 keys (read from their keys, at any cost), one of no
-    # key; readings of all or some slots: the same readings and gradients
-    # as summaries of every group
-    monkeypatch.setattr(ka, 'TORCH_DIRECT_COST_RATIO', 1e9)
+def test_torch_readings_split_groups_as_the_summaries(dtype, device):
+    # one pool of a 40-key group (summarised: over max_keys) and groups of
+    # 1-3 keys (read from their keys, at any cost), one of no key;
+    # readings of all or some slots: the same readings and gradients as
+    # summaries of every group
     gen = torch.Generator().manual_seed(0)
     H, R, D, P = 2, 3, 2, 60
     k = torch.rand(P, H, R, dtype=dtype, generator=gen).to(device)
@@ -60,11 +51,12 @@ def test_torch_readings_split_groups_as_the_summaries(dtype, device,
     reads = [ka.Reading(0, torch.randint(7, (30, ), generator=gen).to(
         device)), ka.Reading(0, torch.randint(7, (10, ), generator=gen).to(
             device), (0, ), start=20)]
-    split = ka.torch_pool(pool, reads, R, D)
+    split = ka.torch_pool(pool, reads, R, D,
+                          DirectReadings(torch_cost_ratio=1e9))
     assert split.direct is not None and not bool(split.direct[0])
     assert bool(split.direct[1:].all()) and split.num_summarised == 1
     leaves = [t.clone().requires_grad_() for t in (k, values, q)]
-    expected = ka.pool_readings(*leaves, [pool], reads)
+    expected = ka.pool_readings_reference(*leaves, [pool], reads)
     grads = [torch.randn_like(e) for e in expected]
     expected_grads = torch.autograd.grad(expected, leaves, grads)
     buffers = [torch.empty(7, H, R, 2 * D + 1, dtype=dtype, device=device)]

@@ -3,6 +3,11 @@ import torch
 
 from torch_geometric_hot.ops import kernel_attention as ka
 from torch_geometric_hot.ops import native
+from torch_geometric_hot.ops.attention.dispatch import DIRECT_READINGS, \
+    SUMMARIES_ONLY, DirectReadings, direct_readings, use_path
+
+#: Every group the direct kernels take read directly, at any cost.
+ALL_DIRECT = DirectReadings(cost_ratio=float('inf'))
 
 pytestmark = pytest.mark.skipif(native._compiler() is None,
                                 reason='no C compiler')
@@ -291,12 +296,10 @@ def _pool_problem(rows, queries, heads, features, channels, dtype):
 
 @pytest.fixture(params=['summaries', 'chosen', 'direct'])
 def grouping(request, monkeypatch):
-    r"""How pool_readings reads the groups natively: all through summaries,
-    by its cost rule, or every group the direct kernels take directly."""
-    if request.param == 'summaries':
-        monkeypatch.setattr(ka, 'DIRECT_MAX_KEYS', 0)
-    elif request.param == 'direct':
-        monkeypatch.setattr(ka, 'DIRECT_COST_RATIO', float('inf'))
+    r"""How the native kernels read the groups: all through summaries, by
+    the cost rule, or every group the direct kernels take directly."""
+    direct = {'summaries': SUMMARIES_ONLY, 'chosen': DIRECT_READINGS,
+              'direct': ALL_DIRECT}[request.param]
     calls, direct_read = [], native.direct_read
 
     def counted(*args):
@@ -304,7 +307,8 @@ def grouping(request, monkeypatch):
         direct_read(*args)
 
     monkeypatch.setattr(native, 'direct_read', counted)
-    yield request.param
+    with use_path(direct=direct):
+        yield request.param
     # the setting took: summaries alone never read directly, direct always
     assert (len(calls) > 0) == (request.param != 'summaries')
 
@@ -312,18 +316,19 @@ def grouping(request, monkeypatch):
 def _pool_run(k, values, q, pools, reads, grads, needs=(True, True, True)):
     # the readings and the needed gradients of k, values, q: natively (the
     # kernels of the pooled_combination operator, forward then backward)
-    # when the native mode is on, else by autograd through pool_readings
-    if native.current_mode() == 'off':
+    # when the native mode is on, else by autograd through the reference
+    if native._current_mode() == 'off':
         leaves = [t.clone().requires_grad_(need)
                   for t, need in zip((k, values, q), needs)]
-        outs = ka.pool_readings(*leaves, pools, reads)
+        outs = ka.pool_readings_reference(*leaves, pools, reads)
         graded = [(o, g) for o, g in zip(outs, grads) if g is not None]
         return outs + list(torch.autograd.grad(
             [o for o, _ in graded], [t for t in leaves if t.requires_grad],
             [g for _, g in graded]))
     ka.check_pool_readings(k, values, q, pools, reads, True)
     k, values, q = k.contiguous(), values.contiguous(), q.contiguous()
-    outs, plan = ka.native_pool_readings(k, values, q, pools, reads)
+    outs, plan = ka.native_pool_readings(k, values, q, pools, reads,
+                                         direct_readings())
     outs = [o.clone() for o in outs]
     inputs = [torch.zeros_like(t) if need else None
               for t, need in zip((k, values, q), needs)]
@@ -359,8 +364,8 @@ def test_pool_readings_of_row_ranges(grouping):
     grads[2] = None
     on, tol = _pool_readings_agree(k, values, q, pools, reads, grads)
     with native.use_native('on'):
-        alone = ka.pool_readings(k, values, q[20:], pools,
-                                 [reads[1]._replace(start=0)])[0]
+        alone = ka.pool_readings_reference(k, values, q[20:], pools,
+                                           [reads[1]._replace(start=0)])[0]
     torch.testing.assert_close(on[1], alone, **tol)
 
 
@@ -409,36 +414,40 @@ def test_pool_readings_gradcheck_and_bad_input(grouping):
     grads = [torch.randn(r.index.numel(), 2, _width(pools, r, 3),
                          dtype=torch.float64) for r in reads]
     _pool_readings_agree(k, values, q, pools, reads, grads)
+
+    def check(*args):  # the checks of the operator's native kernels
+        ka.check_pool_readings(*args, True)
+
     with native.use_native('on'):
         bad = pools[0]
         with pytest.raises(IndexError, match='position'):
-            ka.pool_readings(k, values, q, [bad._replace(
+            check(k, values, q, [bad._replace(
                 position=bad.position + 30)], reads[:1])
         with pytest.raises(IndexError, match='slot'):
-            ka.pool_readings(k, values, q, [bad._replace(slots=(4, ))],
-                             reads[:1])
+            check(k, values, q, [bad._replace(slots=(4, ))],
+                  reads[:1])
         with pytest.raises(ValueError, match='one group per position'):
-            ka.pool_readings(k, values, q, [bad._replace(
+            check(k, values, q, [bad._replace(
                 index=bad.index[1:])], reads[:1])
         with pytest.raises(ValueError, match="'values'"):
-            ka.pool_readings(k, values[:, :, :1], q, pools, reads)
+            check(k, values[:, :, :1], q, pools, reads)
         with pytest.raises(ValueError, match="'q'"):
-            ka.pool_readings(k, values, q[..., :2], pools, reads)
+            check(k, values, q[..., :2], pools, reads)
         with pytest.raises(IndexError, match='pool 3'):
-            ka.pool_readings(k, values, q, pools,
-                             [reads[0]._replace(pool=3)])
+            check(k, values, q, pools,
+                  [reads[0]._replace(pool=3)])
         with pytest.raises(ValueError, match='one group per query row'):
-            ka.pool_readings(k, values, q, pools, [reads[0]._replace(
+            check(k, values, q, pools, [reads[0]._replace(
                 index=torch.cat([reads[0].index, reads[0].index[:1]]))])
         with pytest.raises(ValueError, match=r'from its start \(1\)'):
-            ka.pool_readings(k, values, q, pools,
-                             [reads[0]._replace(start=1)])
+            check(k, values, q, pools,
+                  [reads[0]._replace(start=1)])
         with pytest.raises(IndexError, match='group'):
-            ka.pool_readings(k, values, q, pools,
-                             [reads[0]._replace(index=reads[0].index + 9)])
+            check(k, values, q, pools,
+                  [reads[0]._replace(index=reads[0].index + 9)])
         with pytest.raises(ValueError, match="pool's slots"):
-            ka.pool_readings(k, values, q, pools,
-                             [reads[0]._replace(slots=(1, ))])
+            check(k, values, q, pools,
+                  [reads[0]._replace(slots=(1, ))])
 
 
 @pytest.mark.parametrize('groups', [40, 400])
@@ -473,11 +482,11 @@ def test_pool_readings_with_repeated_and_no_positions(groups, grouping,
         torch.set_num_threads(threads)
 
 
+@use_path(direct=ALL_DIRECT)
 @pytest.mark.parametrize('dtype', [torch.float64, torch.float32])
-def test_direct_readings_of_groups_with_many_queries(dtype, monkeypatch):
+def test_direct_readings_of_groups_with_many_queries(dtype):
     # the direct backward pass takes a group's queries in chunks: groups of
     # a few keys read by hundreds of queries, and one of no key
-    monkeypatch.setattr(ka, 'DIRECT_COST_RATIO', float('inf'))
     gen = torch.Generator().manual_seed(0)
     k = torch.rand(30, 2, 6, dtype=dtype, generator=gen)
     values = torch.randn(30, 2, 2, 8, dtype=dtype, generator=gen)
@@ -492,16 +501,15 @@ def test_direct_readings_of_groups_with_many_queries(dtype, monkeypatch):
     assert on[0][reads[0].index == 3].abs().sum() == 0
 
 
+@use_path(direct=ALL_DIRECT)
 @pytest.mark.parametrize('dtype', [torch.float64, torch.float32])
 @pytest.mark.parametrize('needs', [(True, True, True), (False, True, True),
                                    (True, False, False)])
-def test_direct_readings_of_small_and_larger_groups(dtype, needs,
-                                                    monkeypatch):
+def test_direct_readings_of_small_and_larger_groups(dtype, needs):
     # groups of one to four keys take the direct kernels' row layout, larger
     # ones their transposed panels: both, with readings of the pool's slots
     # out of order (selections in several runs), of one slot and of all,
     # and with frozen keys or values
-    monkeypatch.setattr(ka, 'DIRECT_COST_RATIO', float('inf'))
     gen = torch.Generator().manual_seed(0)
     k = torch.rand(60, 3, 7, dtype=dtype, generator=gen)
     values = torch.randn(60, 3, 3, 5, dtype=dtype, generator=gen)
@@ -535,11 +543,11 @@ def test_balanced_bounds(costs, threads, bounds):
     assert native._balanced_bounds(torch.tensor(costs), threads) == bounds
 
 
+@use_path(direct=ALL_DIRECT)
 def test_direct_readings_split_across_threads(monkeypatch):
     # distinct key rows: the direct backward pass too splits its groups,
     # at equal costs: the first groups have the most keys and queries
     monkeypatch.setattr(native, 'MIN_COST_PER_THREAD', 8)
-    monkeypatch.setattr(ka, 'DIRECT_COST_RATIO', float('inf'))
     splits = []
     balanced_bounds = native._balanced_bounds
 
@@ -583,6 +591,7 @@ def test_direct_readings_split_across_threads(monkeypatch):
         torch.set_num_threads(threads)
 
 
+@use_path(direct=ALL_DIRECT)
 def test_split_direct_backward_adds_no_row_from_two_groups(monkeypatch):
     # two readings of one pool list a query row in different groups (as
     # an entry's row and column groups do). Split across threads, any two
@@ -590,7 +599,6 @@ def test_split_direct_backward_adds_no_row_from_two_groups(monkeypatch):
     # from two groups: checked on the addresses the kernel is given, not
     # left to a race that shows only sometimes
     monkeypatch.setattr(native, 'MIN_COST_PER_THREAD', 8)
-    monkeypatch.setattr(ka, 'DIRECT_COST_RATIO', float('inf'))
     calls, targets = [], native._query_gradient_targets
     direct_call = native._direct_call
 

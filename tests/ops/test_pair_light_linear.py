@@ -5,7 +5,7 @@ from torch_geometric.data import Batch
 from torch_geometric_hot.data import PairView
 from torch_geometric_hot.ops import native
 from torch_geometric_hot.ops.pair_light_linear import (
-    entry_gather, entry_scatter, pair_light_linear,
+    _entry_gather, _entry_scatter, pair_light_linear,
     pair_light_linear_reference)
 from torch_geometric_hot.testing import (attach_order_inputs,
                                          complete_graph, edge_case_graphs,
@@ -87,8 +87,8 @@ def test_entry_scatter_is_the_adjoint_of_entry_gather(native_mode,
                         dtype=torch.float64)
     g = torch.randn(view.num_entries, C, generator=gen, dtype=torch.float64)
     with native.use_native(native_mode):
-        out = entry_gather(y, nodes, view)
-        grad_y, grad_nodes = entry_scatter(g, view)
+        out = _entry_gather(y, nodes, view)
+        grad_y, grad_nodes = _entry_scatter(g, view)
     assert grad_y.shape == y.shape and grad_nodes.shape == nodes.shape
     torch.testing.assert_close((out * g).sum(), (y * grad_y).sum() +
                                (nodes * grad_nodes).sum())
@@ -108,7 +108,7 @@ def test_entry_gather_and_scatter_across_threads(monkeypatch):
     nodes = torch.randn(view.num_nodes, 12, generator=gen)
     g = torch.randn(view.num_entries, 4, generator=gen)
     with native.use_native('off'):
-        expected = [entry_gather(y, nodes, view), *entry_scatter(g, view)]
+        expected = [_entry_gather(y, nodes, view), *_entry_scatter(g, view)]
     splits = []
     in_threads = native._in_threads
     monkeypatch.setattr(native, '_in_threads', lambda run, bounds, *rest: (
@@ -117,7 +117,7 @@ def test_entry_gather_and_scatter_across_threads(monkeypatch):
     try:
         torch.set_num_threads(2)
         with native.use_native('on') as on:
-            got = [entry_gather(y, nodes, view), *entry_scatter(g, view)]
+            got = [_entry_gather(y, nodes, view), *_entry_scatter(g, view)]
     finally:
         torch.set_num_threads(threads)
     assert splits == ([2, 2] if on else [])

@@ -120,3 +120,15 @@ def test_forced_paths_apply_to_the_calls_they_run():
         assert dispatch.choose(problem) != 'pairs'
     with use_path('pairs'):
         assert dispatch.choose(problem) == 'pairs'
+
+
+def test_direct_readings_are_forced_per_block_and_kept_when_nested():
+    assert dispatch.direct_readings() == dispatch.DIRECT_READINGS
+    with use_path(direct=dispatch.SUMMARIES_ONLY):
+        assert dispatch.direct_readings() == dispatch.SUMMARIES_ONLY
+        with use_path('pairs'):  # the paths forced, the rule kept
+            assert dispatch.direct_readings() == dispatch.SUMMARIES_ONLY
+    assert dispatch.direct_readings() == dispatch.DIRECT_READINGS
+    with pytest.raises(ValueError, match="'direct' must be a Direct"):
+        with use_path(direct=0):
+            pass

@@ -4,7 +4,7 @@ import torch
 from torch_geometric_hot.ops import kernel_attention as ka
 from torch_geometric_hot.ops import native
 from torch_geometric_hot.ops.class_combination import READING, SINGLE_KEY, \
-    combine_classes_reference
+    torch_combine_classes
 from torch_geometric_hot.ops.class_combination import \
     CombinationTerm as Term
 from torch_geometric_hot.ops.pooled_combination import CombinationPart, \
@@ -61,9 +61,10 @@ def _reference(terms, pools, reads, phi_q, phi_k, positions, values, slots,
                nonempty, eps):
     # the two operations' torch paths, one after the other
     with native.use_native('off'):
-        readings = ka.pool_readings(phi_k, values, phi_q, pools, reads)
-    return combine_classes_reference(terms, readings, phi_q, phi_k,
-                                     positions, values, slots, nonempty, eps)
+        readings = ka.pool_readings_reference(phi_k, values, phi_q, pools,
+                                              reads)
+    return torch_combine_classes(terms, readings, phi_q, phi_k, positions,
+                                 values, slots, nonempty, eps)
 
 
 @pytest.mark.parametrize('dtype', [torch.float64, torch.float32])
@@ -258,7 +259,7 @@ def test_parts_check_their_rows():
         with pytest.raises(ValueError, match='reading 3 reads rows 30..47'):
             pooled_combination(parts, pools, late, phi_q, phi_k, values)
         with pytest.raises(ValueError, match=r'from its start \(30\)'):
-            ka.pool_readings(phi_k, values, phi_q, pools, late)
+            ka.pool_readings_reference(phi_k, values, phi_q, pools, late)
 
 
 def test_two_parts_split_across_threads(monkeypatch):

@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from torch_geometric_hot.ops import grouped_softmax, grouped_softmax_aggregate
+from torch_geometric_hot.ops import grouped_softmax
 
 
 def _inputs(device):
@@ -10,13 +10,11 @@ def _inputs(device):
     group = torch.tensor([0, 2, 0, 1, 2, 2, 4, 0, 4]).to(device)
     logits = (10 * torch.randn(group.numel(), 3, generator=gen,
                                dtype=torch.float64)).to(device)
-    values = torch.randn(group.numel(), 3, 2, generator=gen,
-                         dtype=torch.float64).to(device)
-    return logits, values, group
+    return logits, group
 
 
 def test_grouped_softmax_is_the_softmax_of_each_group(device):
-    logits, _, group = _inputs(device)
+    logits, group = _inputs(device)
     alpha = grouped_softmax(logits, group, 5)
     for g in range(5):
         rows = group == g
@@ -26,26 +24,7 @@ def test_grouped_softmax_is_the_softmax_of_each_group(device):
     assert torch.isfinite(alpha).all()
 
 
-def test_aggregate_is_the_weighted_sum_per_group(device):
-    logits, values, group = _inputs(device)
-    out = grouped_softmax_aggregate(logits, values, group, 5)
-    assert out.shape == (5, 3, 2)
-    for g in range(5):
-        rows = group == g
-        expected = (logits[rows].softmax(dim=0).unsqueeze(-1) *
-                    values[rows]).sum(0)
-        torch.testing.assert_close(out[g], expected)  # zeros for group 3
-    assert torch.equal(out[3], torch.zeros_like(out[3]))
-
-
-def test_aggregate_gradcheck(device):
-    logits, values, group = _inputs(device)
-    assert torch.autograd.gradcheck(
-        lambda s, v: grouped_softmax_aggregate(s, v, group, 5),
-        (logits.requires_grad_(), values.requires_grad_()))
-
-
 def test_group_of_the_wrong_length_is_an_error(device):
-    logits, _, group = _inputs(device)
+    logits, group = _inputs(device)
     with pytest.raises(ValueError, match="'group' must have one entry"):
         grouped_softmax(logits, group[:-1], 5)

@@ -214,26 +214,26 @@ def test_switches_are_per_thread():
         try:
             with native.use_native('off'), use_backend('torch'), \
                     validation(False), size_limit(7):
-                seen['inside'] = (native.current_mode(), current_backend(),
+                seen['inside'] = (native._current_mode(), current_backend(),
                                   validating(), current_size_limit())
                 entered.set()
                 leave.wait(60)
         finally:
             entered.set()
 
-    before = (native.current_mode(), current_backend(), validating(),
+    before = (native._current_mode(), current_backend(), validating(),
               current_size_limit())
     thread = threading.Thread(target=hold)
     thread.start()
     entered.wait(60)
     try:
         assert seen.get('inside') == ('off', 'torch', False, 7)
-        assert (native.current_mode(), current_backend(), validating(),
+        assert (native._current_mode(), current_backend(), validating(),
                 current_size_limit()) == before
         with native.use_native('on' if native.available() else 'auto'):
             leave.set()
             thread.join()
-        assert native.current_mode() == before[0]
+        assert native._current_mode() == before[0]
     finally:
         leave.set()
         thread.join()

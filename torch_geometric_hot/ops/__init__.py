@@ -2,8 +2,7 @@ r"""Pure functions: the sparse engine every layer is built on."""
 from torch_geometric_hot.ops.scatter import (scatter_sum, scatter_max,
                                              segment_counts, use_backend,
                                              current_backend)
-from torch_geometric_hot.ops.softmax import (grouped_softmax,
-                                             grouped_softmax_aggregate)
+from torch_geometric_hot.ops.softmax import grouped_softmax
 from torch_geometric_hot.ops.feature_maps import FeatureMap, KERNELS
 from torch_geometric_hot.ops.basis import (EquivariantClass, basis,
                                            select_classes)
@@ -12,9 +11,7 @@ from torch_geometric_hot.ops.equivariant import (Target, equivariant_linear,
                                                  class_counts)
 from torch_geometric_hot.ops.kernel_attention import (KeySummary, Reading,
                                                       gather_contract,
-                                                      pool_readings,
                                                       segment_outer_sum)
-from torch_geometric_hot.ops.class_combination import combine_classes
 from torch_geometric_hot.ops.pooled_combination import (CombinationPart,
                                                         ValueProjection,
                                                         pooled_combination)
@@ -23,7 +20,8 @@ from torch_geometric_hot.ops.higher_order_attention import (
     softmax_class_attention, kernel_class_attention)
 from torch_geometric_hot.ops.attention.hot import \
     global_softmax_class_attention, hot_class_attention
-from torch_geometric_hot.ops.attention.dispatch import use_path
+from torch_geometric_hot.ops.attention.dispatch import DirectReadings, \
+    use_path
 from torch_geometric_hot.ops.grouped_class_attention import \
     grouped_class_attention
 from torch_geometric_hot.ops.grouped_softmax_attention import \
@@ -31,17 +29,16 @@ from torch_geometric_hot.ops.grouped_softmax_attention import \
 
 __all__ = [
     'scatter_sum', 'scatter_max', 'segment_counts', 'use_backend',
-    'current_backend', 'grouped_softmax', 'grouped_softmax_aggregate',
+    'current_backend', 'grouped_softmax',
     'FeatureMap', 'KERNELS', 'EquivariantClass', 'basis', 'select_classes',
     'Target', 'equivariant_linear', 'input_summaries', 'class_counts',
     'gather_contract', 'segment_outer_sum', 'KeySummary', 'Reading',
-    'pool_readings', 'pair_light_linear',
-    'combine_classes', 'pooled_combination', 'CombinationPart',
+    'pair_light_linear', 'pooled_combination', 'CombinationPart',
     'ValueProjection',
     'softmax_class_attention',
     'kernel_class_attention', 'global_softmax_class_attention',
     'grouped_class_attention', 'grouped_softmax_attention',
-    'hot_class_attention', 'use_path'
+    'hot_class_attention', 'use_path', 'DirectReadings'
 ]
 from torch_geometric_hot.ops.simplicial_attention import (
     simplicial_attention, simplicial_logits, multilinear_logits,

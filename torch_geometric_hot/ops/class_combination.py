@@ -13,8 +13,10 @@ column :math:`d_t` of a summary reading :math:`\phi(q)^\top [S, z]`, and a
 exist). Rows whose group is empty output 0. The dots are computed inside,
 once per row and single-key source.
 
-:func:`combine_classes` evaluates all classes of a part at once with
-torch operations; the operator ``torch_geometric_hot::pooled_combination``
+:func:`torch_combine_classes` evaluates all classes of a part at once
+with torch operations (the torch backend; :func:`check_combination`
+checks its arguments); the operator
+``torch_geometric_hot::pooled_combination``
 (:mod:`~torch_geometric_hot.ops.pooled_combination`) runs them inside
 kernel attention, natively on CPU (:func:`combination_table`,
 :func:`check_combination`).
@@ -51,16 +53,34 @@ def single_key_dots(phi_q: Tensor, phi_k: Tensor,
     return (phi_q * keys).sum(-1) * exists.unsqueeze(-1).to(phi_q.dtype)
 
 
-def combine_classes_reference(terms: Sequence[Sequence[CombinationTerm]],
-                              readings: Sequence[Tensor], phi_q: Tensor,
-                              phi_k: Tensor, positions: Sequence[Tensor],
-                              values: Tensor, slots: Sequence[int],
-                              nonempty: Tensor, eps: float,
-                              with_denominators: bool = False
-                              ) -> Union[Tensor, Tuple[Tensor, Tensor]]:
-    r""":func:`combine_classes` with torch operations (with
+def torch_combine_classes(terms: Sequence[Sequence[CombinationTerm]],
+                          readings: Sequence[Tensor], phi_q: Tensor,
+                          phi_k: Tensor, positions: Sequence[Tensor],
+                          values: Tensor, slots: Sequence[int],
+                          nonempty: Tensor, eps: float,
+                          with_denominators: bool = False
+                          ) -> Union[Tensor, Tuple[Tensor, Tensor]]:
+    r"""All aggregating classes of one output part, from their terms, with
+    torch operations :obj:`[rows, classes, H, D]` (with
     :obj:`with_denominators`, also the denominators :obj:`[rows, classes,
-    H]` before their floor)."""
+    H]` before their floor).
+
+    Args:
+        terms (list): Per class, its :class:`CombinationTerm` list.
+        readings (list): Summary readings :obj:`[rows, H, width]` whose
+            last column is the denominator.
+        phi_q (torch.Tensor): Mapped queries :obj:`[rows, H, r]`.
+        phi_k (torch.Tensor): Mapped keys :obj:`[inputs, H, r]`.
+        positions (list): Per single-key source, the input row of every
+            query row's key :obj:`[rows]` (long; -1 where the key does not
+            exist).
+        values (torch.Tensor): Values :obj:`[inputs, slots, H, D]`.
+        slots (list): Per class, its slot in :obj:`values`.
+        nonempty (torch.Tensor): :obj:`[rows, classes]`, false where the
+            class's group is empty (output 0).
+        eps (float): Floor of the denominator.
+        with_denominators (bool): Return the denominators too.
+    """
     outputs, denominators = [], []
     D = values.size(-1)
     dots = [single_key_dots(phi_q, phi_k, p) for p in positions]
@@ -112,9 +132,9 @@ def check_combination(terms: Sequence[Sequence[CombinationTerm]],
                       widths: Sequence[int], phi_q: Tensor, phi_k: Tensor,
                       positions: Sequence[Tensor], values: Tensor,
                       slots: Sequence[int], nonempty: Tensor) -> None:
-    r"""The argument checks of :func:`combine_classes` (the native kernel
-    reads memory at these shapes and rows), for readings of the given
-    widths."""
+    r"""The argument checks of :func:`torch_combine_classes` (the native
+    kernel reads memory at these shapes and rows), for readings of the
+    given widths."""
     rows, (inputs, num_slots, H, D) = nonempty.size(0), values.shape
     if not len(terms) == len(slots) == nonempty.size(1):
         raise ValueError(f'need one term list and one value slot per '
@@ -141,36 +161,3 @@ def check_combination(terms: Sequence[Sequence[CombinationTerm]],
                              f'rows, got {p.dtype} {tuple(p.shape)}')
         if p.numel() and (int(p.min()) < -1 or int(p.max()) >= inputs):
             raise IndexError('single-key position out of range')
-
-
-def combine_classes(terms: Sequence[Sequence[CombinationTerm]],
-                    readings: Sequence[Tensor], phi_q: Tensor, phi_k: Tensor,
-                    positions: Sequence[Tensor], values: Tensor,
-                    slots: Sequence[int], nonempty: Tensor,
-                    eps: float = 1e-6) -> Tensor:
-    r"""All aggregating classes of one output part, from their terms.
-
-    Args:
-        terms (list): Per class, its :class:`CombinationTerm` list.
-        readings (list): Summary readings :obj:`[rows, H, width]` whose
-            last column is the denominator.
-        phi_q (torch.Tensor): Mapped queries :obj:`[rows, H, r]`.
-        phi_k (torch.Tensor): Mapped keys :obj:`[inputs, H, r]`.
-        positions (list): Per single-key source, the input row of every
-            query row's key :obj:`[rows]` (long; -1 where the key does not
-            exist).
-        values (torch.Tensor): Values :obj:`[inputs, slots, H, D]`.
-        slots (list): Per class, its slot in :obj:`values`.
-        nonempty (torch.Tensor): :obj:`[rows, classes]`, false where the
-            class's group is empty (output 0).
-        eps (float): Floor of the denominator.
-
-    :rtype: :class:`torch.Tensor` :obj:`[rows, classes, H, D]`
-    """
-    if any(r.shape[:2] != phi_q.shape[:2] for r in readings):
-        raise ValueError('readings, queries, keys and values must agree in '
-                         'rows, heads and channels')
-    check_combination(terms, [r.size(-1) for r in readings], phi_q, phi_k,
-                      positions, values, slots, nonempty)
-    return combine_classes_reference(terms, readings, phi_q, phi_k,
-                                     positions, values, slots, nonempty, eps)

@@ -193,7 +193,7 @@ def favor_plus(x: Tensor, projection: Tensor, is_query: bool,
     chain of autograd operations would keep and revisit an
     :obj:`[N, H, r]` tensor per step). The stabiliser :math:`c` is
     treated as a constant: it cancels in the attention ratio.
-    :func:`favor_plus_reference` is the same map by autograd.
+    :func:`favor_plus_autograd` is the same map by autograd.
 
     Args:
         x (torch.Tensor): Queries or keys :obj:`[N, H, d]`.
@@ -208,14 +208,14 @@ def favor_plus(x: Tensor, projection: Tensor, is_query: bool,
     :rtype: :class:`torch.Tensor` :obj:`[N, H, r]`
     """
     if projection.requires_grad:
-        return favor_plus_reference(x, projection, is_query, group,
-                                    num_groups)
+        return favor_plus_autograd(x, projection, is_query, group,
+                                   num_groups)
     return _favor_plus(x, projection, is_query, group, num_groups)
 
 
-def favor_plus_reference(x: Tensor, projection: Tensor, is_query: bool,
-                         group: Optional[Tensor] = None,
-                         num_groups: Optional[int] = None) -> Tensor:
+def favor_plus_autograd(x: Tensor, projection: Tensor, is_query: bool,
+                        group: Optional[Tensor] = None,
+                        num_groups: Optional[int] = None) -> Tensor:
     r""":func:`favor_plus` as a chain of autograd operations."""
     logits = _favor_logits(x, projection)
     stab = _favor_stabiliser(logits, is_query, group, num_groups)

@@ -109,7 +109,7 @@ def pooled_combination_flops(phi_k: Tensor, phi_q: Tensor, values: Tensor,
                              weight, index: Sequence[Tensor],
                              structure: List[int], heads: int,
                              head_channels: int, eps: float,
-                             **kwargs) -> int:
+                             direct: List[float], **kwargs) -> int:
     r"""The summaries, readings, single-key terms and the value
     projection (when :obj:`weight` is given)."""
     return _attention_flops(phi_q, phi_k, head_channels, index, structure) \
@@ -123,7 +123,8 @@ def pooled_combination_backward_flops(grads, outs, dens, summaries, made_by,
                                       index: Sequence[Tensor],
                                       structure: List[int], heads: int,
                                       head_channels: int, eps: float,
-                                      needs: List[bool], **kwargs) -> int:
+                                      direct: List[float], needs: List[bool],
+                                      **kwargs) -> int:
     r"""Twice the forward's attention products, the value projection
     recomputed and one product per gradient of it asked for."""
     projection = _projection_flops(values, weight)

@@ -14,10 +14,9 @@ from torch_geometric_hot.ops.basis import EquivariantClass
 from torch_geometric_hot.ops.equivariant import Target
 from torch_geometric_hot.ops.grouped_softmax_attention import \
     grouped_softmax_attention, softmax_groups
-from torch_geometric_hot.ops.higher_order_attention import SummaryKeys, \
-    attention_index
+from torch_geometric_hot.ops.higher_order_attention import KEY_ROWS, \
+    SummaryKeys, attention_index
 from torch_geometric_hot.ops.native import SoftmaxGroups
-from torch_geometric_hot.ops.packed_class_attention import KEY_KIND
 from torch_geometric_hot.ops.plan_cache import view_plan
 from torch_geometric_hot.ops.pooled_combination import ValueProjection
 from torch_geometric_hot.ops.row_selection import select_rows
@@ -76,7 +75,7 @@ def grouped_class_attention(classes: Sequence[Sequence[EquivariantClass]],
     kinds: Dict[str, list] = {}
     for p, (part, part_slots) in enumerate(zip(classes, slots)):
         for c, (cls, slot) in enumerate(zip(part, part_slots)):
-            kinds.setdefault(KEY_KIND[cls.pool[0]], []).append(
+            kinds.setdefault(KEY_ROWS[cls.pool[0]], []).append(
                 (p, c, cls, slot))
     outs: List[List[Tensor]] = [[] for _ in classes]
     for members in kinds.values():

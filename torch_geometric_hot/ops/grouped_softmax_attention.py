@@ -121,11 +121,11 @@ def _pairs(groups: SoftmaxGroups) -> Tuple[Tensor, Tensor]:
     ids = torch.arange(num_groups, device=groups.queries.ptr.device)
     query_group = ids.repeat_interleave(groups.queries.ptr.diff())
     key_group = ids.repeat_interleave(groups.keys.ptr.diff())
-    query, key = group_pairs(query_group, key_group, num_groups)
-    query = groups.queries.rows.index_select(0, query)
-    keep = (groups.query_ids.index_select(1, query) !=
-            groups.key_ids.index_select(1, key)).all(0)
-    return query[keep], groups.keys.rows.index_select(0, key[keep])
+    query, key = group_pairs(
+        query_group, key_group, num_groups,
+        groups.query_ids.index_select(1, groups.queries.rows), groups.key_ids)
+    return (groups.queries.rows.index_select(0, query),
+            groups.keys.rows.index_select(0, key))
 
 
 def pair_count(rows: int, costs: Tensor) -> int:
@@ -215,7 +215,8 @@ def _(q, k, v, *args):
 def _(q, k, v, *index):
     groups, (seed, threshold) = _groups(*index[:8]), index[8:]
     if native.applies(q, k, v) and groups.key_ids.dtype == torch.int32:
-        return native.grouped_softmax(q, k, v, groups, seed, threshold)
+        return native.grouped_softmax_attention(q, k, v, groups, seed,
+                                                threshold)
     return _attend(q, k, v, groups, seed, threshold)
 
 
@@ -243,8 +244,8 @@ def _(grad, q, k, v, out, lse, *index):
     groups, (seed, threshold) = _groups(*index[:8]), index[8:]
     if native.applies(q, k, v, grad) and \
             groups.key_ids.dtype == torch.int32:
-        return native.grouped_softmax_backward(grad, q, k, v, out, lse,
-                                               groups, seed, threshold)
+        return native.grouped_softmax_attention_backward(
+            grad, q, k, v, out, lse, groups, seed, threshold)
     return _attend_backward(grad, q, k, v, out, lse, groups, seed,
                             threshold)
 

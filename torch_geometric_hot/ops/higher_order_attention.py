@@ -37,6 +37,10 @@ from torch_geometric_hot.ops.softmax import grouped_softmax
 from torch_geometric_hot.ops.validation import check_size
 
 _SINGLE_KEY = ('E', 'ET', 'D', 'X')
+#: The input rows the keys of each aggregate summary are: nodes (order 1)
+#: or diagonal entries (order 2), ``'node'``; off-diagonal entries,
+#: ``'off'``. Summaries of one kind share their keys' input rows.
+KEY_ROWS = {'R': 'off', 'C': 'off', 'ES': 'off', 'DS': 'node', 'XS': 'node'}
 
 
 class SummaryKeys:
@@ -107,11 +111,9 @@ def _class_pairs(query_group: Tensor, key_group: Tensor,
                  key_position: Tensor, num_groups: int,
                  query_ids: List[Tensor], key_ids: List[Tensor]
                  ) -> Tuple[Tensor, Tensor]:
-    query, key = group_pairs(query_group, key_group, num_groups)
-    keep = torch.ones_like(query, dtype=torch.bool)
-    for q_ids, k_ids in zip(query_ids, key_ids):
-        keep &= q_ids.index_select(0, query) != k_ids.index_select(0, key)
-    return query[keep], key_position.index_select(0, key[keep])
+    query, key = group_pairs(query_group, key_group, num_groups, query_ids,
+                             key_ids)
+    return query, key_position.index_select(0, key)
 
 
 @_class_pairs.register_fake

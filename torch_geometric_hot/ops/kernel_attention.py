@@ -16,16 +16,17 @@ are switched on: each pass visits the rows group by group, and each
 backward is one fused pass.
 
 The pools and readings of kernel attention (:class:`KeySummary`,
-:class:`Reading`, :func:`pool_readings`) and the native kernels' index
-work for them (:func:`plan_pool_readings`) live here too: natively a group
-of few keys (a node's row or column in a sparse graph) is read straight
-from its keys, :math:`o = \sum_j (q^\top k_j) [v_j, 1]`, where that costs
-fewer products than its summary (:data:`DIRECT_MAX_KEYS`,
-:data:`DIRECT_COST_RATIO`); the torch implementation
-(:func:`torch_pool_readings`, every device) does the same by its own rule
-(:data:`TORCH_DIRECT_COST_RATIO`). Naive references
-(:func:`segment_outer_sum_reference`, :func:`gather_contract_reference`)
-hold everything at once and exist for tests.
+:class:`Reading`; their meaning is :func:`pool_readings_reference`), their
+torch backend (:func:`torch_pool_readings`) and the native kernels' index
+work for them (:func:`plan_pool_readings`) live here too: a group of few
+keys (a node's row or column in a sparse graph) is read straight from its
+keys, :math:`o = \sum_j (q^\top k_j) [v_j, 1]`, where that costs fewer
+products than its summary, natively and by the torch operations alike,
+each by its cost ratio of
+:class:`~torch_geometric_hot.ops.attention.dispatch.DirectReadings`.
+Naive references (:func:`segment_outer_sum_reference`,
+:func:`gather_contract_reference`, :func:`pool_readings_reference`) hold
+everything at once and exist for tests.
 """
 from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 
@@ -33,6 +34,7 @@ import torch
 from torch import Tensor
 
 from torch_geometric_hot.ops import native
+from torch_geometric_hot.ops.attention.dispatch import DirectReadings
 from torch_geometric_hot.ops.scatter import group_pairs
 
 #: Elements of the largest temporary a chunk may create (small enough to
@@ -275,8 +277,7 @@ def segment_outer_sum(k: Tensor, v: Tensor, index: Tensor,
     return _segment_outer_sum(k, v, index, num_groups)
 
 
-def gather_contract(q: Tensor, summary: Tensor, index: Tensor,
-                    mask: Optional[Tensor] = None) -> Tensor:
+def gather_contract(q: Tensor, summary: Tensor, index: Tensor) -> Tensor:
     r"""Contracts every row with its group's summary,
     :math:`o_e = q_e^\top S_{g(e)}` per head (the operator
     ``torch_geometric_hot::gather_contract``).
@@ -285,21 +286,16 @@ def gather_contract(q: Tensor, summary: Tensor, index: Tensor,
         q (torch.Tensor): :obj:`[E, H, R]` (feature-mapped queries).
         summary (torch.Tensor): :obj:`[G, H, R, C]`.
         index (torch.Tensor): Group of every row :obj:`[E]`.
-        mask (torch.Tensor, optional): Rows whose output is forced to zero
-            where :obj:`False`.
 
     :rtype: :class:`torch.Tensor` :obj:`[E, H, C]`
     """
-    out = _gather_contract(q, summary, index)
-    if mask is not None:
-        out = out * mask.view(-1, 1, 1).to(out.dtype)
-    return out
+    return _gather_contract(q, summary, index)
 
 
 class KeySummary(NamedTuple):
-    r"""One summary of :func:`pool_readings`: the input rows it adds up
-    (:obj:`position [K]`), their groups (:obj:`index [K]`, :obj:`num_groups`)
-    and the value slots (classes) it carries."""
+    r"""One summary of :func:`pool_readings_reference`: the input rows it
+    adds up (:obj:`position [K]`), their groups (:obj:`index [K]`,
+    :obj:`num_groups`) and the value slots (classes) it carries."""
     position: Tensor
     index: Tensor
     num_groups: int
@@ -330,10 +326,11 @@ def _check_pools(k: Tensor, values: Tensor, pools: Sequence[KeySummary],
 
 
 class Reading(NamedTuple):
-    r"""One reading of :func:`pool_readings`: the pool whose summaries the
-    query rows read, the group of every query row (:obj:`index [rows]`),
-    the pool's slots it reads (:obj:`None`: all), then the denominator, and
-    the first of its query rows (it reads :obj:`q[start:start + rows]`)."""
+    r"""One reading of :func:`pool_readings_reference`: the pool whose
+    summaries the query rows read, the group of every query row
+    (:obj:`index [rows]`), the pool's slots it reads (:obj:`None`: all),
+    then the denominator, and the first of its query rows (it reads
+    :obj:`q[start:start + rows]`)."""
     pool: int
     index: Tensor
     slots: Optional[Tuple[int, ...]] = None
@@ -379,18 +376,6 @@ def _check_readings(q: Tensor, k: Tensor, pools: Sequence[KeySummary],
                              f'{pools[read.pool].slots}, got {read.slots}')
 
 
-#: Groups of at most this many keys may be read straight from their keys
-#: (:func:`~torch_geometric_hot.ops.native.direct_read`, no summary);
-#: capped by the kernel's
-#: :func:`~torch_geometric_hot.ops.native.direct_max_keys`. 0: never.
-DIRECT_MAX_KEYS = 32
-#: ... when their :math:`n (R + C)` products per query are at most this
-#: many times a summary's :math:`R C` per key and per query (a summary
-#: costs about twice its products: its blocks are stored, read back and,
-#: backward, transposed).
-DIRECT_COST_RATIO = 2.0
-
-
 class DirectGroups(NamedTuple):
     r"""The groups of a pool that :func:`native_pool_readings` reads
     directly: the pool's key rows by group, and the groups read so."""
@@ -399,7 +384,7 @@ class DirectGroups(NamedTuple):
 
 
 class PoolPlan(NamedTuple):
-    r"""The index work of natively computed :func:`pool_readings`
+    r"""The index work of natively computed :func:`pool_readings_reference`
     (:func:`plan_pool_readings`), which its backward pass needs too: per
     pool the visits and value columns of its summarised groups
     (renumbered), their number, and its directly read groups; per reading
@@ -421,8 +406,8 @@ def _value_columns(slots: Sequence[int], H: int, D: int) -> Tensor:
 
 
 def _direct(key_counts: Tensor, query_counts: Tensor, R: int, C: int,
-            limit: int, ratio: float = DIRECT_COST_RATIO) -> Optional[Tensor]:
-    # the groups read directly (see DIRECT_COST_RATIO), None when none is
+            limit: int, ratio: float) -> Optional[Tensor]:
+    # the groups read directly (see DirectReadings), None when none is
     n, m = key_counts, query_counts
     direct = (n <= limit) & (m * n * (R + C) <= ratio * (n + m) * R * C)
     return direct if bool(direct.any()) else None
@@ -437,14 +422,14 @@ def _restrict(runs: native.Runs, keep: Tensor) -> native.Runs:
 
 
 def plan_pool_readings(pools: Sequence[KeySummary], reads: Sequence[Reading],
-                       dtype: torch.dtype, H: int, R: int,
-                       D: int) -> PoolPlan:
+                       dtype: torch.dtype, H: int, R: int, D: int,
+                       direct: DirectReadings) -> PoolPlan:
     r"""The index work of :func:`native_pool_readings` for keys
     :obj:`[P, H, R]` and values :obj:`[P, slots, H, D]` of :obj:`dtype`:
-    the visiting orders, the groups read directly (see
-    :data:`DIRECT_MAX_KEYS`) and the summaries' columns (no summaries).
-    Every call with the same pools, readings and shapes can reuse it."""
-    limit = min(DIRECT_MAX_KEYS, native.direct_max_keys(dtype))
+    the visiting orders, the groups read directly (by :obj:`direct`) and
+    the summaries' columns (no summaries). Every call with the same pools,
+    readings, shapes and rule can reuse it."""
+    limit = min(direct.max_keys, native.direct_max_keys(dtype))
     sorted_by: Dict[Tuple[int, int], native.Runs] = {}
 
     def visits(index: Tensor, num_groups: int) -> native.Runs:
@@ -458,7 +443,7 @@ def plan_pool_readings(pools: Sequence[KeySummary], reads: Sequence[Reading],
                    for read in reads]
     read_queries = [native.Groups.of(runs, pools[read.pool].num_groups)
                     for read, runs in zip(reads, read_visits)]
-    plans, groups, direct, summarised = [], [], [], []
+    plans, groups, direct_groups, summarised = [], [], [], []
     for p, pool in enumerate(pools):
         runs = visits(pool.index, pool.num_groups).through(pool.position)
         columns = _value_columns(pool.slots, H, D)
@@ -466,42 +451,44 @@ def plan_pool_readings(pools: Sequence[KeySummary], reads: Sequence[Reading],
         queries = sum((g.ptr.diff() for read, g in zip(reads, read_queries)
                        if read.pool == p), torch.zeros_like(keys.ptr[1:]))
         chosen = _direct(keys.ptr.diff(), queries, R, columns.numel() + 1,
-                         limit) if limit > 0 else None
+                         limit, direct.cost_ratio) if limit > 0 else None
         if chosen is not None:
-            direct.append(DirectGroups(keys, chosen.nonzero().view(-1)))
+            direct_groups.append(DirectGroups(keys, chosen.nonzero().view(-1)))
             summarised.append(~chosen)
             runs = _restrict(runs, summarised[-1])
             groups.append(int(summarised[-1].sum()))
         else:
-            direct.append(None)
+            direct_groups.append(None)
             summarised.append(None)
             groups.append(pool.num_groups)
         plans.append((runs, columns))
     read_runs = [runs if summarised[read.pool] is None else _restrict(
         runs, summarised[read.pool]) for read, runs in zip(reads, read_visits)]
     columns = [read_columns(pools[read.pool], read, D) for read in reads]
-    return PoolPlan(plans, groups, read_runs, columns, [], direct,
+    return PoolPlan(plans, groups, read_runs, columns, [], direct_groups,
                     read_queries)
 
 
 def native_pool_readings(k: Tensor, values: Tensor, q: Tensor,
                          pools: Sequence[KeySummary], reads: Sequence[Reading],
+                         direct: DirectReadings,
                          scratch: Optional[native.Scratch] = None,
                          plan: Optional[PoolPlan] = None,
                          buffers: Optional[Sequence[Tensor]] = None
                          ) -> Tuple[List[Tensor], PoolPlan]:
-    r"""The readings of :func:`pool_readings` by the native kernels, without
-    autograd (inputs contiguous and checked; temporaries taken from
-    :obj:`scratch` when given), and the plan of their backward pass
-    (:func:`native_pool_readings_backward`), :obj:`plan` (from
+    r"""The readings of :func:`pool_readings_reference` by the native
+    kernels, without autograd (inputs contiguous and checked; temporaries
+    taken from :obj:`scratch` when given), and the plan of their backward
+    pass (:func:`native_pool_readings_backward`), :obj:`plan` (from
     :func:`plan_pool_readings`, made when not given) with the summaries.
-    Groups with few keys (see :data:`DIRECT_MAX_KEYS`) are read from their
-    keys, the others through their summaries, written to the first rows of
+    Groups with few keys (by :obj:`direct`) are read from their keys, the
+    others through their summaries, written to the first rows of
     :obj:`buffers` (per pool, :obj:`[groups, H, R, C]`) when given."""
     P, _, H, D = values.shape
     flat = values.view(P, -1)
     if plan is None:
-        plan = plan_pool_readings(pools, reads, k.dtype, H, k.size(-1), D)
+        plan = plan_pool_readings(pools, reads, k.dtype, H, k.size(-1), D,
+                                  direct)
     summaries = [native.outer_sum(
         k, flat, runs, num_groups, D, columns, True,
         None if buffers is None else buffers[p][:num_groups])
@@ -586,43 +573,39 @@ def native_pool_readings_backward(plan: PoolPlan, k: Tensor, values: Tensor,
                 grad_q, grad_k, flat_grad_v)
 
 
-#: :data:`DIRECT_COST_RATIO` of the torch implementation, whose direct
-#: readings are gathers and an index_add per pair, slower per product than
-#: a summary's outer products and contractions.
-TORCH_DIRECT_COST_RATIO = 0.25
-
-
 class TorchPool(NamedTuple):
-    r"""How the torch implementation of :func:`pool_readings` computes a
-    pool's readings: its groups of few keys (the rule of
-    :data:`DIRECT_MAX_KEYS`, :obj:`direct [groups]`) are read straight from
-    their keys, the others through summaries of the pool's keys
-    :obj:`summarised [K']` in groups renumbered :obj:`0 .. num_summarised -
-    1` (:obj:`renumber [groups]`). When no group is read directly, the
-    three tensors are :obj:`None` and every group is summarised as it is."""
+    r"""How the torch implementation of :func:`pool_readings_reference`
+    computes a pool's readings: its groups of few keys (by
+    :class:`~torch_geometric_hot.ops.attention.dispatch.DirectReadings`,
+    :obj:`direct [groups]`) are read straight from their keys, the others
+    through summaries of the pool's keys :obj:`summarised [K']` in groups
+    renumbered :obj:`0 .. num_summarised - 1` (:obj:`renumber [groups]`).
+    When no group is read directly, the three tensors are :obj:`None` and
+    every group is summarised as it is."""
     direct: Optional[Tensor]
     summarised: Optional[Tensor]
     renumber: Optional[Tensor]
     num_summarised: int
 
 
-def torch_pool(pool: KeySummary, reads: Sequence[Reading], R: int,
-               D: int) -> TorchPool:
+def torch_pool(pool: KeySummary, reads: Sequence[Reading], R: int, D: int,
+               direct: DirectReadings) -> TorchPool:
     r"""The :class:`TorchPool` of :obj:`pool`, read by :obj:`reads` (keys
     and queries of :obj:`R` features, values of :obj:`D` channels per
-    slot). Host synchronisation: the number of summarised groups."""
+    slot), its groups read directly by :obj:`direct`. Host
+    synchronisation: the number of summarised groups."""
     counts = torch.bincount(pool.index, minlength=pool.num_groups)
     queries = sum((torch.bincount(r.index, minlength=pool.num_groups)
                    for r in reads), torch.zeros_like(counts))
-    direct = _direct(counts, queries, R, len(pool.slots) * D + 1,
-                     DIRECT_MAX_KEYS, TORCH_DIRECT_COST_RATIO) \
-        if DIRECT_MAX_KEYS > 0 else None
-    if direct is None:
+    chosen = _direct(counts, queries, R, len(pool.slots) * D + 1,
+                     direct.max_keys, direct.torch_cost_ratio) \
+        if direct.max_keys > 0 else None
+    if chosen is None:
         return TorchPool(None, None, None, pool.num_groups)
-    summarised = ~direct
+    summarised = ~chosen
     renumber = summarised.long().cumsum(0) - 1
     keys = summarised.index_select(0, pool.index).nonzero().view(-1)
-    return TorchPool(direct, keys, renumber, int(summarised.sum()))
+    return TorchPool(chosen, keys, renumber, int(summarised.sum()))
 
 
 def _summarised(pool: KeySummary, split: TorchPool) -> KeySummary:
@@ -698,13 +681,14 @@ def torch_pool_readings(k: Tensor, values: Tensor, q: Tensor,
                         pools: Sequence[KeySummary], reads: Sequence[Reading],
                         splits: Sequence[TorchPool],
                         buffers: Sequence[Tensor]) -> List[Tensor]:
-    r"""The readings of :func:`pool_readings` with torch operations on any
-    device, the groups of each pool read as its :class:`TorchPool` says
+    r"""The readings of :func:`pool_readings_reference` with torch
+    operations on any device, the groups of each pool read as its
+    :class:`TorchPool` says
     (no summary is computed for a group read from its keys); the summaries
     of the other groups are written to the first rows of :obj:`buffers`
     (per pool, :obj:`[groups, H, R, C]`)."""
     D = values.size(-1)
-    summaries = [buffer[:s.num_summarised].copy_(pool_outer_sum_reference(
+    summaries = [buffer[:s.num_summarised].copy_(torch_pool_outer_sum(
         k, values, _summarised(p, s))) if s.num_summarised else None
                  for p, s, buffer in zip(pools, splits, buffers)]
     outs = []
@@ -796,8 +780,9 @@ def torch_pool_readings_backward(k: Tensor, values: Tensor, q: Tensor,
 def check_pool_readings(k: Tensor, values: Tensor, q: Tensor,
                         pools: Sequence[KeySummary], reads: Sequence[Reading],
                         ranges: bool) -> None:
-    r"""The argument checks of :func:`pool_readings` (with :obj:`ranges`,
-    also the positions and slots the native kernels use as offsets)."""
+    r"""The argument checks of :func:`pool_readings_reference` (with
+    :obj:`ranges`, also the positions and slots the native kernels use as
+    offsets)."""
     _check_pools(k, values, pools, ranges)
     _check_readings(q, k, pools, reads)
     if ranges:
@@ -810,10 +795,11 @@ def check_pool_readings(k: Tensor, values: Tensor, q: Tensor,
                                  f'{num_groups})')
 
 
-def pool_readings(k: Tensor, values: Tensor, q: Tensor,
-                  pools: Sequence[KeySummary],
-                  reads: Sequence[Reading]) -> List[Tensor]:
-    r"""Kernel attention's summaries and their readings, in one operation.
+def pool_readings_reference(k: Tensor, values: Tensor, q: Tensor,
+                            pools: Sequence[KeySummary],
+                            reads: Sequence[Reading]) -> List[Tensor]:
+    r"""Kernel attention's summaries and their readings, naively (the test
+    oracle of the operator ``torch_geometric_hot::pooled_combination``).
     Every :class:`KeySummary` :math:`p` gives per-group summaries
 
     .. math::
@@ -824,12 +810,13 @@ def pool_readings(k: Tensor, values: Tensor, q: Tensor,
     keys alone: the denominator), and every :class:`Reading` :math:`r` the
     contraction :math:`o^r_i = q_{b_r + i}^\top
     S^{p(r)}_{\text{index}^r_i}` (:math:`b_r` its start): the summaries
-    of :func:`pool_outer_sum_reference` read by :func:`gather_contract`.
+    of :func:`torch_pool_outer_sum` read by :func:`gather_contract`.
     The operator ``torch_geometric_hot::pooled_combination``
     (:mod:`~torch_geometric_hot.ops.pooled_combination`) computes them
     natively on CPU: key and value rows read in place (no gathered or
     concatenated copies), groups of few keys read directly from them (no
-    summary; see :data:`DIRECT_MAX_KEYS`).
+    summary; see
+    :class:`~torch_geometric_hot.ops.attention.dispatch.DirectReadings`).
 
     Args:
         k (torch.Tensor): Keys :obj:`[P, H, R]` (feature-mapped).
@@ -843,16 +830,16 @@ def pool_readings(k: Tensor, values: Tensor, q: Tensor,
         all of its pool's)
     """
     check_pool_readings(k, values, q, pools, reads, True)
-    summaries = [pool_outer_sum_reference(k, values, pool) for pool in pools]
+    summaries = [torch_pool_outer_sum(k, values, pool) for pool in pools]
     return [gather_contract(q[read.rows], summaries[read.pool], read.index)[
         ..., read_columns(pools[read.pool], read, values.size(-1))]
         for read in reads]
 
 
-def pool_outer_sum_reference(k: Tensor, values: Tensor,
-                             pool: KeySummary) -> Tensor:
-    r"""The summaries of one pool of :func:`pool_readings`, from gathered
-    and concatenated copies."""
+def torch_pool_outer_sum(k: Tensor, values: Tensor,
+                         pool: KeySummary) -> Tensor:
+    r"""The summaries of one pool of :func:`pool_readings_reference`, from
+    gathered and concatenated copies."""
     return segment_outer_sum(_rows(k, pool.position),
                              _key_rows(values, pool.slots, pool.position),
                              pool.index, pool.num_groups)

@@ -14,9 +14,9 @@ one operator, ``torch_geometric_hot::pair_light_linear``: two matrix
 products, the entry-wise :math:`Y = A [W_2 \,|\, W_3]` and the node-wise
 :math:`N = A_{\text{diag}} [W_1 \,|\, W_4 \,|\, W_5]`, then one pass
 over the entries in which every entry gathers its terms from them
-(:func:`entry_gather`). Its backward operator,
+(:func:`_entry_gather`). Its backward operator,
 ``torch_geometric_hot::pair_light_linear_backward``, is the same shape
-transposed: one pass (:func:`entry_scatter`) lays out every entry's
+transposed: one pass (:func:`_entry_scatter`) lays out every entry's
 gradient next to its transpose's and sums the gradients of every node's
 row and column, then one product per gradient asked for. Nothing is kept
 for the backward pass beyond the input and the weights. The passes are a
@@ -93,7 +93,7 @@ def _indices(view) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
     return view.row, view.col, view.transpose, view.diag_pos
 
 
-def entry_gather(y: Tensor, nodes: Tensor, view) -> Tensor:
+def _entry_gather(y: Tensor, nodes: Tensor, view) -> Tensor:
     r"""Every entry's light 2→2 output :obj:`[P, C]` from the entry-wise
     products :obj:`y = [A W_2, A W_3]` :obj:`[P, 2C]` and the node-wise
     ones :obj:`nodes = [A_d W_1 + b_1, A_d W_4 + b_2, A_d W_5]`
@@ -104,8 +104,8 @@ def entry_gather(y: Tensor, nodes: Tensor, view) -> Tensor:
     return _gather(y, nodes, *_indices(view))
 
 
-def entry_scatter(grad: Tensor, view) -> Tuple[Tensor, Tensor]:
-    r"""The adjoint of :func:`entry_gather`: the gradients of :obj:`y`
+def _entry_scatter(grad: Tensor, view) -> Tuple[Tensor, Tensor]:
+    r"""The adjoint of :func:`_entry_gather`: the gradients of :obj:`y`
     (every off-diagonal entry's gradient and its transpose's; zero on the
     diagonal) and of :obj:`nodes` (per node, its diagonal entry's gradient
     and the sums over its row's and its column's off-diagonal entries)."""

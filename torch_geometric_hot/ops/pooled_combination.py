@@ -1,8 +1,9 @@
 r"""Kernel attention from the key summaries to the classes of one or more
 output parts (``docs/design.md``, "Kernel attention") as one operator,
 ``torch_geometric_hot::pooled_combination``: the summaries and readings of
-:func:`~torch_geometric_hot.ops.kernel_attention.pool_readings`, then per
-part :func:`~torch_geometric_hot.ops.class_combination.combine_classes`.
+:func:`~torch_geometric_hot.ops.kernel_attention.pool_readings_reference`,
+then per part the combination of
+:func:`~torch_geometric_hot.ops.class_combination.torch_combine_classes`.
 
 The operator is a :func:`torch.library.custom_op`: its plain-torch
 implementation serves every device, a fake implementation lets
@@ -40,10 +41,12 @@ from typing import List, NamedTuple, Optional, Sequence, Tuple, Union
 import torch
 from torch import Tensor
 
-from torch_geometric_hot.ops import kernel_attention, native
+from torch_geometric_hot.ops import native
+from torch_geometric_hot.ops.attention import dispatch
+from torch_geometric_hot.ops.attention.dispatch import DirectReadings
 from torch_geometric_hot.ops.class_combination import READING, \
     CombinationTerm, check_combination, combination_table, \
-    combine_classes_reference
+    torch_combine_classes
 from torch_geometric_hot.ops.kernel_attention import KeySummary, PoolPlan, \
     Reading, TorchPool, check_pool_readings, native_pool_readings, \
     native_pool_readings_backward, plan_pool_readings, torch_pool, \
@@ -203,25 +206,30 @@ def _values(values: Tensor, weight: Optional[Tensor], heads: int,
 
 
 def _torch_splits(pools: Sequence[KeySummary], reads: Sequence[Reading],
-                  R: int, D: int) -> List[TorchPool]:
-    return [torch_pool(pool, [r for r in reads if r.pool == p], R, D)
+                  R: int, D: int, direct: DirectReadings) -> List[TorchPool]:
+    return [torch_pool(pool, [r for r in reads if r.pool == p], R, D, direct)
             for p, pool in enumerate(pools)]
+
+
+def _direct(direct: Sequence[float]) -> DirectReadings:
+    # the operators' argument as the rule
+    return DirectReadings(int(direct[0]), direct[1], direct[2])
 
 
 def _torch_forward(phi_k: Tensor, phi_q: Tensor, values: Tensor,
                    pools: Sequence[KeySummary], reads: Sequence[Reading],
                    parts: Sequence[_Part], eps: float,
-                   buffers: Sequence[Tensor]
+                   direct: DirectReadings, buffers: Sequence[Tensor]
                    ) -> Tuple[List[Tensor], List[Tensor]]:
     # the classes and denominators with torch operations, the summaries
     # written to the first rows of the buffers
     readings = torch_pool_readings(
         phi_k, values, phi_q, pools, reads,
-        _torch_splits(pools, reads, phi_k.size(-1), values.size(-1)),
-        buffers)
+        _torch_splits(pools, reads, phi_k.size(-1), values.size(-1),
+                      direct), buffers)
     outs, dens = [], []
     for part in parts:
-        out, den = combine_classes_reference(
+        out, den = torch_combine_classes(
             part.terms, [readings[r] for r in part.readings],
             phi_q[part.rows], phi_k, part.positions, values, part.slots,
             part.nonempty, eps, with_denominators=True)
@@ -235,13 +243,14 @@ def _torch_forward(phi_k: Tensor, phi_q: Tensor, values: Tensor,
 def _pooled_combination(phi_k: Tensor, phi_q: Tensor, values: Tensor,
                         weight: Optional[Tensor], index: List[Tensor],
                         structure: List[int], heads: int, head_channels: int,
-                        eps: float) -> List[Tensor]:
+                        eps: float, direct: List[float]) -> List[Tensor]:
     # per part its classes, then per part their denominators, then per pool
     # its summaries, then which implementation made them (TORCH or NATIVE);
-    # values: the values or, with a weight, the input of their projection
+    # values: the values or, with a weight, the input of their projection;
+    # direct: the DirectReadings
     pools, reads, parts = _decode(index, structure)
     return _torch_outputs(phi_k, phi_q, values, weight, pools, reads, parts,
-                          heads, head_channels, eps)
+                          heads, head_channels, eps, direct)
 
 
 #: The implementations that may have made the summaries a backward pass
@@ -254,18 +263,18 @@ TORCH, NATIVE = 0, 1
 
 
 def _torch_outputs(phi_k, phi_q, values, weight, pools, reads, parts, heads,
-                   head_channels, eps) -> List[Tensor]:
+                   head_channels, eps, direct) -> List[Tensor]:
     buffers = _summary_buffers(phi_q, pools, head_channels)
     outs, dens = _torch_forward(
         phi_k, phi_q, _values(values, weight, heads, head_channels), pools,
-        reads, parts, eps, buffers)
+        reads, parts, eps, _direct(direct), buffers)
     return outs + dens + buffers + [
         torch.full((1, ), TORCH, dtype=torch.long, device=phi_q.device)]
 
 
 @_pooled_combination.register_fake
 def _(phi_k, phi_q, values, weight, index, structure, heads, head_channels,
-      eps):
+      eps, direct):
     pools, _, parts = _decode(index, structure)
     return _empty_outputs(phi_q, pools, parts, head_channels)
 
@@ -299,7 +308,8 @@ def _native_applies(phi_k, phi_q, values, weight, pools, reads) -> bool:
 
 def _build_native_plan(pools: Sequence[KeySummary], reads: Sequence[Reading],
                        parts: Sequence[_Part], phi_q: Tensor, phi_k: Tensor,
-                       shape: torch.Size) -> Tuple[List, PoolPlan]:
+                       shape: torch.Size,
+                       direct: DirectReadings) -> Tuple[List, PoolPlan]:
     # the index work of the native kernels: the checks of the positions and
     # slots they use as offsets, the parts' combination tables and the
     # pools' plan
@@ -314,22 +324,21 @@ def _build_native_plan(pools: Sequence[KeySummary], reads: Sequence[Reading],
                           part.slots, part.nonempty)
         tables.append(combination_table(part.terms, part.nonempty.device))
     return tables, plan_pool_readings(pools, reads, phi_k.dtype, shape[2],
-                                      phi_k.size(-1), D)
+                                      phi_k.size(-1), D, direct)
 
 
 def _native_plan(pools, reads, parts, index, structure, phi_q, phi_k,
-                 shape):
+                 shape, direct):
     # kept with the operator's index tensors: the layers of a model that
     # share a batch's indices, and each layer's backward pass, build it once
     key = ('native_combination', tuple(structure), phi_k.dtype, phi_q.shape,
-           phi_k.shape, shape, kernel_attention.DIRECT_MAX_KEYS,
-           kernel_attention.DIRECT_COST_RATIO)
+           phi_k.shape, shape, tuple(direct))
     return plans_for(index).plan(key, lambda: _build_native_plan(
-        pools, reads, parts, phi_q, phi_k, shape))
+        pools, reads, parts, phi_q, phi_k, shape, _direct(direct)))
 
 
 def _native_inputs(phi_k, phi_q, values, weight, pools, reads, parts, index,
-                   structure, heads, head_channels):
+                   structure, heads, head_channels, direct):
     r"""The contiguous inputs, the value projection (or :obj:`None`) and
     the cached native tables and plan of one call, forward or backward."""
     phi_k, phi_q, values = (phi_k.contiguous(), phi_q.contiguous(),
@@ -338,26 +347,27 @@ def _native_inputs(phi_k, phi_q, values, weight, pools, reads, parts, index,
         values, weight.contiguous(), heads, head_channels)
     tables, plan = _native_plan(pools, reads, parts, index, structure,
                                 phi_q, phi_k, values.shape if projection
-                                is None else projection.shape)
+                                is None else projection.shape, direct)
     return phi_k, phi_q, values, projection, tables, plan
 
 
 @_pooled_combination.register_kernel('cpu')
 def _(phi_k, phi_q, values, weight, index, structure, heads, head_channels,
-      eps):
+      eps, direct):
     pools, reads, parts = _decode(index, structure)
     if not _native_applies(phi_k, phi_q, values, weight, pools, reads):
         return _torch_outputs(phi_k, phi_q, values, weight, pools, reads,
-                              parts, heads, head_channels, eps)
+                              parts, heads, head_channels, eps, direct)
     phi_k, phi_q, values, projection, tables, plan = _native_inputs(
         phi_k, phi_q, values, weight, pools, reads, parts, index, structure,
-        heads, head_channels)
+        heads, head_channels, direct)
     buffers = _summary_buffers(phi_q, pools, head_channels)
     with native.workspace() as scratch:  # the readings: temporaries
         data = values if projection is None else \
             projection.values_into(scratch)
         readings, plan = native_pool_readings(phi_k, data, phi_q, pools,
-                                              reads, scratch, plan, buffers)
+                                              reads, _direct(direct), scratch,
+                                              plan, buffers)
         results = [native.combine(
             table, [readings[r] for r in part.readings], phi_q[part.rows],
             phi_k, [p.contiguous() for p in part.positions], data,
@@ -374,25 +384,26 @@ def _pooled_combination_backward(
         summaries: List[Tensor], made_by: Tensor, phi_k: Tensor,
         phi_q: Tensor, values: Tensor, weight: Optional[Tensor],
         index: List[Tensor], structure: List[int], heads: int,
-        head_channels: int, eps: float, needs: List[bool]) -> List[Tensor]:
+        head_channels: int, eps: float, direct: List[float],
+        needs: List[bool]) -> List[Tensor]:
     # the gradients of phi_k, phi_q, values (or the projection's input)
     # and the weight (when there is one); [0]-shaped where not needed
     pools, reads, parts = _decode(index, structure)
     return _torch_backward(grads, outs, dens, summaries, phi_k, phi_q, values,
                            weight, pools, reads, parts, heads, head_channels,
-                           eps, needs)
+                           eps, direct, needs)
 
 
 @_pooled_combination_backward.register_fake
 def _(grads, outs, dens, summaries, made_by, phi_k, phi_q, values, weight,
-      index, structure, heads, head_channels, eps, needs):
+      index, structure, heads, head_channels, eps, direct, needs):
     inputs = [phi_k, phi_q, values] + ([] if weight is None else [weight])
     return [torch.empty_like(t) if need else t.new_empty(0)
             for t, need in zip(inputs, needs)]
 
 
 def _torch_backward(grads, outs, dens, summaries, phi_k, phi_q, x, weight,
-                    pools, reads, parts, heads, head_channels, eps,
+                    pools, reads, parts, heads, head_channels, eps, direct,
                     needs) -> List[Tensor]:
     # the adjoint of _torch_forward, step by step in reverse (the summaries
     # those of _torch_forward)
@@ -430,7 +441,8 @@ def _torch_backward(grads, outs, dens, summaries, phi_k, phi_q, x, weight,
                     0, position, t.sign * dot.unsqueeze(-1) * g_num)
     torch_pool_readings_backward(
         phi_k, values, phi_q, pools, reads,
-        _torch_splits(pools, reads, phi_k.size(-1), D), summaries,
+        _torch_splits(pools, reads, phi_k.size(-1), D, _direct(direct)),
+        summaries,
         grad_readings, grad_k, grad_v, grad_q)
     if weight is None:
         result = [grad_k, grad_q, grad_v]
@@ -442,20 +454,20 @@ def _torch_backward(grads, outs, dens, summaries, phi_k, phi_q, x, weight,
 
 @_pooled_combination_backward.register_kernel('cpu')
 def _(grads, outs, dens, summaries, made_by, phi_k, phi_q, values, weight,
-      index, structure, heads, head_channels, eps, needs):
+      index, structure, heads, head_channels, eps, direct, needs):
     pools, reads, parts = _decode(index, structure)
     # each implementation reads the summaries of its own forward pass
     if int(made_by) == NATIVE:  # whatever the native mode is by now
         phi_k, phi_q, values, projection, tables, plan = _native_inputs(
             phi_k, phi_q, values, weight, pools, reads, parts, index,
-            structure, heads, head_channels)
+            structure, heads, head_channels, direct)
         return _native_backward(
             grads, outs, dens, [s[:n] for s, n in zip(
                 summaries, plan.summary_groups)], phi_k, phi_q, values,
             projection, parts, tables, plan, reads, eps, needs)
     return _torch_backward(grads, outs, dens, summaries, phi_k, phi_q, values,
                            weight, pools, reads, parts, heads, head_channels,
-                           eps, needs)
+                           eps, direct, needs)
 
 
 def _native_backward(grads, outs, dens, summaries, phi_k, phi_q, values,
@@ -515,17 +527,17 @@ def _native_backward(grads, outs, dens, summaries, phi_k, phi_q, values,
 
 def _setup_context(ctx, inputs, output) -> None:
     phi_k, phi_q, values, weight, index, structure, heads, head_channels, \
-        eps = inputs
+        eps, direct = inputs
     num_parts = structure[2]
     ctx.set_materialize_grads(False)
     ctx.constants = (len(index), structure, heads, head_channels, eps,
-                     num_parts, weight is None)
+                     direct, num_parts, weight is None)
     ctx.save_for_backward(phi_k, phi_q, values, weight, *index, *output)
 
 
 def _backward(ctx, grads):
-    num_index, structure, heads, head_channels, eps, num_parts, no_weight = \
-        ctx.constants
+    num_index, structure, heads, head_channels, eps, direct, num_parts, \
+        no_weight = ctx.constants
     phi_k, phi_q, values, weight, *saved = ctx.saved_tensors
     index, output = saved[:num_index], saved[num_index:]
     outs, dens = output[:num_parts], output[num_parts:2 * num_parts]
@@ -537,10 +549,10 @@ def _backward(ctx, grads):
     result = _pooled_combination_backward(
         grads, list(outs), list(dens), list(summaries), made_by, phi_k,
         phi_q, values, weight, list(index), structure, heads, head_channels,
-        eps, needs)
+        eps, direct, needs)
     result = [g if need else None for g, need in zip(result, needs)]
     return (*result[:3], result[3] if len(result) > 3 else None,
-            [None] * num_index, None, None, None, None)
+            [None] * num_index, None, None, None, None, None)
 
 
 _pooled_combination.register_autograd(_backward,
@@ -562,12 +574,15 @@ def pooled_combination(parts: Sequence[CombinationPart],
                        pools: Sequence[KeySummary], reads: Sequence[Reading],
                        phi_q: Tensor, phi_k: Tensor,
                        values: Union[Tensor, ValueProjection],
-                       eps: float = 1e-6) -> List[Tensor]:
-    r""":func:`~torch_geometric_hot.ops.class_combination.combine_classes`
+                       eps: float = 1e-6,
+                       direct: Optional[DirectReadings] = None
+                       ) -> List[Tensor]:
+    r"""The combination
+    (:func:`~torch_geometric_hot.ops.class_combination.torch_combine_classes`)
     of every part's classes, from the readings that
-    :func:`~torch_geometric_hot.ops.kernel_attention.pool_readings` makes
-    of :obj:`pools` and :obj:`reads`, as the operator
-    ``torch_geometric_hot::pooled_combination``.
+    :func:`~torch_geometric_hot.ops.kernel_attention.\
+pool_readings_reference` makes of :obj:`pools` and :obj:`reads`, as the
+    operator ``torch_geometric_hot::pooled_combination``.
 
     Args:
         parts (list): The output parts (:class:`CombinationPart`), whose
@@ -580,6 +595,11 @@ def pooled_combination(parts: Sequence[CombinationPart],
         values (torch.Tensor or ValueProjection): The values
             :obj:`[inputs, slots, H, D]`, or their projection.
         eps (float): Floor of the denominators.
+        direct (DirectReadings, optional): The key groups read straight
+            from their keys (default: the one of
+            :func:`~torch_geometric_hot.ops.attention.dispatch.use_path`,
+            else :data:`~torch_geometric_hot.ops.attention.dispatch.\
+DIRECT_READINGS`).
 
     :rtype: list of :class:`torch.Tensor` :obj:`[rows, classes, H, D]`,
         one per part
@@ -597,6 +617,8 @@ def pooled_combination(parts: Sequence[CombinationPart],
         (values.size(0), 1, phi_k.size(1), 1), device='meta'), phi_q, pools,
         reads, False)
     index, structure = _encode(pools, reads, checked_parts)
+    direct = dispatch.direct_readings() if direct is None else direct
     out = _pooled_combination(phi_k, phi_q, values, weight, index, structure,
-                              heads, head_channels, eps)
+                              heads, head_channels, eps,
+                              [float(x) for x in direct])
     return out[:len(parts)]

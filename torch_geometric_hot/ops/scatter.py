@@ -18,7 +18,7 @@ import contextvars
 import importlib.util
 import math
 import os
-from typing import Iterator, Optional, Tuple
+from typing import Iterator, Optional, Sequence, Tuple
 
 import torch
 from torch import Tensor
@@ -134,10 +134,22 @@ def segment_counts(index: Tensor, dim_size: int) -> Tensor:
     return torch.bincount(index, minlength=dim_size)
 
 
-def group_pairs(query_group: Tensor, key_group: Tensor,
-                num_groups: int) -> Tuple[Tensor, Tensor]:
-    r"""All (query, key) pairs that share a group, in
-    :math:`O(\text{pairs} + K \log K)`.
+def group_pairs(query_group: Tensor, key_group: Tensor, num_groups: int,
+                query_ids: Sequence[Tensor] = (),
+                key_ids: Sequence[Tensor] = ()) -> Tuple[Tensor, Tensor]:
+    r"""All (query, key) pairs that share a group and that no exclusion
+    removes, in :math:`O(\text{pairs} + K \log K)`: the one enumeration of
+    pairs of every softmax and kernel attention path that enumerates them.
+
+    Args:
+        query_group (torch.Tensor): Group of every query :obj:`[Q]`.
+        key_group (torch.Tensor): Group of every key :obj:`[K]`.
+        num_groups (int): Number of groups.
+        query_ids (sequence of torch.Tensor, optional): The exclusions as
+            ids: per exclusion an id per query :obj:`[Q]` ...
+        key_ids (sequence of torch.Tensor, optional): ... and an id per key
+            :obj:`[K]`; a pair is removed where the two ids of an exclusion
+            are equal.
 
     Returns:
         (query [pairs], key [pairs]): indices into the query and key lists.
@@ -154,4 +166,9 @@ def group_pairs(query_group: Tensor, key_group: Tensor,
         first.index_select(0, query)
     key = order.index_select(0, start.index_select(0, query_group)
                              .index_select(0, query) + offset)
-    return query, key
+    if len(query_ids) == 0:
+        return query, key
+    keep = torch.ones_like(query, dtype=torch.bool)
+    for q_ids, k_ids in zip(query_ids, key_ids):
+        keep &= q_ids.index_select(0, query) != k_ids.index_select(0, key)
+    return query[keep], key[keep]

@@ -2,8 +2,6 @@ r"""Grouped (segment) softmax, the normaliser of every softmax attention."""
 from torch import Tensor
 from torch_geometric.utils import softmax
 
-from torch_geometric_hot.ops.scatter import scatter_sum
-
 
 def grouped_softmax(logits: Tensor, group: Tensor, num_groups: int) -> Tensor:
     r"""Softmax of :obj:`logits` over the rows that share a group.
@@ -35,19 +33,3 @@ def grouped_softmax(logits: Tensor, group: Tensor, num_groups: int) -> Tensor:
         raise ValueError(f"'group' must have one entry per row of 'logits' "
                          f"({logits.size(0)}), got {group.numel()}")
     return softmax(logits, group, num_nodes=num_groups)
-
-
-def grouped_softmax_aggregate(logits: Tensor, values: Tensor, group: Tensor,
-                              num_groups: int) -> Tensor:
-    r"""Attention output :math:`\sum_e \alpha_e v_e` per group.
-
-    Args:
-        logits (torch.Tensor): Scores of shape :obj:`[E, H]`.
-        values (torch.Tensor): Values of shape :obj:`[E, H, D]`.
-        group (torch.Tensor): Group (query) of every row, shape :obj:`[E]`.
-        num_groups (int): Number of groups; a group with no row gets zeros.
-
-    :rtype: :class:`torch.Tensor` of shape :obj:`[num_groups, H, D]`
-    """
-    alpha = grouped_softmax(logits, group, num_groups)
-    return scatter_sum(alpha.unsqueeze(-1) * values, group, num_groups)

@@ -18,6 +18,10 @@ bucket ratio, softmax attention's local classes on the blocks), the rule
 reads the problem's :obj:`device_type`, the tensors' own unless
 :func:`use_path` sets another: ``use_path(device_type='cuda')`` runs on the
 CPU what a GPU would run.
+
+Within the path ``'pooled'``, the key groups read straight from their keys
+instead of through a summary follow :class:`DirectReadings`
+(:data:`DIRECT_READINGS`, or the one :func:`use_path` sets).
 """
 import contextlib
 import contextvars
@@ -50,6 +54,37 @@ PACKED_BLOCK_SOFTMAX = 96
 #: the CPU the ratio is
 #: :data:`~torch_geometric_hot.ops.size_buckets.BUCKET_RATIO`.
 LAUNCH_BOUND_BUCKET_RATIO = 8.0
+
+
+class DirectReadings(NamedTuple):
+    r"""Which key groups kernel attention's summaries (the path
+    ``'pooled'``) read straight from their keys,
+    :math:`o = \sum_j (q^\top k_j) [v_j, 1]`, instead of through their
+    summary: a group of :math:`n \le` :obj:`max_keys` keys (0: none; the
+    native kernels cap it at
+    :func:`~torch_geometric_hot.ops.native.direct_max_keys`) read by
+    :math:`m` queries, where its :math:`m n (R + C)` products are at most
+    the ratio times a summary's :math:`(n + m) R C` (:math:`R` features,
+    :math:`C` value columns).
+
+    Attributes:
+        max_keys (int): The most keys of a group read so.
+        cost_ratio (float): The ratio of the native kernels (a summary
+            costs about twice its products: its blocks are stored, read
+            back and, backward, transposed).
+        torch_cost_ratio (float): The ratio of the torch operations, whose
+            direct readings are gathers and an index_add per pair, slower
+            per product than a summary's outer products and contractions.
+    """
+    max_keys: int = 32
+    cost_ratio: float = 2.0
+    torch_cost_ratio: float = 0.25
+
+
+#: The rule's :class:`DirectReadings`.
+DIRECT_READINGS = DirectReadings()
+#: Every group through its summary.
+SUMMARIES_ONLY = DirectReadings(max_keys=0)
 
 OPERATIONS = ('hot', 'tokens')
 ATTENTIONS = ('softmax', 'kernel')
@@ -228,6 +263,8 @@ NAMES = tuple(path.name for path in PATHS)
 _NOTHING_FORCED = ((), None, OPERATIONS)
 _forced: contextvars.ContextVar = contextvars.ContextVar(
     'torch_geometric_hot_path', default=_NOTHING_FORCED)
+_direct: contextvars.ContextVar = contextvars.ContextVar(
+    'torch_geometric_hot_direct_readings', default=DIRECT_READINGS)
 
 
 def _forcing(compiling: bool) -> Tuple[Tuple[str, ...], Optional[str],
@@ -237,12 +274,22 @@ def _forcing(compiling: bool) -> Tuple[Tuple[str, ...], Optional[str],
     return _NOTHING_FORCED if compiling else _forced.get()
 
 
+def direct_readings() -> DirectReadings:
+    r"""The :class:`DirectReadings` in force in this thread (the one of
+    :func:`use_path`, else :data:`DIRECT_READINGS`; under
+    :func:`torch.compile`, :data:`DIRECT_READINGS`)."""
+    return DIRECT_READINGS if torch.compiler.is_compiling() else \
+        _direct.get()
+
+
 @contextlib.contextmanager
 def use_path(*paths: str, device_type: Optional[str] = None,
-             operations: Sequence[str] = OPERATIONS) -> Iterator[None]:
+             operations: Sequence[str] = OPERATIONS,
+             direct: Optional[DirectReadings] = None) -> Iterator[None]:
     r"""Runs the attention calls of the block on the paths :obj:`paths`
-    (names of :data:`PATHS`; none: the rule's choice) and decides as on
-    :obj:`device_type` (:obj:`None`: the tensors' device type), in this
+    (names of :data:`PATHS`; none: the rule's choice), decides as on
+    :obj:`device_type` (:obj:`None`: the tensors' device type) and reads
+    key groups directly by :obj:`direct`, in this
     thread (a :mod:`contextvars` variable; not in a graph traced by
     :func:`torch.compile`, which takes the rule's choice). A call takes
     the first of :obj:`paths` that supports it among those that run its
@@ -257,6 +304,10 @@ def use_path(*paths: str, device_type: Optional[str] = None,
             (``'cuda'`` runs on the CPU what a GPU runs).
         operations (sequence of str, optional): The operations the paths
             are forced on (``'hot'``, ``'tokens'``). (default: both)
+        direct (DirectReadings, optional): The key groups the path
+            ``'pooled'`` reads straight from their keys
+            (:data:`SUMMARIES_ONLY`: none; :obj:`None`: the one in force,
+            at first :data:`DIRECT_READINGS`). (default: :obj:`None`)
 
     Example:
         >>> from torch_geometric_hot.ops import use_path
@@ -271,10 +322,15 @@ def use_path(*paths: str, device_type: Optional[str] = None,
         if operation not in OPERATIONS:
             raise ValueError(f"'operations' must be of {OPERATIONS}, got "
                              f"{operation!r}")
+    if direct is not None and not isinstance(direct, DirectReadings):
+        raise ValueError(f"'direct' must be a DirectReadings, got "
+                         f"{type(direct).__name__}")
     token = _forced.set((paths, device_type, tuple(operations)))
+    direct_token = _direct.set(_direct.get() if direct is None else direct)
     try:
         yield
     finally:
+        _direct.reset(direct_token)
         _forced.reset(token)
 
 

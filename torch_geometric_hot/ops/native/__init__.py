@@ -102,7 +102,7 @@ _mode_override: contextvars.ContextVar[Optional[str]] = \
     contextvars.ContextVar('torch_geometric_hot_native', default=None)
 
 
-def current_mode() -> str:
+def _current_mode() -> str:
     r"""The native mode in force in this thread (see :func:`use_native`)."""
     mode = _mode_override.get()
     return _state['mode'] if mode is None else mode
@@ -225,7 +225,7 @@ def _declare(library: ctypes.CDLL) -> ctypes.CDLL:
 def library() -> Optional[ctypes.CDLL]:
     r"""The compiled kernels (built at the first call), or :obj:`None` when
     they are switched off or cannot be built."""
-    mode = current_mode()
+    mode = _current_mode()
     if mode == 'off':
         return None
     if _state['library'] is None and _state['error'] is None:
@@ -374,8 +374,6 @@ def _call(name: str, dtype: torch.dtype, runs: Runs, pointers: Sequence,
     # (Partials)
     function = _function(name, dtype)
     visits = runs.rows.numel()
-    threads = min(torch.get_num_threads(), visits // MIN_ROWS_PER_THREAD)
-    threads = threads if split else 1
     partial = Partials([written[1]]) \
         if num_groups == 1 and written is not None else None
 
@@ -390,17 +388,12 @@ def _call(name: str, dtype: torch.dtype, runs: Runs, pointers: Sequence,
                         runs.groups[start:].data_ptr(), *after,
                         stop - start, *integers, *owned)
 
-    if threads <= 1:
-        _check(name, [run(0, visits)])
-        return
     # a kernel that writes summary blocks splits at group starts (one
     # writer per block), unless it has partial blocks; the others
     # anywhere, also inside a long run (a per-graph pool is a single one)
     split_anywhere = num_groups is None or partial is not None
-    _check(name, _in_threads(run, [visits * t // threads
-                                   for t in range(threads + 1)]
-                             if split_anywhere else
-                             _segments(runs.groups, threads)))
+    _split_rows(run, visits, name, split, bounds=None if split_anywhere else
+                lambda threads: _segments(runs.groups, threads))
     if partial is not None:
         partial.add()
 
@@ -566,11 +559,13 @@ SEGMENTS_PER_THREAD = 4
 
 def _split_rows(run, rows: int, name: Optional[str] = None,
                 split: bool = True, costs: Optional[Tensor] = None,
-                fine: bool = False) -> None:
-    # run(start, stop) over independent rows, split across threads (unless
-    # split is False) into equal numbers of rows or, with costs [rows],
-    # equal total costs; fine: SEGMENTS_PER_THREAD segments per thread;
-    # with a name, run returns the kernel's status
+                fine: bool = False,
+                bounds: Optional[Callable[[int], List[int]]] = None) -> None:
+    # The one thread splitter of the kernels: run(start, stop) over rows,
+    # split across threads (unless split is False) into equal numbers of
+    # rows, or, with costs [rows], equal total costs, or at the split
+    # points bounds(threads) gives; fine: SEGMENTS_PER_THREAD segments per
+    # thread; with a name, run returns the kernel's status
     threads = min(torch.get_num_threads(), rows // MIN_ROWS_PER_THREAD) \
         if costs is None else min(torch.get_num_threads(), rows,
                                   int(costs.sum()) // MIN_COST_PER_THREAD)
@@ -578,8 +573,8 @@ def _split_rows(run, rows: int, name: Optional[str] = None,
         statuses = [run(0, rows)]
     else:
         parts = min(rows, threads * SEGMENTS_PER_THREAD) if fine else threads
-        statuses = _in_threads(run, [rows * t // parts
-                                     for t in range(parts + 1)]
+        statuses = _in_threads(run, bounds(parts) if bounds is not None else
+                               [rows * t // parts for t in range(parts + 1)]
                                if costs is None else
                                _balanced_bounds(costs, parts), threads)
     if name is not None:
@@ -937,7 +932,7 @@ def pair_scatter(grad: Tensor, row: Tensor, col: Tensor, transpose: Tensor,
 
 
 class SoftmaxGroups(NamedTuple):
-    r"""The key groups of :func:`grouped_softmax`: the query rows
+    r"""The key groups of :func:`grouped_softmax_attention`: the query rows
     (:obj:`queries`) and key data rows (:obj:`keys`) of every group, the
     exclusions as int32 ids (:obj:`query_ids [E, rows]` by query row,
     :obj:`key_ids [E, K]` in the order of :obj:`keys.rows`; a key is
@@ -982,9 +977,9 @@ def _rows_of_heads(t: Tensor) -> Tensor:
         t.contiguous()
 
 
-def grouped_softmax(q: Tensor, k: Tensor, v: Tensor, groups: SoftmaxGroups,
-                    seed: int = 0,
-                    threshold: int = 0) -> Tuple[Tensor, Tensor]:
+def grouped_softmax_attention(q: Tensor, k: Tensor, v: Tensor,
+                              groups: SoftmaxGroups, seed: int = 0,
+                              threshold: int = 0) -> Tuple[Tensor, Tensor]:
     r"""Softmax attention of every query row over the keys of its group
     that no exclusion removes (``grouped_softmax.c``): the output
     :obj:`[rows, H, DV]` (0 for a query without keys) and the log-sum-exp
@@ -1003,14 +998,14 @@ def grouped_softmax(q: Tensor, k: Tensor, v: Tensor, groups: SoftmaxGroups,
     return out, lse
 
 
-def grouped_softmax_backward(grad: Tensor, q: Tensor, k: Tensor, v: Tensor,
-                             out: Tensor, lse: Tensor, groups: SoftmaxGroups,
-                             seed: int = 0, threshold: int = 0
-                             ) -> Tuple[Tensor, Tensor, Tensor]:
-    r"""The gradients of :func:`grouped_softmax` with respect to :obj:`q`,
-    :obj:`k` and :obj:`v` (contiguous; zero for rows that are no key) from
-    the gradient of its output and its results, dropout drawn as with the
-    same :obj:`seed` and :obj:`threshold`."""
+def grouped_softmax_attention_backward(
+        grad: Tensor, q: Tensor, k: Tensor, v: Tensor, out: Tensor,
+        lse: Tensor, groups: SoftmaxGroups, seed: int = 0,
+        threshold: int = 0) -> Tuple[Tensor, Tensor, Tensor]:
+    r"""The gradients of :func:`grouped_softmax_attention` with respect to
+    :obj:`q`, :obj:`k` and :obj:`v` (contiguous; zero for rows that are no
+    key) from the gradient of its output and its results, dropout drawn as
+    with the same :obj:`seed` and :obj:`threshold`."""
     q, k, v = _rows_of_heads(q), _rows_of_heads(k), _rows_of_heads(v)
     grad, out, lse = grad.contiguous(), out.contiguous(), lse.contiguous()
     grad_q = torch.empty_like(q, memory_format=torch.contiguous_format)
