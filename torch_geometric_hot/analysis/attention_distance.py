@@ -152,8 +152,8 @@ def mean_attention_distance(model: torch.nn.Module, batches: Iterable[Data],
     module documentation), :obj:`[layers, heads]`, in evaluation mode.
 
     Args:
-        model (torch.nn.Module): A :class:`~torch_geometric_hot.models.\
-TokenGT` (or any module holding one
+        model (torch.nn.Module): A :class:`~torch_geometric_hot.models.TokenGT`
+            (or any module holding one
             :class:`~torch_geometric_hot.nn.TokenGTEncoder` without
             hyperedge tokens).
         batches (iterable): Batches of graphs (e.g. a
