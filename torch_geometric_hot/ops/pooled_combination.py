@@ -579,10 +579,10 @@ def pooled_combination(parts: Sequence[CombinationPart],
                        ) -> List[Tensor]:
     r"""The combination
     (:func:`~torch_geometric_hot.ops.class_combination.torch_combine_classes`)
-    of every part's classes, from the readings that
-    :func:`~torch_geometric_hot.ops.kernel_attention.\
-pool_readings_reference` makes of :obj:`pools` and :obj:`reads`, as the
-    operator ``torch_geometric_hot::pooled_combination``.
+    of every part's classes, from the readings of :obj:`pools` at
+    :obj:`reads` (``pool_readings_reference`` of
+    :mod:`~torch_geometric_hot.ops.kernel_attention` computes them alone),
+    as the operator ``torch_geometric_hot::pooled_combination``.
 
     Args:
         parts (list): The output parts (:class:`CombinationPart`), whose
@@ -598,8 +598,8 @@ pool_readings_reference` makes of :obj:`pools` and :obj:`reads`, as the
         direct (DirectReadings, optional): The key groups read straight
             from their keys (default: the one of
             :func:`~torch_geometric_hot.ops.attention.dispatch.use_path`,
-            else :data:`~torch_geometric_hot.ops.attention.dispatch.\
-DIRECT_READINGS`).
+            else ``DIRECT_READINGS`` of
+            :mod:`~torch_geometric_hot.ops.attention.dispatch`).
 
     :rtype: list of :class:`torch.Tensor` :obj:`[rows, classes, H, D]`,
         one per part
