@@ -21,7 +21,7 @@ import math
 import os
 import os.path as osp
 import sys
-from typing import Callable, Dict, List
+from typing import Dict, List
 
 import torch
 
@@ -32,58 +32,51 @@ if ROOT not in sys.path:
 from torch_geometric_hot.train import zoo  # noqa: E402
 
 
-def _tokengt(node_id: str, **overrides) -> Callable:
+def _with(spec: zoo.ModelSpec, text: str, **options) -> zoo.ModelSpec:
+    r"""The command's model :obj:`spec` built with further options (its
+    builder's :obj:`Settings.options`)."""
     def build(s: zoo.Settings) -> torch.nn.Module:
-        from torch_geometric_hot.models import TokenGT
-        kwargs = dict(task='graph', heads=zoo.HEADS,
-                      node_encoder=zoo.atom_encoder(s.hidden),
-                      edge_encoder=zoo.bond_encoder(s.hidden),
-                      node_id=node_id, node_id_dim=zoo.NODE_ID_DIM,
-                      attention='softmax', dropout=s.dropout, seed=s.seed)
-        kwargs.update(overrides)
-        return TokenGT(0, s.hidden, s.out, s.layers, **kwargs)
-    return build
-
-
-def _hot(**overrides) -> Callable:
-    def build(s: zoo.Settings) -> torch.nn.Module:
-        from torch_geometric_hot.models import HOTGraphModel
-        kwargs = dict(num_layers=s.layers, heads=zoo.HEADS,
-                      node_encoder=zoo.atom_encoder(s.hidden),
-                      edge_encoder=zoo.bond_encoder(s.hidden),
-                      attention='kernel', dropout=s.dropout, seed=s.seed)
-        kwargs.update(overrides)
-        return HOTGraphModel(s.hidden, s.out, **kwargs)
-    return build
+        merged = {**dict(s.options), **options}
+        return spec.build(s._replace(options=tuple(sorted(merged.items()))))
+    return spec._replace(build=build, description=text)
 
 
 def variants() -> Dict[str, zoo.ModelSpec]:
     r"""The ablation variants by name: a model of the command (same
-    pre-transform and inputs) with some constructor arguments changed."""
+    pre-transform and inputs) built with some options changed."""
     lap = zoo.MODELS['tokengt-lap']
     hot = zoo.MODELS['hot-kernel']
-
-    def like(spec: zoo.ModelSpec, build: Callable, text: str):
-        return spec._replace(build=build, description=text)
-
     return {
-        'tokengt-lap+flip': like(
-            lap, _tokengt('laplacian', sign_flip=True),
-            'TokenGT (Lap) with random sign flips in training'),
-        'tokengt-lap+unscaled': like(
-            lap, _tokengt('laplacian', node_id_scale=1.0),
-            'TokenGT (Lap), identifiers entering at unit norm'),
-        'tokengt-lap+paper': like(
-            lap, _tokengt('laplacian', sign_flip=True, node_id_scale=1.0),
-            "TokenGT (Lap) as in the paper: sign flips, unit-norm ids"),
-        'tokengt-lap+seb': like(
-            lap, _tokengt('laplacian', seb=True),
-            'TokenGT (Lap) with the sparse equivariant basis'),
-        'hot-kernel+elu': like(
-            hot, _hot(kernel='elu'), 'HOT kernel attention, elu+1 map'),
-        'hot-kernel+relu': like(
-            hot, _hot(kernel='relu'), 'HOT kernel attention, relu map'),
+        'tokengt-lap+flip': _with(
+            lap, 'TokenGT (Lap) with random sign flips in training',
+            sign_flip=True),
+        'tokengt-lap+unscaled': _with(
+            lap, 'TokenGT (Lap), identifiers entering at unit norm',
+            node_id_scale=1.0),
+        'tokengt-lap+paper': _with(
+            lap, 'TokenGT (Lap) as in the paper: sign flips, unit-norm ids',
+            sign_flip=True, node_id_scale=1.0),
+        'tokengt-lap+seb': _with(
+            lap, 'TokenGT (Lap) with the sparse equivariant basis',
+            seb=True),
+        'hot-kernel+elu': _with(hot, 'HOT kernel attention, elu+1 map',
+                                kernel='elu'),
+        'hot-kernel+relu': _with(hot, 'HOT kernel attention, relu map',
+                                 kernel='relu'),
     }
+
+
+def _train(command: List[str], added: Dict[str, zoo.ModelSpec]
+           ) -> List[Dict]:
+    # the command reads its models from zoo.MODELS: the variants are
+    # there for the run only
+    from torch_geometric_hot.train.cli import main as train
+    zoo.MODELS.update(added)
+    try:
+        return train(command)
+    finally:
+        for name in added:
+            del zoo.MODELS[name]
 
 
 def _final_loss(run_dir: str) -> float:
@@ -127,11 +120,6 @@ def main(argv=None) -> Dict:
     unknown = [v for v in names if v not in zoo.MODELS and v not in extra]
     if unknown:
         parser.error(f'unknown variants {unknown} (see --list)')
-    for name in names:  # the command reads its models from zoo.MODELS
-        if name in extra:
-            zoo.MODELS.setdefault(name, extra[name])
-    from torch_geometric_hot.train.cli import main as train
-
     rows = []
     for target in [t for t in args.targets.split(',') if t]:
         out = osp.join(args.out, target)
@@ -145,7 +133,8 @@ def main(argv=None) -> Dict:
                    '--threads', '1', '--no-progress', '--out', out]
         if args.smoke:
             command.append('--smoke')
-        summaries = train(command)
+        summaries = _train(command, {n: extra[n] for n in names
+                                     if n in extra})
         for name in names:
             runs = [s for s in summaries if s['model'] == name]
             rows.append({

@@ -213,6 +213,8 @@ def _hot(attention: str):
     def build(s: Settings) -> torch.nn.Module:
         options = dict(s.options)
         kwargs = dict(attention=attention, dropout=s.dropout, seed=s.seed)
+        if 'kernel' in options:  # the feature map of kernel attention
+            kwargs['kernel'] = options['kernel']
         model = HOTGraphModel(s.hidden, s.out, num_layers=s.layers,
                               heads=s.heads,
                               node_encoder=atom_encoder(s.hidden),
@@ -230,7 +232,7 @@ def _hot(attention: str):
 #: TokenGT options a preset may set (besides ``ffn_ratio``, the
 #: feed-forward width over the token width, and ``feature_vocabulary``).
 TOKENGT_OPTIONS = ('attention_dropout', 'drop_path', 'eigvec_dropout',
-                   'sign_flip', 'node_id_scale')
+                   'sign_flip', 'node_id_scale', 'seb')
 
 
 def _tokengt(node_id: str, attention: str):

@@ -1,0 +1,47 @@
+import json
+import math
+import os
+import sys
+
+import pytest
+
+pytest.importorskip('rdkit')
+pytest.importorskip('ogb')
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', '..',
+                                'benchmarks'))
+import fit_ablations  # noqa: E402
+
+from torch_geometric_hot.train import zoo  # noqa: E402
+
+
+def test_variants_build_the_commands_model_with_their_options():
+    s = zoo.Settings(16, 1, 1, 0.0, 0)
+    variants = fit_ablations.variants()
+    paper = variants['tokengt-lap+paper'].build(s).encoder
+    assert paper.embedding.sign_flip and paper.embedding.node_id_scale == 1.0
+    default = zoo.MODELS['tokengt-lap'].build(s).encoder
+    assert not default.embedding.sign_flip
+    assert default.embedding.node_id_scale == 4.0  # sqrt(node_id_dim)
+    assert variants['tokengt-lap+seb'].build(s).encoder.seb
+    elu = variants['hot-kernel+elu'].build(s)
+    assert elu.layers[0].attn.kernel == 'elu'
+    # the same inputs as the command's model
+    assert variants['tokengt-lap+flip'].extras is \
+        zoo.MODELS['tokengt-lap'].extras
+
+
+def test_smoke_run_tabulates_every_variant(tmp_path):
+    result = fit_ablations.main([
+        '--targets', 'qed', '--variants', 'gin,tokengt-lap+flip',
+        '--molecules', '60', '--hidden', '8', '--layers', '1',
+        '--batch-size', '8', '--smoke', '--root', str(tmp_path / 'root'),
+        '--out', str(tmp_path / 'out')])
+    rows = result['rows']
+    assert [r['variant'] for r in rows] == ['gin', 'tokengt-lap+flip']
+    assert all(math.isfinite(r['final_train_loss']) for r in rows)
+    written = json.loads((tmp_path / 'out' / 'fit_ablations.json')
+                         .read_text())
+    assert written['rows'] == rows
+    assert '| qed | tokengt-lap+flip |' in result['table']
+    assert 'tokengt-lap+flip' not in zoo.MODELS  # registered for the run
