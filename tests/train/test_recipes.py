@@ -79,6 +79,28 @@ def test_presets_set_every_value_and_options_given_override_them():
                 'adam', 'cosine', 0, 1, '32', None)
 
 
+def test_size_limit_option_is_applied_and_presets_raise_it(
+        root, monkeypatch):
+    from torch_geometric_hot.ops import (SizeLimitError, current_size_limit,
+                                         set_size_limit)
+    from torch_geometric_hot.ops.validation import DEFAULT_SIZE_LIMIT
+    assert parse_args([]).size_limit is None
+    for name in ('tokengt-lap', 'hot-pcqm4m'):  # a batch of 1,024 at 768
+        assert parse_args(['--preset', name]).size_limit >= 4 * 10**8
+    assert parse_args(['--preset', 'tokengt-lap', '--size-limit',
+                       '5']).size_limit == 5
+    monkeypatch.setenv('TORCH_GEOMETRIC_HOT_SIZE_LIMIT', '123456789')
+    try:
+        with pytest.raises(SizeLimitError, match='size limit of 64'):
+            main(['--root', root, *BASE, *TINY, '--model', 'tokengt-lap',
+                  '--size-limit', '64'])
+        assert current_size_limit() == 64
+        import os  # the loader's workers read it
+        assert os.environ['TORCH_GEOMETRIC_HOT_SIZE_LIMIT'] == '64'
+    finally:
+        set_size_limit(DEFAULT_SIZE_LIMIT)
+
+
 @pytest.mark.parametrize('name', list(PRESETS))
 def test_preset_parameter_counts_match_the_papers(name):
     from torch_geometric_hot.train.trainer import settings

@@ -233,6 +233,12 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument('--threads', type=_positive, default=None,
                      help="torch's CPU threads per process (default: "
                      "torch's choice)")
+    run.add_argument('--size-limit', type=_positive, default=None,
+                     help='elements a size-guarded layer may allocate '
+                     '(torch_geometric_hot.ops.set_size_limit; a guard '
+                     'against quadratic blow-ups, sized for small batches '
+                     'by default; the presets raise it for their paper '
+                     'batch) (default: the library\'s, 10^8)')
     run.add_argument('--smoke', action='store_true',
                      help='a seconds-long run on a few batches through the '
                      'same code (default epochs: 2); with --preset, also '
@@ -335,6 +341,11 @@ def main(argv: Optional[List[str]] = None) -> List[Dict]:
         raise SystemExit(str(error)) from None
     if args.threads is not None:
         torch.set_num_threads(args.threads)
+    if args.size_limit is not None:
+        from torch_geometric_hot.ops import set_size_limit
+        set_size_limit(args.size_limit)
+        # the loader's worker processes plan batches under the same limit
+        os.environ['TORCH_GEOMETRIC_HOT_SIZE_LIMIT'] = str(args.size_limit)
     state = None
     if args.resume:
         try:  # one line naming the file or the arguments, before any work

@@ -28,6 +28,13 @@ class Preset(NamedTuple):
     reference: str
 
 
+#: The size limit (elements, ``--size-limit``) of the attention presets: a
+#: batch of 1,024 molecules at width 768 pads about 4 * 10^8 elements of
+#: queries, keys and values per layer (TokenGT, one block per batch on a
+#: GPU), above the library's default guard of 10^8.
+_PAPER_BATCH_SIZE_LIMIT = 4 * 10**9
+
+
 def _steps(epochs: int, batch_size: int) -> int:
     return epochs * -(-PCQM4MV2_TRAIN // batch_size)
 
@@ -35,7 +42,8 @@ def _steps(epochs: int, batch_size: int) -> int:
 _TOKENGT = dict(hidden=768, layers=12, heads=32, dropout=0.1,
                 batch_size=1024, loss='l1', optimizer='adamw', lr=2e-4,
                 betas=(0.99, 0.999), weight_decay=0.1, warmup_steps=60_000,
-                schedule='linear', max_steps=1_000_000, grad_clip=5.0)
+                schedule='linear', max_steps=1_000_000, grad_clip=5.0,
+                size_limit=_PAPER_BATCH_SIZE_LIMIT)
 # Graphormer's embedding tables (512 rows per feature column) and its
 # feed-forward width (the token width)
 _TOKENGT_MODEL = dict(ffn_ratio=1.0, feature_vocabulary=512,
@@ -44,7 +52,8 @@ _TOKENGT_REF = ('TokenGT (Kim et al. 2022), Table 2 and App. A.3.2')
 _HOT = dict(model=['hot-kernel'], hidden=512, layers=8, heads=4,
             dropout=0.1, batch_size=1024, loss='l1', optimizer='adamw',
             lr=2e-4, weight_decay=0.01, warmup_steps=60_000,
-            schedule='linear', max_steps=1_000_000)
+            schedule='linear', max_steps=1_000_000,
+            size_limit=_PAPER_BATCH_SIZE_LIMIT)
 _HOT_MODEL = dict(head_channels=16, last_heads=16, last_head_channels=16)
 _HOT_REF = ('HOT (Kim et al. 2021), Table 6c "Ours (S, phi)" and '
             'App. A.2.5; the paper prints no parameter count: the '
