@@ -22,3 +22,7 @@ __all__ += ['ModelPlanner', 'PlannedCollate', 'PlannedLoader']
 from torch_geometric_hot.data.adjacency import resolve_adjacency
 
 __all__ += ['resolve_adjacency']
+from torch_geometric_hot.data.padding import (PadToBuckets, bucket,
+                                              real_graphs)
+
+__all__ += ['PadToBuckets', 'bucket', 'real_graphs']

@@ -54,9 +54,11 @@ class ModelPlanner:
 
 
 class PlannedCollate:
-    r"""The collate function of :class:`PlannedLoader`: PyG's collation,
-    then :obj:`transform` of the batch (padding, see
-    :class:`~torch_geometric_hot.data.PadToBuckets`), then the pair view
+    r"""The collate function of :class:`PlannedLoader`: :obj:`pad` of
+    the list of graphs (:class:`~torch_geometric_hot.data.PadToBuckets`;
+    the batch's :obj:`num_real_graphs` then counts the graphs before the
+    padding ones), PyG's collation, :obj:`transform` of the batch, then
+    the pair view
     (where the batch has one, or :obj:`pairs` asks for it) as
     :obj:`batch.pair_view` and an empty plan cache as :obj:`batch.plans`
     (for models without a view, e.g. TokenGT's ``plans=``), then
@@ -65,14 +67,21 @@ class PlannedCollate:
                  planner: Optional[Callable[[Batch], None]] = None,
                  device: Union[str, torch.device, None] = None,
                  transform: Optional[Callable[[Batch], Batch]] = None,
-                 pairs: Optional[bool] = None) -> None:
+                 pairs: Optional[bool] = None,
+                 pad: Optional[Callable[[Sequence[Any]], List[Any]]] = None
+                 ) -> None:
         self.collate, self.planner, self.transform = collate, planner, \
             transform
         self.device = None if device is None else torch.device(device)
-        self.pairs = pairs
+        self.pairs, self.pad = pairs, pad
 
     def __call__(self, data_list: Sequence[Any]) -> Batch:
-        batch = self.collate(data_list)
+        if self.pad is not None:
+            real = len(data_list)
+            batch = self.collate(self.pad(data_list))
+            batch.num_real_graphs = real
+        else:
+            batch = self.collate(data_list)
         if self.transform is not None:
             batch = self.transform(batch)
         with planned_for(self.device):
@@ -101,10 +110,12 @@ class PlannedLoader(DataLoader):
             are for: their layout is chosen for it (default: each
             tensor's own, the CPU).
         transform (callable, optional): Applied to every collated batch
-            before its view is built (e.g.
-            :class:`~torch_geometric_hot.data.PadToBuckets`).
+            before its view is built.
         pairs (bool, optional): Build the pair view (default: where the
             batch has :obj:`pair_index`).
+        pad (callable, optional): Pads every list of graphs before it is
+            collated (:class:`~torch_geometric_hot.data.PadToBuckets`, for
+            a compiled model).
         **kwargs: Further arguments of the
             :class:`~torch_geometric.loader.DataLoader` (``num_workers``,
             ``pin_memory``, ``follow_batch``, ...).
@@ -113,7 +124,9 @@ class PlannedLoader(DataLoader):
                  planner: Optional[Callable[[Batch], None]] = None,
                  device: Union[str, torch.device, None] = None,
                  transform: Optional[Callable[[Batch], Batch]] = None,
-                 pairs: Optional[bool] = None, **kwargs) -> None:
+                 pairs: Optional[bool] = None,
+                 pad: Optional[Callable[[Sequence[Any]], List[Any]]] = None,
+                 **kwargs) -> None:
         super().__init__(dataset, batch_size, shuffle, **kwargs)
         self.collate_fn = PlannedCollate(self.collate_fn, planner, device,
-                                         transform, pairs)
+                                         transform, pairs, pad)

@@ -18,9 +18,11 @@ batch. A cache is found in one of two ways:
 The index tensors must not change in place after the first plan (they
 never do in the library; an operator's cache notices a change by the
 tensors' version counters and starts afresh). Under
-:func:`torch.compile` a traced layer builds its plans afresh on every call
-(no side effects while tracing); an operator runs eagerly inside the
-compiled graph and keeps its cache.
+:func:`torch.compile` a traced layer reads the plans its view holds (a
+batch planned in the loader: they enter the graph as inputs, their sizes
+as constants) and builds the others afresh on every call (no side effects
+while tracing); an operator runs eagerly inside the compiled graph and
+keeps its cache.
 
 A cache travels with its plans: :meth:`PlanCache.to` and
 :meth:`PlanCache.pin_memory` give a copy whose tensors, its plans'
@@ -52,8 +54,9 @@ class PlanCache:
                 plan depends on.
             build (callable): Makes the plan.
         """
-        if torch.compiler.is_compiling():
-            return build()
+        if torch.compiler.is_compiling():  # no side effects while tracing
+            planned = self.__dict__.get('_plans', {})
+            return planned[key] if key in planned else build()
         plans: Dict[Hashable, object] = self.__dict__.setdefault(
             '_plans', {})
         if key not in plans:
@@ -156,6 +159,13 @@ def plans_for(index: Sequence[Tensor]) -> PlanCache:
     while len(_caches) > RECENT:
         del _caches[next(iter(_caches))]
     return entry.cache
+
+
+def is_planned(view) -> bool:
+    r"""Whether :obj:`view` holds plans made before the call (a batch
+    planned in the loader, :class:`~torch_geometric_hot.data.PlannedLoader`),
+    which a graph traced by :func:`torch.compile` reads."""
+    return isinstance(view, PlanCache) and bool(view.__dict__.get('_plans'))
 
 
 def view_plan(view, key: Hashable, build: Callable[[], T],

@@ -142,8 +142,8 @@ class Path(NamedTuple):
 def native_takes(problem: Problem) -> bool:
     r"""Whether the native CPU kernels take the problem's tensors (all of
     them CPU float32 or all float64, the kernels built and switched on) on
-    its device type."""
-    if problem.device_type != 'cpu':
+    its device type; never in a graph that :func:`torch.compile` traces."""
+    if problem.device_type != 'cpu' or torch.compiler.is_compiling():
         return False
     if not problem.tensors:
         return native.available()
@@ -171,6 +171,8 @@ def _grouped(problem: Problem) -> Optional[str]:
         return 'returns no attention weights'
     if problem.compiling:
         return 'not under torch.compile (there: path "compiled")'
+    if torch.compiler.is_compiling():
+        return 'the native kernels do not run in a traced graph'
     if not native_takes(problem):
         return ('needs CPU float32/float64 tensors and the native kernels '
                 f'(device type {problem.device_type!r}, native kernels '
@@ -203,15 +205,18 @@ def _packed_pays(problem: Problem) -> bool:
     view = problem.view
     pairs = 2 in (problem.in_order, problem.out_order)
 
-    def sizes():
+    def pays() -> bool:
         rows = view.nodes_per_graph
         if pairs:
             rows = rows + view.edges_per_graph
         # host synchronisation: the decision (once per batch and row kind)
-        return torch.stack([rows.sum(), (rows * rows).sum()]).tolist()
+        total, square = torch.stack([rows.sum(), (rows * rows).sum()
+                                     ]).tolist()
+        return 0 < total and square <= limit * total
 
-    total, square = view_plan(view, ('packed_sizes', pairs), sizes)
-    return 0 < total and square <= limit * total
+    # the decision is the plan (a graph traced over planned batches is
+    # specialised on it, not on the sizes)
+    return view_plan(view, ('packed_pays', pairs, limit), pays)
 
 
 def _no_weights(problem: Problem) -> Optional[str]:
@@ -269,9 +274,20 @@ _direct: contextvars.ContextVar = contextvars.ContextVar(
 
 def _forcing(compiling: bool) -> Tuple[Tuple[str, ...], Optional[str],
                                        Tuple[str, ...]]:
-    # a traced graph does not read the context variable (torch.compile
-    # cannot trace it): there, the rule's choice
-    return _NOTHING_FORCED if compiling else _forced.get()
+    # a graph traced without plans runs the rule's choice; one traced over
+    # planned batches reads what is forced once, when it is traced
+    # (torch.compile cannot trace a context variable)
+    if compiling:
+        return _NOTHING_FORCED
+    if torch.compiler.is_compiling():
+        return _forced_when_traced()
+    return _forced.get()
+
+
+@torch.compiler.assume_constant_result
+def _forced_when_traced() -> Tuple[Tuple[str, ...], Optional[str],
+                                   Tuple[str, ...]]:
+    return _forced.get()
 
 
 def direct_readings() -> DirectReadings:
@@ -335,10 +351,16 @@ def use_path(*paths: str, device_type: Optional[str] = None,
 
 
 def problem(operation: str, attention: str, tensors: Tuple[Tensor, ...],
-            device: torch.device, **kwargs) -> Problem:
+            device: torch.device, planned: bool = False,
+            **kwargs) -> Problem:
     r"""The :class:`Problem` of a call on :obj:`device` (the device type of
-    :func:`use_path` where it sets one)."""
-    compiling = torch.compiler.is_compiling()
+    :func:`use_path` where it sets one). With :obj:`planned` (the call's
+    layout was planned ahead, in the loader: the plans of
+    :func:`~torch_geometric_hot.ops.plan_cache.view_plan` or a token
+    layout), a graph that :func:`torch.compile` traces reads the plans
+    and is decided as in eager mode (:obj:`compiling` false); its block
+    sizes are then constants of the graph."""
+    compiling = torch.compiler.is_compiling() and not planned
     device_type = _forcing(compiling)[1] or device.type
     return Problem(operation, attention, tuple(tensors), device_type,
                    compiling, **kwargs)

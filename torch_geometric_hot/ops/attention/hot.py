@@ -20,6 +20,7 @@ from torch_geometric_hot.ops.higher_order_attention import \
 from torch_geometric_hot.ops.packed_class_attention import \
     packed_class_attention
 from torch_geometric_hot.ops.pooled_combination import ValueProjection
+from torch_geometric_hot.ops.plan_cache import is_planned
 from torch_geometric_hot.ops.recomputed_attention import dropout_seed
 
 #: Attention weights by ``'{part}/{class}'``: (index [2, pairs],
@@ -78,7 +79,7 @@ def hot_class_attention(attention: str, targets: Sequence[Target],
     problem = dispatch.problem('hot', attention, (queries, keys),
                                queries.device, weights=weights is not None,
                                in_order=in_order, out_order=out_order,
-                               view=view)
+                               view=view, planned=is_planned(view))
     chosen = dispatch.choose(problem, path)
     part_targets = [targets[p] for p in names]
     part_classes = [classes[p] for p in names]
@@ -167,7 +168,8 @@ def global_softmax_class_attention(cls: EquivariantClass, target: Target,
     """
     if cls.kind != 'global':
         raise ValueError(f"class {cls.name} is {cls.kind}, not global")
-    problem = dispatch.problem('hot', 'softmax', (q, k, v), q.device)
+    problem = dispatch.problem('hot', 'softmax', (q, k, v), q.device,
+                               planned=is_planned(view))
     return _softmax_class('compiled' if problem.compiling else 'padded',
                           cls, target, view, in_order, q, k, v,
                           dropout if training else 0.0, None)
