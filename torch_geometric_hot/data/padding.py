@@ -20,7 +20,7 @@ come last; :obj:`batch.num_real_graphs` says how many graphs are real, and
 """
 import math
 from typing import Callable, Dict, List, NamedTuple, Optional, Sequence, \
-    Tuple
+    Set, Tuple
 
 import torch
 from torch import Tensor
@@ -118,6 +118,9 @@ class PadToBuckets:
         self.pre_transform, self.ratio, self.smallest = pre_transform, \
             ratio, smallest
         self._graphs: Dict[Tuple[int, int], Data] = {}
+        #: The :class:`Buckets` of the lists padded so far (in this
+        #: process).
+        self.seen: Set[Buckets] = set()
 
     def buckets(self, data_list: Sequence[Data]) -> Tuple[Buckets, List[
             Tuple[int, int]]]:
@@ -158,7 +161,8 @@ class PadToBuckets:
     def __call__(self, data_list: Sequence[Data]) -> List[Data]:
         if not data_list:
             raise ValueError("'data_list' must hold at least one graph")
-        _, pads = self.buckets(data_list)
+        sizes, pads = self.buckets(data_list)
+        self.seen.add(sizes)
         template = data_list[0]
         return list(data_list) + [self._padding(template, n, m)
                                   for n, m in pads]

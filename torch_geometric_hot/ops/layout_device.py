@@ -45,3 +45,12 @@ def planned_for(device: Union[str, torch.device, None]) -> Iterator[None]:
     with dispatch.use_path(*paths, device_type=kind, operations=operations), \
             native:
         yield
+
+
+def traced_layout(device: Union[str, torch.device]) -> torch.device:
+    r"""The device whose layout a step compiled by :func:`torch.compile`
+    is planned for: :obj:`device`, except the CPU, whose native kernels
+    do not run in a traced graph: there, a GPU's (the launch-bound
+    layout: one padded block per part, token blocks, no native kernel)."""
+    device = torch.device(device)
+    return torch.device('cuda') if device.type == 'cpu' else device

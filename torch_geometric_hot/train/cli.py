@@ -233,6 +233,13 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument('--threads', type=_positive, default=None,
                      help="torch's CPU threads per process (default: "
                      "torch's choice)")
+    run.add_argument('--compile', action='store_true',
+                     help='the model under torch.compile (on CUDA with '
+                     'CUDA graphs, mode reduce-overhead), on batches padded '
+                     'with padding graphs to a few sizes (powers of 1.25) '
+                     'and planned for the launch-bound layout; one '
+                     'compilation per size bucket and mode; padding never '
+                     'reaches the loss or the metrics')
     run.add_argument('--size-limit', type=_positive, default=None,
                      help='elements a size-guarded layer may allocate '
                      '(torch_geometric_hot.ops.set_size_limit; a guard '

@@ -18,12 +18,13 @@ from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DistributedSampler, RandomSampler
 from torch_geometric.loader import DataLoader
 
-from torch_geometric_hot.data import ModelPlanner, PlannedLoader
+from torch_geometric_hot.data import ModelPlanner, PlannedLoader, \
+    real_graphs
 from torch_geometric_hot.datasets import (MoleculeBenchmark,
                                           load_molecule_benchmark,
                                           read_molecule_csv)
 from torch_geometric_hot.datasets.atomic_files import written_atomically
-from torch_geometric_hot.train import checkpoint, recipes
+from torch_geometric_hot.train import checkpoint, compiled, recipes
 from torch_geometric_hot.train.distributed import (Context, agree, barrier,
                                                    gather, sync_buffers)
 from torch_geometric_hot.ops.validation import validation
@@ -134,6 +135,12 @@ class Run:
         self.optimizer = recipes.build_optimizer(
             args.optimizer, model.parameters(), args.lr, args.betas,
             args.weight_decay)
+        # --compile: the network under torch.compile, fed batches padded to
+        # a few sizes (PadToBuckets) and planned for the launch-bound
+        # layout (see compiled.py)
+        self.compiled = compiled.Compiled(self.net, ctx.device,
+                                          self.spec.pre_transform) \
+            if getattr(args, 'compile', False) else None
         self.steps_per_epoch = -(-self._batches('train') // args.accumulate)
         self.total_steps = args.max_steps or (args.epochs *
                                               self.steps_per_epoch)
@@ -216,6 +223,8 @@ class Run:
             kw.update(planner=ModelPlanner(self.model, SpecCall(self.spec)),
                       device=self.ctx.device,
                       pin_memory=self.ctx.device.type == 'cuda')
+        if self.compiled is not None:
+            kw.update(self.compiled.loader_options(part))
         if part != 'train':
             # every rank reads its own stride of the split, nothing padded
             return PlannedLoader(subset[self.ctx.rank::self.ctx.world_size],
@@ -236,6 +245,18 @@ class Run:
         # the value checks ran in the loader's planning pass: off in a step
         return validation(False) if plans_batches(self.spec) else \
             contextlib.nullcontext()
+
+    def _predict(self, net: torch.nn.Module, batch) -> Tensor:
+        if self.compiled is not None:
+            return self.compiled(self.spec, batch)
+        return predict(net, self.spec, batch)
+
+    def _real(self, per_graph: Tensor, batch) -> Tensor:
+        # the real graphs' rows (a compiled run's batches are padded); a
+        # copy, as a replayed CUDA graph reuses its output memory
+        if self.compiled is None:
+            return per_graph
+        return real_graphs(per_graph, batch).clone()
 
     def _progress(self, loader, desc: str):
         if not self.ctx.is_main or self.args.no_progress:
@@ -279,7 +300,8 @@ class Run:
             with sync:
                 with recipes.autocast(self.ctx.device, args.precision), \
                         self._unchecked():
-                    out = predict(self.net, self.spec, batch).view_as(y)
+                    out = self._predict(self.net, batch).view_as(y)
+                out, y = self._real(out, batch), self._real(y, batch)
                 loss = _loss(self.loss, out.float(), self.scale.scale(y))
                 self.scaler.scale(loss / group).backward()
             if last:
@@ -313,7 +335,8 @@ class Run:
             y = _targets(self.bench, batch)
             with recipes.autocast(self.ctx.device, self.args.precision), \
                     self._unchecked():
-                out = predict(self.model, self.spec, batch).view_as(y)
+                out = self._predict(self.model, batch).view_as(y)
+            out, y = self._real(out, batch), self._real(y, batch)
             preds.append(self.scale.unscale(out.float()).cpu())
             trues.append(y.cpu())
         empty = torch.empty(0, self.bench.num_tasks)
@@ -446,6 +469,11 @@ class Run:
                'peak_mb': max(r['peak_mb'] for r in self.history),
                'device': str(self.ctx.device),
                'world_size': self.ctx.world_size,
+               'compiled_graphs': None if self.compiled is None else
+               self.compiled.graphs,
+               # the buckets padded in this process (none with workers)
+               'size_buckets': None if self.compiled is None or
+               self.args.num_workers else len(self.compiled.pad.seen),
                'weights': weights_digest(self.model),
                'config': {k: self.config[k] for k in
                           checkpoint.RUN_ARGUMENTS},
