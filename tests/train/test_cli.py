@@ -196,3 +196,28 @@ def test_commands_sharing_out_report_every_run_of_their_settings(root,
             '--lr', '0.01')
     runs = json.loads((tmp_path / 'results.json').read_text())
     assert [(r['model'], r['config']['lr']) for r in runs] == [('gin', 0.01)]
+
+
+@pytest.mark.parametrize('model', ['tokengt-lap', 'hot-kernel'])
+def test_compiled_run_pads_and_compiles_once_per_bucket_and_mode(
+        root, tmp_path, model):
+    import torch._dynamo
+    torch._dynamo.reset()
+    args = ['--dataset', 'ogbg-molesol', '--model', model, '--epochs', '1']
+    [eager] = run_cli(root, tmp_path / 'eager', *args)
+    [summary] = run_cli(root, tmp_path / 'compiled', *args, '--compile',
+                        '--compile-backend', 'aot_eager')
+    torch._dynamo.reset()
+    buckets = summary['size_buckets']
+    # training and evaluation each compile once per size bucket at most
+    assert buckets >= 1 and 1 <= summary['compiled_graphs'] <= 2 * buckets
+    # the padding graphs reach neither the loss nor the metrics
+    for key in ('final_loss', 'valid', 'test'):
+        assert summary[key] == pytest.approx(eager[key], rel=1e-4), key
+
+    def counts(folder):
+        path = next((tmp_path / folder).glob('*/metrics.jsonl'))
+        return [[json.loads(line)[f'{part}_count']
+                 for part in ('valid', 'test')] for line in open(path)]
+
+    assert counts('compiled') == counts('eager')

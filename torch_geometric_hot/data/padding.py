@@ -83,15 +83,20 @@ class PadToBuckets:
     has exactly :obj:`width` nodes and :obj:`edge_width` edges; the others
     at least 2 nodes and 1 edge and at most as many as the first.
 
-    A padding graph has every attribute of the first graph of the list,
-    zero (node attributes :obj:`[n, ...]`, edge attributes
-    :obj:`[m, ...]`, the others as the first graph's), then
-    :obj:`pre_transform` (the dataset's: it recomputes what it derives
-    from the structure, e.g. the pair view's index or node identifiers).
+    A padding graph has its structure, the attributes :obj:`keys` of the
+    first graph of the list, zero (node attributes :obj:`[n, ...]`, edge
+    attributes :obj:`[m, ...]`, the others shaped as the first graph's),
+    then :obj:`pre_transform` (the dataset's: it recomputes what it
+    derives from the structure, e.g. the pair view's index or node
+    identifiers); an attribute of the graphs that neither gives is an
+    error.
 
     Args:
         pre_transform (callable, optional): The dataset's
             ``pre_transform``.
+        keys (sequence of str, optional): Attributes the padding graphs
+            take as zeros. (default: :obj:`x`, :obj:`edge_attr`,
+            :obj:`edge_weight`, :obj:`pos`, :obj:`y`)
         ratio (float, optional): Growth of the size series (> 1).
             (default: :obj:`1.25`)
         smallest (int, optional): First term of the series.
@@ -109,7 +114,9 @@ class PadToBuckets:
         (28, 17, 8)
     """
     def __init__(self, pre_transform: Optional[Callable[[Data], Data]] =
-                 None, ratio: float = 1.25, smallest: int = 8) -> None:
+                 None, ratio: float = 1.25, smallest: int = 8,
+                 keys: Sequence[str] = ('x', 'edge_attr', 'edge_weight',
+                                        'pos', 'y')) -> None:
         if not ratio > 1:
             raise ValueError(f"'ratio' must be > 1, got {ratio}")
         if not isinstance(smallest, int) or smallest < 1:
@@ -117,6 +124,7 @@ class PadToBuckets:
                              f"{smallest!r}")
         self.pre_transform, self.ratio, self.smallest = pre_transform, \
             ratio, smallest
+        self.keys = tuple(keys)
         self._graphs: Dict[Tuple[int, int], Data] = {}
         #: The :class:`Buckets` of the lists padded so far (in this
         #: process).
@@ -177,10 +185,9 @@ class PadToBuckets:
         return graph
 
     def _make(self, template: Data, num_nodes: int, num_edges: int) -> Data:
-        out = Data(edge_index=padding_edges(num_nodes, num_edges),
-                   num_nodes=num_nodes)
+        out = Data(edge_index=padding_edges(num_nodes, num_edges))
         for key, value in template.items():
-            if key == 'edge_index' or not isinstance(value, Tensor):
+            if key not in self.keys or not isinstance(value, Tensor):
                 continue
             if template.is_node_attr(key):
                 shape = (num_nodes, *value.shape[1:])
@@ -189,13 +196,16 @@ class PadToBuckets:
             else:
                 shape = tuple(value.shape)
             out[key] = torch.zeros(shape, dtype=value.dtype)
+        if 'num_nodes' in template.keys() or out.num_nodes != num_nodes:
+            out.num_nodes = num_nodes  # no node attribute gives it
         if self.pre_transform is not None:
             out = self.pre_transform(out)
         missing = set(template.keys()) - set(out.keys())
         if missing:
             raise ValueError(f"padding graphs lack {sorted(missing)} of the "
                              f"dataset's graphs; give 'pre_transform' the "
-                             f"dataset's pre_transform")
+                             f"dataset's pre_transform, or name raw "
+                             f"attributes in 'keys'")
         return out
 
     def __repr__(self) -> str:

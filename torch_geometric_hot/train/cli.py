@@ -240,6 +240,9 @@ def build_parser() -> argparse.ArgumentParser:
                      'and planned for the launch-bound layout; one '
                      'compilation per size bucket and mode; padding never '
                      'reaches the loss or the metrics')
+    run.add_argument('--compile-backend', default='inductor',
+                     help="torch.compile's backend with --compile (e.g. "
+                     "aot_eager to debug) (default: %(default)s)")
     run.add_argument('--size-limit', type=_positive, default=None,
                      help='elements a size-guarded layer may allocate '
                      '(torch_geometric_hot.ops.set_size_limit; a guard '

@@ -138,8 +138,9 @@ class Run:
         # --compile: the network under torch.compile, fed batches padded to
         # a few sizes (PadToBuckets) and planned for the launch-bound
         # layout (see compiled.py)
-        self.compiled = compiled.Compiled(self.net, ctx.device,
-                                          self.spec.pre_transform) \
+        self.compiled = compiled.Compiled(
+            self.net, ctx.device, self.spec.pre_transform,
+            backend=args.compile_backend) \
             if getattr(args, 'compile', False) else None
         self.steps_per_epoch = -(-self._batches('train') // args.accumulate)
         self.total_steps = args.max_steps or (args.epochs *
