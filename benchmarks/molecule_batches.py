@@ -50,6 +50,7 @@ Usage::
         gin,gps_multihead,hot_softmax,tokengt_softmax  # training with dropout
 """
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -294,19 +295,35 @@ class Runner:
     r"""One model with its optimiser: :meth:`train_step` (forward, L1 loss,
     backward, Adam) and :meth:`infer_step` (forward in evaluation mode
     under :func:`torch.inference_mode`)."""
-    def __init__(self, model: torch.nn.Module, device: torch.device):
+    def __init__(self, model: torch.nn.Module, device: torch.device,
+                 compile: bool = False):
         self.model = model.to(device)
         self.device = device
         self.optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+        self.layout = contextlib.nullcontext
+        if compile:  # the model under torch.compile, run on its layout
+            from torch_geometric_hot.ops.layout_device import (planned_for,
+                                                               traced_layout)
+            from torch_geometric_hot.train.compiled import \
+                raise_recompile_limit
+            raise_recompile_limit()
+            layout = traced_layout(device)
+            if layout.type != device.type:
+                self.layout = lambda: planned_for(layout)
+            self.model = torch.compile(
+                self.model, dynamic=False, mode='reduce-overhead'
+                if device.type == 'cuda' else None)
 
     def forward_backward(self, batch) -> None:
         r"""Forward, L1 loss and backward in training mode (the value
         checks off: the batch's planning pass ran them, see
         :class:`~torch_geometric_hot.data.PlannedLoader`)."""
+        from torch_geometric_hot.data import real_graphs
         from torch_geometric_hot.ops.validation import validation
         self.model.train()
-        with validation(False):
-            loss = (self.model(batch) - batch.y).abs().mean()
+        with validation(False), self.layout():
+            out = real_graphs(self.model(batch), batch)
+            loss = (out - real_graphs(batch.y, batch)).abs().mean()
             loss.backward()
 
     def train_step(self, batch) -> None:
@@ -317,7 +334,7 @@ class Runner:
     def infer_step(self, batch) -> None:
         from torch_geometric_hot.ops.validation import validation
         self.model.eval()
-        with torch.inference_mode(), validation(False):
+        with torch.inference_mode(), validation(False), self.layout():
             self.model(batch)
 
     def sync(self) -> None:
@@ -337,7 +354,7 @@ def _timed_mean(runner: Runner, step: Callable, batches: Sequence) -> float:
 def round_robin(runners: Dict[str, Runner],
                 batches: Union[Sequence, Dict[str, Sequence]],
                 rounds: int, log: Callable[[str], None] = print,
-                rates: Optional[List[float]] = None
+                rates: Optional[List[float]] = None, warmup: int = 1
                 ) -> Dict[str, Dict[str, List[float]]]:
     r"""Per model its per-round mean seconds per batch of a training and of
     an inference step, the models taken in turn within every round (the
@@ -345,15 +362,17 @@ def round_robin(runners: Dict[str, Runner],
     runs first). :obj:`batches` are those of every model, or per model
     (the same molecules, each model's plans). With :obj:`rates`, the
     machine's matrix-product rate (:func:`peak_matmul_rate`) is appended
-    after every round."""
+    after every round. :obj:`warmup` untimed steps of each kind on every
+    batch come first."""
     names = list(runners)
     if not isinstance(batches, dict):
         batches = {name: batches for name in names}
     times = {n: {'train_s': [], 'infer_s': []} for n in names}
-    for name in names:  # warm-up: one step of each kind on every batch
-        for batch in batches[name]:
-            runners[name].train_step(batch)
-            runners[name].infer_step(batch)
+    for name in names:  # warm-up: steps of each kind on every batch
+        for _ in range(warmup):
+            for batch in batches[name]:
+                runners[name].train_step(batch)
+                runners[name].infer_step(batch)
     for r in range(rounds):
         order = names[r % len(names):] + names[:r % len(names)]
         for name in order:
@@ -502,6 +521,12 @@ def parse_args(argv=None) -> argparse.Namespace:
                         "optimizer apart) dispatches per model, with the "
                         "layout CUDA uses, counted on --device, and the "
                         "host-synchronising operators among them (JSON)")
+    parser.add_argument('--compile', action='store_true',
+                        help='every model under torch.compile '
+                        '(dynamic=False; on CUDA mode reduce-overhead, CUDA '
+                        'graphs) on the batches padded to one size '
+                        '(PadToBuckets, the largest bucket of the batches) '
+                        'and planned for the launch-bound layout')
     parser.add_argument('--memory-of', default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.quick:
@@ -519,6 +544,25 @@ def parse_args(argv=None) -> argparse.Namespace:
         parser.error("--models must include 'gin' and 'gps_multihead' "
                      "(the ratios are to them)")
     return args
+
+
+def common_padding(graphs: Sequence, batch_size: int):
+    r"""A :class:`~torch_geometric_hot.data.PadToBuckets` that pads every
+    batch of :obj:`graphs` to one size: the largest bucket of each size
+    over the batches (for one compiled graph per model)."""
+    from torch_geometric_hot.data import PadToBuckets
+    from torch_geometric_hot.data.padding import Buckets
+    pre = _pre_transform()
+    chunks = [graphs[i:i + batch_size]
+              for i in range(0, len(graphs), batch_size)]
+    least = None
+    for _ in range(4):  # raising one size can raise another
+        pad = PadToBuckets(pre, at_least=least)
+        sizes = [pad.buckets(chunk)[0] for chunk in chunks]
+        least = Buckets(*map(max, zip(*sizes)))
+        if all(size == least for size in sizes):
+            return pad
+    return PadToBuckets(pre, at_least=least)
 
 
 def _has_rdkit_and_ogb() -> bool:
@@ -673,17 +717,22 @@ def run(args: argparse.Namespace) -> Dict:
     graphs = load_graphs(args.root, args.batch_size * args.batches,
                          args.synthetic)
     runners, per_model = {}, {}
+    pad, layout = None, args.device_type or device
+    if args.compile:
+        from torch_geometric_hot.ops.layout_device import traced_layout
+        pad, layout = common_padding(graphs, args.batch_size), \
+            traced_layout(device)
     for name in args.models:
         torch.manual_seed(0)
-        runners[name] = Runner(build_model(name, args.width, args.layers,
-                                           args.heads, args.dropout), device)
+        model = build_model(name, args.width, args.layers, args.heads,
+                            args.dropout)
         # each model's batches: the same molecules, its own plans, made
         # for the device's layout (as the loader's workers make them)
         loader = PlannedLoader(graphs, args.batch_size,
-                               planner=ModelPlanner(runners[name].model),
-                               device=args.device_type or device,
-                               pin_memory=device.type == 'cuda')
+                               planner=ModelPlanner(model), device=layout,
+                               pin_memory=device.type == 'cuda', pad=pad)
         per_model[name] = [b.to(device, non_blocking=True) for b in loader]
+        runners[name] = Runner(model, device, compile=args.compile)
     batches = per_model[args.models[0]]
     nodes = sum(b.num_nodes for b in batches) / sum(b.num_graphs
                                                     for b in batches)
@@ -708,7 +757,9 @@ def run(args: argparse.Namespace) -> Dict:
     if args.floor:
         flops = {name: matmul_flops(runner, batches[0])
                  for name, runner in runners.items()}
-    times = round_robin(runners, per_model, args.rounds, rates=rates)
+    # compiled: the second pass records the CUDA graphs
+    times = round_robin(runners, per_model, args.rounds, rates=rates,
+                        warmup=3 if args.compile else 1)
     rows = summarize(times, memory, flops, rates)
     print(f'median over {args.rounds} round-robin rounds of the mean over '
           f'{len(batches)} batches; training step = forward + L1 loss + '
@@ -724,6 +775,7 @@ def run(args: argparse.Namespace) -> Dict:
                       synthetic=args.synthetic,
                       packed=args.packed, native=args.native,
                       device_type=args.device_type,
+                      compile=args.compile,
                       peak_gflops=[r / 1e9 for r in rates or []],
                       pre_transform=PRE_TRANSFORMS,
                       atoms_per_molecule=nodes, bonds_per_molecule=edges,

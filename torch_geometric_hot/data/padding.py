@@ -97,6 +97,8 @@ class PadToBuckets:
         keys (sequence of str, optional): Attributes the padding graphs
             take as zeros. (default: :obj:`x`, :obj:`edge_attr`,
             :obj:`edge_weight`, :obj:`pos`, :obj:`y`)
+        at_least (Buckets, optional): Sizes to pad to at least (e.g. the
+            largest of a fixed set of batches, to give them one shape).
         ratio (float, optional): Growth of the size series (> 1).
             (default: :obj:`1.25`)
         smallest (int, optional): First term of the series.
@@ -116,7 +118,8 @@ class PadToBuckets:
     def __init__(self, pre_transform: Optional[Callable[[Data], Data]] =
                  None, ratio: float = 1.25, smallest: int = 8,
                  keys: Sequence[str] = ('x', 'edge_attr', 'edge_weight',
-                                        'pos', 'y')) -> None:
+                                        'pos', 'y'),
+                 at_least: Optional[Buckets] = None) -> None:
         if not ratio > 1:
             raise ValueError(f"'ratio' must be > 1, got {ratio}")
         if not isinstance(smallest, int) or smallest < 1:
@@ -125,6 +128,8 @@ class PadToBuckets:
         self.pre_transform, self.ratio, self.smallest = pre_transform, \
             ratio, smallest
         self.keys = tuple(keys)
+        self.at_least = Buckets(0, 0, 0, 0, 0) if at_least is None else \
+            Buckets(*at_least)
         self._graphs: Dict[Tuple[int, int], Data] = {}
         #: The :class:`Buckets` of the lists padded so far (in this
         #: process).
@@ -139,13 +144,14 @@ class PadToBuckets:
 
         nodes = [int(d.num_nodes) for d in data_list]
         edges = [int(d.num_edges) for d in data_list]
-        width = size(max(max(nodes, default=0), 2))
-        edge_width = size(max(max(edges, default=0), 1))
+        least = self.at_least
+        width = size(max(max(nodes, default=0), 2, least.width))
+        edge_width = size(max(max(edges, default=0), 1, least.edge_width))
         while edge_width > width * (width - 1):
             width = size(width + 1)
         real_nodes, real_edges = sum(nodes), sum(edges)
-        graphs = size(len(data_list) + 1)
-        total_nodes = total_edges = 0
+        graphs = size(max(len(data_list) + 1, least.graphs))
+        total_nodes, total_edges = size(least.nodes), size(least.edges)
         while True:
             extra = graphs - len(data_list) - 1  # the small padding graphs
             total_nodes = max(total_nodes, size(real_nodes + width +

@@ -31,7 +31,10 @@ def compiled_graphs() -> int:
     return int(counters['stats']['unique_graphs'])
 
 
-def _raise_recompile_limit(limit: int) -> None:
+def raise_recompile_limit(limit: int = RECOMPILE_LIMIT) -> None:
+    r"""Lets :func:`torch.compile` compile :obj:`limit` graphs per
+    function (one per size bucket and mode) before it falls back to eager
+    mode."""
     import torch._dynamo.config as config
     for name in ('recompile_limit', 'cache_size_limit'):
         if hasattr(config, name) and getattr(config, name) < limit:
@@ -55,7 +58,7 @@ class Compiled:
     def __init__(self, net: torch.nn.Module, device: torch.device,
                  pre_transform: Optional[Callable] = None,
                  ratio: float = 1.25, backend: str = 'inductor') -> None:
-        _raise_recompile_limit(RECOMPILE_LIMIT)
+        raise_recompile_limit()
         self.device = torch.device(device)
         self.layout = traced_layout(self.device)
         self.pad = PadToBuckets(pre_transform, ratio)
