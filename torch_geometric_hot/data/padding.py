@@ -88,8 +88,8 @@ class PadToBuckets:
     attributes :obj:`[m, ...]`, the others shaped as the first graph's),
     then :obj:`pre_transform` (the dataset's: it recomputes what it
     derives from the structure, e.g. the pair view's index or node
-    identifiers); an attribute of the graphs that neither gives is an
-    error.
+    identifiers); a string or number attribute of the graphs is empty or
+    zero, and any other attribute that neither gives is an error.
 
     Args:
         pre_transform (callable, optional): The dataset's
@@ -206,6 +206,9 @@ class PadToBuckets:
             out.num_nodes = num_nodes  # no node attribute gives it
         if self.pre_transform is not None:
             out = self.pre_transform(out)
+        for key, value in template.items():  # e.g. a SMILES string: empty
+            if key not in out and isinstance(value, (str, int, float)):
+                out[key] = type(value)()
         missing = set(template.keys()) - set(out.keys())
         if missing:
             raise ValueError(f"padding graphs lack {sorted(missing)} of the "

@@ -92,6 +92,11 @@ class PlannedCollate:
             batch.plans = PlanCache()
             if self.planner is not None:
                 self.planner(batch)
+                kind = 'cpu' if self.device is None else self.device.type
+                for cache in (batch.plans, getattr(batch, 'pair_view',
+                                                   None)):
+                    if cache is not None:  # read by a compiled graph
+                        cache.planned_for = kind
         return batch
 
 

@@ -45,7 +45,11 @@ T = TypeVar('T')
 class PlanCache:
     r"""Plans derived from one set of index tensors, each made once per
     key: the base of the index bundles, and what :func:`plans_for` gives
-    an operator."""
+    an operator.
+
+    A cache filled ahead by :class:`~torch_geometric_hot.data.PlannedLoader`
+    has the attribute :obj:`planned_for`, the device type whose layout its
+    plans are (see :func:`is_planned`)."""
     def plan(self, key: Hashable, build: Callable[[], T]) -> T:
         r"""The plan :obj:`key`, made by :obj:`build` on first use.
 
@@ -162,10 +166,14 @@ def plans_for(index: Sequence[Tensor]) -> PlanCache:
 
 
 def is_planned(view) -> bool:
-    r"""Whether :obj:`view` holds plans made before the call (a batch
-    planned in the loader, :class:`~torch_geometric_hot.data.PlannedLoader`),
-    which a graph traced by :func:`torch.compile` reads."""
-    return isinstance(view, PlanCache) and bool(view.__dict__.get('_plans'))
+    r"""Whether :obj:`view` holds the plans of a launch-bound layout made
+    ahead (:class:`~torch_geometric_hot.data.PlannedLoader` for a device
+    other than the CPU sets :attr:`PlanCache.planned_for`), which a graph
+    traced by :func:`torch.compile` reads instead of building them. Plans
+    an eager pass left on a view do not count: they may be the CPU's, which
+    a traced graph cannot use."""
+    return isinstance(view, PlanCache) and \
+        view.__dict__.get('planned_for') not in (None, 'cpu')
 
 
 def view_plan(view, key: Hashable, build: Callable[[], T],

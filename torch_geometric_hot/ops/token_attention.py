@@ -163,7 +163,7 @@ def per_graph_softmax_attention(query: Tensor, key: Tensor, value: Tensor,
         return value.clone()
     chosen = dispatch.choose(dispatch.problem(
         'tokens', 'softmax', (query, key, value), query.device,
-        planned=layout is not None), path)
+        planned=isinstance(layout, TokenBuckets)), path)
     scaled = query * query.size(-1)**-0.5
     if chosen in ('compiled', 'pairs'):
         # a global class without exclusions: every token over its graph's
