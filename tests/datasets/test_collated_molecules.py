@@ -36,6 +36,19 @@ def ogb(root):
         return PygPCQM4Mv2Dataset(root)
 
 
+def _below_cut(batch: Batch, g: int, ids: torch.Tensor) -> torch.Tensor:
+    # the columns of graph g's identifiers whose eigenvalue (of the
+    # normalised Laplacian, I - D^-1/2 A D^-1/2) is below the largest kept
+    from torch_geometric.utils import get_laplacian, to_dense_adj
+    data = batch.get_example(g)
+    index, weight = get_laplacian(data.edge_index, normalization='sym',
+                                  num_nodes=data.num_nodes)
+    lap = to_dense_adj(index, edge_attr=weight,
+                       max_num_nodes=data.num_nodes)[0]
+    values = (ids * (lap @ ids)).sum(0)
+    return values < values.max() - 1e-4
+
+
 def _same(a: Data, b: Data) -> None:
     assert sorted(a.keys()) == sorted(b.keys())
     for key in a.keys():
@@ -112,7 +125,16 @@ def test_loader_batches_equal_those_of_stored_views(root, workers):
     assert len(batches[0]) == len(batches[1]) == 3
     for a, b in zip(*batches):
         assert isinstance(b, Batch)
-        for key in ('x', 'edge_index', 'edge_attr', 'batch', 'lap_node_id'):
+        for key in ('x', 'edge_index', 'edge_attr', 'batch'):
             assert torch.equal(a[key], b[key]), key
+        # eigenvectors of the graphs batched and one by one: the same
+        # eigenspaces (a repeated eigenvalue's basis is the solver's choice,
+        # and where the cut at k splits one, which of its vectors are kept)
+        for g in range(a.num_graphs):
+            u, v = (d.lap_node_id[d.batch == g] for d in (a, b))
+            keep = _below_cut(a, g, u)
+            assert torch.allclose(u[:, keep] @ u[:, keep].t(),
+                                  v[:, keep] @ v[:, keep].t(),
+                                  atol=1e-4), g
     with pytest.raises(ValueError, match="'views'"):
         load_molecule_benchmark('pcqm4mv2', root, views='lazy')
