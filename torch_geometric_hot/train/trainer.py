@@ -30,7 +30,8 @@ from torch_geometric_hot.train.distributed import (Context, agree, barrier,
 from torch_geometric_hot.ops.validation import validation
 from torch_geometric_hot.train.zoo import (HEADS, ModelSpec, Settings,
                                            SpecCall, configured,
-                                           plans_batches, predict)
+                                           planning_settings, plans_batches,
+                                           predict)
 
 SMOKE_TRAIN_BATCHES, SMOKE_EVAL_BATCHES = 3, 2
 METRICS_FILE, SUMMARY_FILE, CURVE_FILE = ('metrics.jsonl', 'summary.json',
@@ -221,10 +222,12 @@ class Run:
         if plans_batches(self.spec):
             # the pair view and the layers' plans built by the workers,
             # for the training device's layout; pinned for the copy
-            kw.update(planner=ModelPlanner(self.model, SpecCall(self.spec)),
-                      device=self.ctx.device,
+            kw.update(device=self.ctx.device,
                       pin_memory=self.ctx.device.type == 'cuda')
-        if self.compiled is not None:
+            if self.compiled is not None:
+                kw.update(self.compiled.loader_options(part))
+            kw.update(planner=self._planner(torch.device(kw['device'])))
+        elif self.compiled is not None:
             kw.update(self.compiled.loader_options(part))
         if part != 'train':
             # every rank reads its own stride of the split, nothing padded
@@ -246,6 +249,15 @@ class Run:
         # the value checks ran in the loader's planning pass: off in a step
         return validation(False) if plans_batches(self.spec) else \
             contextlib.nullcontext()
+
+    def _planner(self, layout: torch.device) -> ModelPlanner:
+        # for a GPU's layout a narrow, shallow copy of the model makes the
+        # same plans (zoo.planning_settings); for the CPU's, the model
+        if getattr(self, '_planning', None) is None:
+            model = self.model if layout.type == 'cpu' else \
+                self.spec.build(planning_settings(self.settings))
+            self._planning = ModelPlanner(model, SpecCall(self.spec))
+        return self._planning
 
     def _predict(self, net: torch.nn.Module, batch) -> Tensor:
         if self.compiled is not None:
