@@ -103,19 +103,17 @@ def plans_batches(spec: 'ModelSpec') -> bool:
 def planning_settings(s: Settings) -> Settings:
     r"""The settings of the model the loader's workers plan batches with
     (:class:`~torch_geometric_hot.data.ModelPlanner`): the plans depend on
-    a batch's indices and the model's structure, not on its width or
-    depth, so the planning copy is as narrow as its heads allow (one
-    channel per head, at least 8) and at most two blocks deep (the first
-    and the repeated kind); its planning pass then costs a fraction of
-    the model's forward pass (``docs/ogb.md``). Tested to make the same
-    plans as the model for every model of :data:`MODELS`, for a GPU's
+    a batch's indices and the model's structure, not on its width, heads
+    or depth, so the planning copy has one head of 8 channels and at most
+    two blocks (the first and the repeated kind); its planning pass then
+    costs a fraction of the model's forward pass (``docs/ogb.md``).
+    Tested to make the same plans as the model for every model of
+    :data:`MODELS`, for a GPU's
     layout; the CPU's kernel-attention plans depend on the channels per
     head (the native kernels' cost rule), so batches for the CPU are
     planned with the model itself."""
-    hidden = max(s.heads, 8)
-    hidden += -hidden % s.heads  # a multiple of the heads
-    return s._replace(hidden=min(hidden, s.hidden), layers=min(s.layers, 2),
-                      dropout=0.0)
+    return s._replace(hidden=min(8, s.hidden), heads=1,
+                      layers=min(s.layers, 2), dropout=0.0)
 
 
 class SpecCall:
