@@ -109,10 +109,13 @@ def children(pid: int) -> List[int]:
 
 class PssSampler:
     r"""Samples the summed PSS of this process and its children every
-    :obj:`interval` seconds in a thread; :attr:`peak` is the largest sum."""
+    :obj:`interval` seconds in a thread; :attr:`peak` is the largest sum
+    (of the samples taken while this process's own PSS held still, or,
+    where none did, as in a pass shorter than a few samples, of all)."""
     def __init__(self, interval: float = 0.2) -> None:
         self.interval = interval
         self.peak = 0
+        self._unsteady = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -126,6 +129,9 @@ class PssSampler:
             # between the shares: such a sample would count them twice
             if abs(after - before) <= 0.01 * max(before, 1):
                 self.peak = max(self.peak, max(before, after) + kids)
+            else:
+                self._unsteady = max(self._unsteady, max(before, after) +
+                                     kids)
             self._stop.wait(self.interval)
 
     def __enter__(self) -> 'PssSampler':
@@ -135,6 +141,8 @@ class PssSampler:
     def __exit__(self, *exc) -> None:
         self._stop.set()
         self._thread.join()
+        if self.peak == 0:
+            self.peak = self._unsteady
 
 
 def disk_bytes(folder: str) -> int:
