@@ -63,6 +63,10 @@ def variants() -> Dict[str, zoo.ModelSpec]:
                                 kernel='elu'),
         'hot-kernel+relu': _with(hot, 'HOT kernel attention, relu map',
                                  kernel='relu'),
+        'hot-kernel+bn': _with(hot, 'HOT kernel attention, batch norm '
+                               'before the head', readout_norm='batch'),
+        'hot-kernel+ln': _with(hot, 'HOT kernel attention, layer norm '
+                               'before the head', readout_norm='layer'),
     }
 
 

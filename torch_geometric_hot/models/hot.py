@@ -3,6 +3,8 @@ of :class:`~torch_geometric_hot.nn.HOTLayer` blocks of one order, a final
 block that changes the order, layer norm and a head."""
 from typing import Optional
 
+READOUT_NORMS = ('layer', 'batch')
+
 import torch
 from torch import Tensor
 from torch.utils.checkpoint import checkpoint
@@ -52,6 +54,15 @@ class HOTModel(torch.nn.Module):
         checkpoint (bool, optional): Recompute each block in the backward
             pass (activation checkpointing) to save memory.
             (default: :obj:`False`)
+        readout_norm (str, optional): The normalisation before the head:
+            ``'layer'`` (layer norm of every output row, as in HOT) or
+            ``'batch'`` (batch norm of every channel over the rows of the
+            batch, as GIN's blocks; running statistics in evaluation).
+            The outputs of the last block are averages over whole graphs
+            that share a large component across graphs; layer norm keeps
+            it, batch norm takes it out and scales the differences between
+            graphs to unit variance, which the head then fits.
+            (default: :obj:`'layer'`)
         **kwargs: :class:`HOTLayer` / :class:`HOTConv` arguments
             (``attention``, ``kernel``, ``classes``, ``dropout``, ...).
     """
@@ -61,8 +72,12 @@ class HOTModel(torch.nn.Module):
                  node_encoder: Optional[torch.nn.Module] = None,
                  edge_encoder: Optional[torch.nn.Module] = None,
                  head_layers: int = 0, checkpoint: bool = False,
-                 **kwargs) -> None:
+                 readout_norm: str = 'layer', **kwargs) -> None:
         super().__init__()
+        if readout_norm not in READOUT_NORMS:
+            raise ValueError(f"'readout_norm' must be one of {READOUT_NORMS}"
+                             f", got {readout_norm!r}")
+        self.readout_norm = readout_norm
         self.in_order, self.out_order = in_order, out_order
         self.hidden_channels = hidden_channels
         self.encoder = PairEncoder(hidden_channels, node_encoder,
@@ -75,7 +90,9 @@ class HOTModel(torch.nn.Module):
         ])
         self.layers.append(
             HOTLayer(hidden_channels, in_order, out_order, heads, **kwargs))
-        self.norm = torch.nn.LayerNorm(hidden_channels)
+        self.norm = torch.nn.LayerNorm(hidden_channels) \
+            if readout_norm == 'layer' else \
+            torch.nn.BatchNorm1d(hidden_channels)
         mlp = []
         for _ in range(head_layers):
             mlp += [torch.nn.Linear(hidden_channels, hidden_channels),

@@ -207,16 +207,23 @@ class VirtualNodeKeepingTargets(VirtualNode):
         return data
 
 
+#: HOT options a variant or preset may set: ``kernel`` (the feature map of
+#: kernel attention), ``size_scaler`` (see
+#: :class:`~torch_geometric_hot.nn.HOTConv`).
+HOT_LAYER_OPTIONS = ('kernel', 'size_scaler')
+
+
 def _hot(attention: str):
     # options: head_channels; last_heads and last_head_channels, the heads
     # of the final (order-changing) block (HOT Table 6c)
     def build(s: Settings) -> torch.nn.Module:
         options = dict(s.options)
         kwargs = dict(attention=attention, dropout=s.dropout, seed=s.seed)
-        if 'kernel' in options:  # the feature map of kernel attention
-            kwargs['kernel'] = options['kernel']
+        kwargs.update({k: options[k] for k in HOT_LAYER_OPTIONS
+                       if k in options})
         model = HOTGraphModel(s.hidden, s.out, num_layers=s.layers,
-                              heads=s.heads,
+                              heads=s.heads, readout_norm=options.get(
+                                  'readout_norm', 'layer'),
                               node_encoder=atom_encoder(s.hidden),
                               edge_encoder=bond_encoder(s.hidden),
                               head_channels=options.get('head_channels'),
