@@ -85,6 +85,16 @@ class HOTConv(torch.nn.Module):
             this many training calls. (default: :obj:`None`)
         seed (int, optional): Seed of the random features.
         bias (bool, optional): Learn output biases. (default: :obj:`True`)
+        size_scaler (str, optional): Scales every class's attention output
+            at an output element by a function :math:`s` of its key group's
+            size :math:`c_\mu(\mathbf{j}) = |\mathcal{G}_\mu(\mathbf{j})|`
+            (the count its linear counterpart divides by with
+            ``normalize='mean'``): ``'none'`` (:math:`s = 1`, an average,
+            as in HOT), ``'log'`` (:math:`\log(1 + c)`, PNA's
+            amplification), ``'sqrt'`` (:math:`\sqrt{c}`) or ``'count'``
+            (:math:`c`: uniform weights then give the sum, as GIN
+            aggregates). An average cannot tell how many keys a group has;
+            the scaled outputs can. (default: ``'none'``)
 
     Shapes:
         - **input:** :obj:`x` :math:`(P, F_{in})` or :math:`(n, F_{in})`,
