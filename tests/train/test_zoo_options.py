@@ -81,10 +81,10 @@ def test_hot_final_block_heads_and_tokengt_options():
                                   ('last_head_channels', 4))))
     assert [(layer.attn.heads, layer.attn.head_channels)
             for layer in hot.layers] == [(4, 8), (4, 8), (6, 4)]
-    variant = MODELS['hot-softmax'].build(Settings(
-        16, 1, 1, 0.0, 0, 4, 16, (('norm', 'layer'), ('readout_norm',
-                                                        'layer'),
-                                  ('size_scaler', 'log'))))
+    options = (('norm', 'layer'), ('readout_norm', 'layer'),
+               ('size_scaler', 'log'))
+    variant = MODELS['hot-softmax'].build(Settings(16, 1, 1, 0.0, 0, 4, 16,
+                                                   options))
     assert isinstance(variant.norm, torch.nn.LayerNorm)
     assert all(layer.norm == 'layer' and layer.attn.size_scaler == 'log'
                for layer in variant.layers)

@@ -134,8 +134,8 @@ class HOTLayer(torch.nn.Module):
         self.attn.redraw_projection()
 
     def __repr__(self) -> str:
+        norm = f', norm={self.norm!r}' if self.norm != 'layer' else ''
         return (f'{self.__class__.__name__}({self.channels}, order='
                 f'{self.in_order}->{self.out_order}, heads={self.attn.heads},'
                 f' attention={self.attn.attention!r}, '
-                f'residual={self.residual}'
-                f"{', norm=' + repr(self.norm) if self.norm != 'layer' else ''})")
+                f'residual={self.residual}{norm})')
