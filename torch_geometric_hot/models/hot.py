@@ -56,7 +56,7 @@ class HOTModel(torch.nn.Module):
         readout_norm (str, optional): The normalisation before the head:
             ``'layer'`` (layer norm of every output row, as in HOT) or
             ``'batch'`` (batch norm of every channel over the rows of the
-            batch, :class:`~torch_geometric_hot.nn.hot_layer.RowBatchNorm`;
+            batch, :class:`~torch_geometric_hot.nn.RowBatchNorm`;
             running statistics in evaluation). A graph model's last block
             outputs averages over whole graphs, which share a large
             component across graphs; layer norm keeps it, batch norm takes

@@ -18,7 +18,12 @@ class RowBatchNorm(torch.nn.BatchNorm1d):
     batch of one graph at order 0), where batch statistics do not exist.
 
     Args:
-        channels (int): Channels.
+        num_features (int): Channels.
+        **kwargs: Further :class:`torch.nn.BatchNorm1d` arguments.
+
+    Shapes:
+        - **input:** :math:`(R, F)`
+        - **output:** :math:`(R, F)`
     """
     def forward(self, x: Tensor) -> Tensor:
         if self.training and x.size(0) <= 1:
