@@ -70,6 +70,10 @@ def variants() -> Dict[str, zoo.ModelSpec]:
         'hot-kernel+bn-readout': _with(
             hot, 'HOT kernel attention, layer norm in the blocks, batch norm '
             'before the head', norm='layer', readout_norm='batch'),
+        'hot-kernel+bn-readout+log': _with(
+            hot, 'HOT kernel attention, layer norm in the blocks, batch norm '
+            'before the head, attention outputs scaled by log(1 + group '
+            'size)', norm='layer', readout_norm='batch', size_scaler='log'),
         'hot-kernel+bn-blocks': _with(
             hot, 'HOT kernel attention, batch norm in the blocks, layer norm '
             'before the head', norm='batch', readout_norm='layer'),
@@ -83,6 +87,9 @@ def variants() -> Dict[str, zoo.ModelSpec]:
             hot, 'HOT kernel attention, layer norms, attention outputs '
             'scaled by log(1 + group size)', norm='layer',
             readout_norm='layer', size_scaler='log'),
+        'hot-softmax+bn-readout': _with(
+            soft, 'HOT softmax attention, layer norm in the blocks, batch '
+            'norm before the head', norm='layer', readout_norm='batch'),
         'hot-softmax+paper-norm': _with(
             soft, 'HOT softmax attention, layer norm in the blocks and '
             'before the head (HOT)', norm='layer', readout_norm='layer'),
