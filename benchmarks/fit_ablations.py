@@ -8,7 +8,7 @@ Every variant is a model of the command with some constructor arguments
 changed; the baselines (GIN, GPS) train in the same run. Run::
 
     python benchmarks/fit_ablations.py --targets qed,bertz,logp \
-        --variants tokengt-lap,tokengt-lap+no-flip,gin,gps \
+        --variants tokengt-lap,tokengt-lap+paper,gin,gps \
         --molecules 1000 --epochs 40 --seeds 0 --out results/fit_ablations
 
 ``--list`` prints the variants. Results go to ``OUT/fit_ablations.json``
@@ -46,6 +46,7 @@ def variants() -> Dict[str, zoo.ModelSpec]:
     pre-transform and inputs) built with some options changed."""
     lap = zoo.MODELS['tokengt-lap']
     hot = zoo.MODELS['hot-kernel']
+    soft = zoo.MODELS['hot-softmax']
     return {
         'tokengt-lap+flip': _with(
             lap, 'TokenGT (Lap) with random sign flips in training',
@@ -63,6 +64,35 @@ def variants() -> Dict[str, zoo.ModelSpec]:
                                 kernel='elu'),
         'hot-kernel+relu': _with(hot, 'HOT kernel attention, relu map',
                                  kernel='relu'),
+        'hot-kernel+paper-norm': _with(
+            hot, 'HOT kernel attention, layer norm in the blocks and before '
+            'the head (HOT)', norm='layer', readout_norm='layer'),
+        'hot-kernel+bn-readout': _with(
+            hot, 'HOT kernel attention, layer norm in the blocks, batch norm '
+            'before the head', norm='layer', readout_norm='batch'),
+        'hot-kernel+bn-readout+log': _with(
+            hot, 'HOT kernel attention, layer norm in the blocks, batch norm '
+            'before the head, attention outputs scaled by log(1 + group '
+            'size)', norm='layer', readout_norm='batch', size_scaler='log'),
+        'hot-kernel+bn-blocks': _with(
+            hot, 'HOT kernel attention, batch norm in the blocks, layer norm '
+            'before the head', norm='batch', readout_norm='layer'),
+        'hot-kernel+log': _with(
+            hot, 'HOT kernel attention, attention outputs scaled by '
+            'log(1 + group size)', size_scaler='log'),
+        'hot-kernel+count': _with(
+            hot, 'HOT kernel attention, attention outputs scaled by the '
+            'group size (sums)', size_scaler='count'),
+        'hot-kernel+paper-norm+log': _with(
+            hot, 'HOT kernel attention, layer norms, attention outputs '
+            'scaled by log(1 + group size)', norm='layer',
+            readout_norm='layer', size_scaler='log'),
+        'hot-softmax+bn-readout': _with(
+            soft, 'HOT softmax attention, layer norm in the blocks, batch '
+            'norm before the head', norm='layer', readout_norm='batch'),
+        'hot-softmax+paper-norm': _with(
+            soft, 'HOT softmax attention, layer norm in the blocks and '
+            'before the head (HOT)', norm='layer', readout_norm='layer'),
     }
 
 
@@ -94,7 +124,7 @@ def main(argv=None) -> Dict:
     parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
     parser.add_argument('--targets', default='qed,bertz,logp')
     parser.add_argument('--variants', default='gin,gps,tokengt-lap,'
-                        'tokengt-lap+no-flip,hot-kernel')
+                        'tokengt-lap+paper,hot-kernel,hot-kernel+paper-norm')
     parser.add_argument('--dataset', default='ogbg-molesol')
     parser.add_argument('--molecules', type=int, default=1000)
     parser.add_argument('--epochs', type=int, default=40)

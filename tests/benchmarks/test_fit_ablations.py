@@ -26,6 +26,12 @@ def test_variants_build_the_commands_model_with_their_options():
     assert variants['tokengt-lap+seb'].build(s).encoder.seb
     elu = variants['hot-kernel+elu'].build(s)
     assert elu.layers[0].attn.kernel == 'elu'
+    assert elu.layers[0].norm == 'batch'  # the command's HOT default
+    paper = variants['hot-softmax+paper-norm'].build(s)
+    assert paper.layers[0].norm == paper.readout_norm == 'layer'
+    assert paper.layers[0].attn.attention == 'softmax'
+    assert variants['hot-kernel+log'].build(s).layers[0].attn.size_scaler \
+        == 'log'
     # the same inputs as the command's model
     assert variants['tokengt-lap+flip'].extras is \
         zoo.MODELS['tokengt-lap'].extras

@@ -54,6 +54,27 @@ def test_models_equivariant_batch_independent_finite(cls, kwargs, level, order,
     assert torch.isfinite(out).all()
 
 
+@pytest.mark.parametrize('attention', ['softmax', 'kernel'])
+def test_batch_readout_norm_invariant_in_evaluation(attention, device):
+    torch.manual_seed(0)
+    model = HOTGraphModel(4, 2, num_layers=1, heads=2, attention=attention,
+                          seed=0, edge_encoder=torch.nn.Identity(),
+                          readout_norm='batch').double().to(device)
+    assert isinstance(model.norm, torch.nn.BatchNorm1d)
+    data = graphs(device)
+    batch = Batch.from_data_list(data)
+    model.train()
+    first = on_graph(model)(batch)  # updates the running statistics
+    assert torch.isfinite(first).all()
+    model.eval()
+    assert_permutation_equivariant(on_graph(model), data[0], 'graph')
+    assert_batch_independent(on_graph(model), data, rows_per_graph(0))
+    # the running statistics moved from their start (mean 0, variance 1)
+    assert model.norm.running_mean.abs().sum() > 0
+    with pytest.raises(ValueError, match='readout_norm'):
+        HOTGraphModel(4, 2, readout_norm='group')
+
+
 def test_checkpointing_gives_identical_gradients(device):
     torch.manual_seed(0)
     batch = Batch.from_data_list(graphs(device))

@@ -32,6 +32,14 @@ def dense_rows(rows, data, order, n):
     return out
 
 
+def dense_size_scale(scaler, size):
+    r"""The factor of a class's attention output from its dense group
+    size (the number of ones in its row of the basis indicator)."""
+    size = size.double()
+    return {'none': torch.ones_like(size), 'log': torch.log1p(size),
+            'sqrt': size.sqrt(), 'count': size}[scaler]
+
+
 def dense_reference(layer, data):
     r"""The layer recomputed densely: attention of every class over its
     full dense key group (the brute-force basis indicator)."""
@@ -55,8 +63,10 @@ def dense_reference(layer, data):
     basis = dense_basis(n, k_ord, l_ord, x.device)
     out = 0
     for c, cls in enumerate(layer.classes):
-        attn = dense_class_attention(queries, keys, values[:, c],
-                                     basis[cls.partition], fm)
+        mask = basis[cls.partition]
+        attn = dense_class_attention(queries, keys, values[:, c], mask, fm)
+        attn = attn * dense_size_scale(layer.size_scaler,
+                                       mask.sum(-1)).view(-1, 1, 1)
         out = out + attn.reshape(attn.size(0), H * D) @ layer.lin_out[c]
     if l_ord <= 2:
         patterns = output_patterns(n, l_ord, x.device)
@@ -104,6 +114,40 @@ def test_exact_kernel_equals_dense_kernel_reference(orders, kernel, device):
     layer = make(orders, device, attention='kernel', kernel=kernel, seed=0)
     out, expected = sparse_dense(layer, data)
     torch.testing.assert_close(out, expected, atol=1e-10, rtol=1e-10)
+
+
+@pytest.mark.parametrize('orders', ORDERS)
+@pytest.mark.parametrize('attention', ['softmax', 'kernel'])
+@pytest.mark.parametrize('scaler', ['log', 'sqrt', 'count'])
+def test_size_scaler_equals_dense_reference(orders, attention, scaler,
+                                            device):
+    data = attach_order_inputs(complete_graph(4, device=device), orders[1],
+                               max_hyperedges=10**6)
+    layer = make(orders, device, attention=attention, kernel='elu',
+                 size_scaler=scaler)
+    out, expected = sparse_dense(layer, data)
+    torch.testing.assert_close(out, expected, atol=1e-10, rtol=1e-10)
+    plain = make(orders, device, attention=attention, kernel='elu')
+    if orders[1] <= 2:  # every part has a group of more than one key
+        assert not torch.allclose(run_layer(plain, data), out)
+
+
+@pytest.mark.parametrize('orders', [(2, 2), (2, 0), (1, 1), (1, 2)])
+@pytest.mark.parametrize('attention', ['softmax', 'kernel'])
+def test_size_scaler_equivariant_and_batch_independent(orders, attention,
+                                                       device):
+    layer = make(orders, device, attention=attention, seed=0,
+                 size_scaler='log')
+    data = attach_order_inputs(random_graph(7, 9, device=device), orders[1],
+                               seed=3)
+    level = {0: 'graph', 1: 'node'}.get(orders[1], 'other')
+    assert_permutation_equivariant(lambda d: run_layer(layer, d), data,
+                                   level)
+    graphs = [attach_order_inputs(g, orders[1], seed=k)
+              for k, g in enumerate(edge_case_graphs(3, device=device))
+              if g.num_nodes >= orders[1]]
+    assert_batch_independent(lambda d: run_layer(layer, d), graphs,
+                             rows_per_graph(orders[1]))
 
 
 def test_decoupled_kernel_differs_from_exact(device):
@@ -254,6 +298,8 @@ def test_wrappers_classes_repr_and_errors():
                            "attention='kernel', kernel='favor+', classes=6)")
     with pytest.raises(ValueError, match="'attention'"):
         HOTConv2to2(4, 4, attention='dense')
+    with pytest.raises(ValueError, match='size_scaler'):
+        HOTConv2to2(4, 4, size_scaler='max')
     with pytest.raises(ValueError, match="'kernel'"):
         HOTConv2to2(4, 4, attention='kernel', kernel='exp')
     with pytest.raises(ValueError, match="'k'"):

@@ -81,6 +81,13 @@ def test_hot_final_block_heads_and_tokengt_options():
                                   ('last_head_channels', 4))))
     assert [(layer.attn.heads, layer.attn.head_channels)
             for layer in hot.layers] == [(4, 8), (4, 8), (6, 4)]
+    options = (('norm', 'layer'), ('readout_norm', 'layer'),
+               ('size_scaler', 'log'))
+    variant = MODELS['hot-softmax'].build(Settings(16, 1, 1, 0.0, 0, 4, 16,
+                                                   options))
+    assert isinstance(variant.norm, torch.nn.LayerNorm)
+    assert all(layer.norm == 'layer' and layer.attn.size_scaler == 'log'
+               for layer in variant.layers)
     tokengt = MODELS['tokengt-lap'].build(Settings(
         32, 2, 1, 0.0, 0, 8, 16, (('drop_path', 0.1), ('ffn_ratio', 1.0),
                                   ('feature_vocabulary', 512))))

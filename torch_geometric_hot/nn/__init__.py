@@ -7,14 +7,15 @@ from torch_geometric_hot.nn.hot_conv import (HOTConv, HOTConv1to0, HOTConv1to1,
                                              HOTConv1to2, HOTConv1toK,
                                              HOTConv2to0, HOTConv2to1,
                                              HOTConv2to2)
-from torch_geometric_hot.nn.hot_layer import HOTLayer
+from torch_geometric_hot.nn.hot_layer import HOTLayer, RowBatchNorm
 from torch_geometric_hot.nn.hot_node_conv import HOTNodeConv
 from torch_geometric_hot.nn.pair_encoder import PairEncoder
 
 __all__ = [
     'EquivariantLinear', 'CategoricalEncoder', 'HOTConv', 'HOTConv1to0',
     'HOTConv1to1', 'HOTConv1to2', 'HOTConv1toK', 'HOTConv2to0',
-    'HOTConv2to1', 'HOTConv2to2', 'HOTLayer', 'HOTNodeConv', 'PairEncoder'
+    'HOTConv2to1', 'HOTConv2to2', 'HOTLayer', 'HOTNodeConv', 'PairEncoder',
+    'RowBatchNorm'
 ]
 from torch_geometric_hot.nn.simplicial_attention import SimplicialAttention
 from torch_geometric_hot.nn.simplex_indexer import SimplexIndexer

@@ -9,14 +9,17 @@ from torch_geometric_hot.data.targets import resolve_targets
 from torch_geometric_hot.nn.equivariant_linear import EquivariantLinear
 from torch_geometric_hot.ops.basis import group_by_part, output_parts, \
     select_classes
-from torch_geometric_hot.ops.equivariant import assemble_parts
+from torch_geometric_hot.ops.equivariant import assemble_parts, \
+    class_counts, summary_counts
 from torch_geometric_hot.ops.feature_maps import KERNELS, FeatureMap
 from torch_geometric_hot.ops.attention.hot import hot_class_attention
+from torch_geometric_hot.ops.plan_cache import view_plan
 from torch_geometric_hot.ops.pooled_combination import ValueProjection
 from torch_geometric_hot.ops.row_selection import select_rows
 from torch_geometric_hot.ops.validation import check_features
 
 ATTENTIONS = ('softmax', 'kernel')
+SIZE_SCALERS = ('none', 'log', 'sqrt', 'count')
 Attention = Dict[str, Tuple[Tensor, Tensor]]
 
 
@@ -82,6 +85,16 @@ class HOTConv(torch.nn.Module):
             this many training calls. (default: :obj:`None`)
         seed (int, optional): Seed of the random features.
         bias (bool, optional): Learn output biases. (default: :obj:`True`)
+        size_scaler (str, optional): Scales every class's attention output
+            at an output element by a function :math:`s` of its key group's
+            size :math:`c_\mu(\mathbf{j}) = |\mathcal{G}_\mu(\mathbf{j})|`
+            (the count its linear counterpart divides by with
+            ``normalize='mean'``): ``'none'`` (:math:`s = 1`, an average,
+            as in HOT), ``'log'`` (:math:`\log(1 + c)`, PNA's
+            amplification), ``'sqrt'`` (:math:`\sqrt{c}`) or ``'count'``
+            (:math:`c`: uniform weights then give the sum, as GIN
+            aggregates). An average cannot tell how many keys a group has;
+            the scaled outputs can. (default: ``'none'``)
 
     Shapes:
         - **input:** :obj:`x` :math:`(P, F_{in})` or :math:`(n, F_{in})`,
@@ -103,8 +116,13 @@ class HOTConv(torch.nn.Module):
                  classes: Union[str, Sequence[str]] = 'all',
                  exact_exclusion: bool = True, dropout: float = 0.0,
                  redraw_interval: Optional[int] = None,
-                 seed: Optional[int] = None, bias: bool = True) -> None:
+                 seed: Optional[int] = None, bias: bool = True,
+                 size_scaler: str = 'none') -> None:
         super().__init__()
+        if size_scaler not in SIZE_SCALERS:
+            raise ValueError(f"'size_scaler' must be one of {SIZE_SCALERS}, "
+                             f"got {size_scaler!r}")
+        self.size_scaler = size_scaler
         if attention not in ATTENTIONS:
             raise ValueError(f"'attention' must be one of {ATTENTIONS}, got "
                              f"{attention!r}")
@@ -208,6 +226,10 @@ class HOTConv(torch.nn.Module):
             weights)
         for p, (name, target) in enumerate(targets.items()):
             index = self._part_index.get(name, [])
+            if outs[p] is not None and self.size_scaler != 'none':
+                outs[p] = outs[p] * self._size_scale(
+                    view, name, target, outs[p].dtype).view(
+                        target.num_rows, len(index), 1, 1)
             if outs[p] is not None:  # one product with the projections
                 out = outs[p].reshape(target.num_rows,
                                       len(index) * H * D) @ \
@@ -222,6 +244,26 @@ class HOTConv(torch.nn.Module):
         if self.lin_light is not None:
             out = out + self.lin_light(x, view, hyperedge_index)
         return (out, weights) if return_attention_weights else out
+
+    def _size_scale(self, view, name: str, target,
+                    dtype: torch.dtype) -> Tensor:
+        r""":math:`s(c_\mu(\mathbf{j}))` of every class of the part
+        :obj:`name` for every output row, :obj:`[rows, classes]`."""
+        def scales() -> Tensor:
+            counts = summary_counts(view, self.in_order)
+            size = torch.stack([class_counts(cls, target, counts)
+                                for cls in self._by_part[name]], 1)
+            size = size.to(dtype)
+            if self.size_scaler == 'log':
+                return torch.log1p(size)
+            if self.size_scaler == 'sqrt':
+                return size.sqrt()
+            return size
+        return view_plan(view, ('size_scale', self.in_order, name,
+                                self.size_scaler, tuple(
+                                    c.name for c in self._by_part[name]),
+                                dtype), scales,
+                         keep=target.part != 'hyperedge')
 
     def _queries(self, x, view, hyperedge_index, targets) -> Tensor:
         r"""The queries of the output parts, one part's rows after the

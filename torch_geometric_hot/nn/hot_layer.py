@@ -8,6 +8,40 @@ from torch_geometric_hot.nn.hot_conv import HOTConv
 from torch_geometric_hot.ops.validation import check_features, \
     on_checked_features
 
+NORMS = ('layer', 'batch')
+
+
+class RowBatchNorm(torch.nn.BatchNorm1d):
+    r"""Batch normalisation of every channel over the rows of a batch
+    (:class:`torch.nn.BatchNorm1d` on :obj:`[rows, channels]`), which falls
+    back to the running statistics for a training batch of one row (a
+    batch of one graph at order 0), where batch statistics do not exist.
+
+    Args:
+        num_features (int): Channels.
+        **kwargs: Further :class:`torch.nn.BatchNorm1d` arguments.
+
+    Shapes:
+        - **input:** :math:`(R, F)`
+        - **output:** :math:`(R, F)`
+    """
+    def forward(self, x: Tensor) -> Tensor:
+        if self.training and x.size(0) <= 1:
+            return torch.nn.functional.batch_norm(
+                x, self.running_mean, self.running_var, self.weight,
+                self.bias, False, 0.0, self.eps)
+        return super().forward(x)
+
+
+def norm_layer(norm: str, channels: int) -> torch.nn.Module:
+    r"""The normalisation :obj:`norm` (``'layer'`` or ``'batch'``) of
+    :obj:`channels` channels: :class:`torch.nn.LayerNorm` over the channels
+    of every row, or :class:`RowBatchNorm` over the rows of the batch."""
+    if norm not in NORMS:
+        raise ValueError(f"'norm' must be one of {NORMS}, got {norm!r}")
+    return torch.nn.LayerNorm(channels) if norm == 'layer' else \
+        RowBatchNorm(channels)
+
 
 class HOTLayer(torch.nn.Module):
     r"""The higher-order Transformer encoder block
@@ -26,7 +60,15 @@ class HOTLayer(torch.nn.Module):
     layers (HOT §4.1; plain linear layers for :math:`l \ne 2`), the residual
     around the attention exists when :math:`k = l` (and
     :obj:`residual=True`), and dropout follows the attention and both
-    feed-forward layers.
+    feed-forward layers. :math:`\mathrm{LN}` is layer normalisation (as in
+    HOT) or, with :obj:`norm='batch'`, batch normalisation of every channel
+    over all rows of the batch (every pair entry of every graph), as
+    GraphGPS normalises its blocks on molecules. Layer norm keeps what all
+    rows share, batch norm takes it out: on small molecule sets the
+    differences between molecules, a small part of every row at
+    initialisation, are fitted faster. Both are permutation equivariant;
+    batch norm makes a training step depend on the batch (in evaluation it
+    applies its running statistics, row by row).
 
     Args:
         channels (int): Width :math:`d` (input and output).
@@ -38,6 +80,8 @@ class HOTLayer(torch.nn.Module):
         dropout (float, optional): Dropout rate. (default: :obj:`0.0`)
         ffn_channels (int, optional): Hidden width of the feed-forward
             layers (default: :obj:`channels`, as in HOT).
+        norm (str, optional): ``'layer'`` (layer norm, as in HOT) or
+            ``'batch'`` (:class:`RowBatchNorm`). (default: ``'layer'``)
         **kwargs: Further :class:`HOTConv` arguments (``attention``,
             ``kernel``, ``classes``, ``head_channels``, ...).
 
@@ -46,16 +90,18 @@ class HOTLayer(torch.nn.Module):
     """
     def __init__(self, channels: int, in_order: int, out_order: int,
                  heads: int = 1, residual: bool = True, dropout: float = 0.0,
-                 ffn_channels: Optional[int] = None, **kwargs) -> None:
+                 ffn_channels: Optional[int] = None, norm: str = 'layer',
+                 **kwargs) -> None:
         super().__init__()
+        self.norm = norm
         self.channels = channels
         self.in_order, self.out_order = in_order, out_order
         self.residual = residual and in_order == out_order
         ffn_channels = ffn_channels or channels
-        self.norm_attn = torch.nn.LayerNorm(channels)
+        self.norm_attn = norm_layer(norm, channels)
         self.attn = HOTConv(channels, channels, in_order, out_order, heads,
                             dropout=dropout, **kwargs)
-        self.norm_ffn = torch.nn.LayerNorm(channels)
+        self.norm_ffn = norm_layer(norm, channels)
         if out_order == 2:
             self.ffn_in = EquivariantLinear(channels, ffn_channels, 2, 2,
                                             'light')
@@ -93,7 +139,8 @@ class HOTLayer(torch.nn.Module):
         self.attn.redraw_projection()
 
     def __repr__(self) -> str:
+        norm = f', norm={self.norm!r}' if self.norm != 'layer' else ''
         return (f'{self.__class__.__name__}({self.channels}, order='
                 f'{self.in_order}->{self.out_order}, heads={self.attn.heads},'
                 f' attention={self.attn.attention!r}, '
-                f'residual={self.residual})')
+                f'residual={self.residual}{norm})')

@@ -223,14 +223,24 @@ class VirtualNodeKeepingTargets(VirtualNode):
         return data
 
 
+#: HOT options a variant or preset may set: ``kernel`` (the feature map of
+#: kernel attention), ``size_scaler`` (see
+#: :class:`~torch_geometric_hot.nn.HOTConv`) and ``norm`` (the blocks'
+#: normalisation, see :class:`~torch_geometric_hot.nn.HOTLayer`); besides
+#: them ``readout_norm`` (see :class:`~torch_geometric_hot.models.HOTModel`).
+HOT_LAYER_OPTIONS = ('kernel', 'size_scaler', 'norm')
+
+
 def _hot(attention: str):
     # options: head_channels; last_heads and last_head_channels, the heads
     # of the final (order-changing) block (HOT Table 6c)
     def build(s: Settings) -> torch.nn.Module:
         options = dict(s.options)
         kwargs = dict(attention=attention, dropout=s.dropout, seed=s.seed)
-        if 'kernel' in options:  # the feature map of kernel attention
-            kwargs['kernel'] = options['kernel']
+        kwargs.update({k: options[k] for k in HOT_LAYER_OPTIONS
+                       if k in options})
+        if 'readout_norm' in options:
+            kwargs['readout_norm'] = options['readout_norm']
         model = HOTGraphModel(s.hidden, s.out, num_layers=s.layers,
                               heads=s.heads,
                               node_encoder=atom_encoder(s.hidden),
@@ -238,6 +248,8 @@ def _hot(attention: str):
                               head_channels=options.get('head_channels'),
                               **kwargs)
         if 'last_heads' in options or 'last_head_channels' in options:
+            kwargs.pop('readout_norm', None)
+            kwargs['norm'] = model.layers[-1].norm
             model.layers[-1] = HOTLayer(
                 s.hidden, 2, 0, options.get('last_heads', s.heads),
                 head_channels=options.get('last_head_channels'), **kwargs)
