@@ -3,8 +3,7 @@ import os
 import sys
 
 import pytest
-import torch
-from torch_geometric.data import Batch, Data
+from torch_geometric.data import Batch
 
 pytest.importorskip('ogb')
 
@@ -13,18 +12,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', '..',
 import fit_ablations  # noqa: E402
 import readout_spread  # noqa: E402
 
+from torch_geometric_hot.testing import chain_molecule  # noqa: E402
 from torch_geometric_hot.train import zoo  # noqa: E402
-
-
-def _molecule(n, seed):
-    g = torch.Generator().manual_seed(seed)
-    src = torch.arange(n - 1)
-    edge_index = torch.cat([torch.stack([src, src + 1]),
-                            torch.stack([src + 1, src])], 1)
-    return Data(x=torch.randint(0, 2, (n, 9), generator=g),
-                edge_index=edge_index,
-                edge_attr=torch.randint(0, 2, (edge_index.size(1), 3),
-                                        generator=g))
 
 
 def test_batch_norm_readout_frees_the_mean_prediction():
@@ -32,7 +21,7 @@ def test_batch_norm_readout_frees_the_mean_prediction():
     rows = {}
     for name in ('hot-kernel', 'hot-kernel+paper-norm', 'gin'):
         spec = specs[name]
-        graphs = [_molecule(n, n) for n in (3, 5, 4, 6)]
+        graphs = [chain_molecule(n, n) for n in (3, 5, 4, 6)]
         if spec.pre_transform is not None:
             graphs = [spec.pre_transform(g) for g in graphs]
         rows[name] = readout_spread.spread(name, spec,

@@ -132,15 +132,11 @@ def test_size_scaler_equals_dense_reference(orders, attention, scaler,
         assert not torch.allclose(run_layer(plain, data), out)
 
 
-@pytest.mark.parametrize('orders', [(2, 2), (2, 0), (1, 1), (1, 2)])
-@pytest.mark.parametrize('attention', ['softmax', 'kernel'])
-def test_size_scaler_equivariant_and_batch_independent(orders, attention,
-                                                       device):
-    layer = make(orders, device, attention=attention, seed=0,
-                 size_scaler='log')
+def _equivariant_and_batch_independent(layer, orders, device, level):
+    # permutation equivariance on a random graph, batch independence over
+    # the edge cases; returns the edge cases
     data = attach_order_inputs(random_graph(7, 9, device=device), orders[1],
                                seed=3)
-    level = {0: 'graph', 1: 'node'}.get(orders[1], 'other')
     assert_permutation_equivariant(lambda d: run_layer(layer, d), data,
                                    level)
     graphs = [attach_order_inputs(g, orders[1], seed=k)
@@ -148,6 +144,18 @@ def test_size_scaler_equivariant_and_batch_independent(orders, attention,
               if g.num_nodes >= orders[1]]
     assert_batch_independent(lambda d: run_layer(layer, d), graphs,
                              rows_per_graph(orders[1]))
+    return graphs
+
+
+@pytest.mark.parametrize('orders', [(2, 2), (2, 0), (1, 1), (1, 2)])
+@pytest.mark.parametrize('attention', ['softmax', 'kernel'])
+def test_size_scaler_equivariant_and_batch_independent(orders, attention,
+                                                       device):
+    layer = make(orders, device, attention=attention, seed=0,
+                 size_scaler='log')
+    _equivariant_and_batch_independent(
+        layer, orders, device, {0: 'graph', 1: 'node'}.get(orders[1],
+                                                           'other'))
 
 
 def test_decoupled_kernel_differs_from_exact(device):
@@ -179,16 +187,8 @@ def test_favor_approaches_softmax(device):
 def test_permutation_equivariant_and_batch_independent(orders, attention,
                                                        device):
     layer = make(orders, device, attention=attention, kernel='favor+', seed=0)
-    data = attach_order_inputs(random_graph(7, 9, device=device), orders[1],
-                               seed=3)
-    level = 'node' if orders[1] == 1 else 'other'
-    assert_permutation_equivariant(lambda d: run_layer(layer, d), data,
-                                   level)
-    graphs = [attach_order_inputs(g, orders[1], seed=k)
-              for k, g in enumerate(edge_case_graphs(3, device=device))
-              if g.num_nodes >= orders[1]]
-    assert_batch_independent(lambda d: run_layer(layer, d), graphs,
-                             rows_per_graph(orders[1]))
+    graphs = _equivariant_and_batch_independent(
+        layer, orders, device, 'node' if orders[1] == 1 else 'other')
     for g in graphs:
         assert torch.isfinite(run_layer(layer, g)).all()
 

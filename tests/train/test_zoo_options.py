@@ -1,7 +1,8 @@
 import pytest
 import torch
-from torch_geometric.data import Batch, Data
+from torch_geometric.data import Batch
 
+from torch_geometric_hot.testing import chain_molecule
 from torch_geometric_hot.train.gated_gcn import GatedGCNConv
 
 pytest.importorskip('ogb')
@@ -43,17 +44,6 @@ def test_gated_gcn_matches_its_formula_and_is_equivariant():
         conv(x, edge_index, edge_attr[:3])
 
 
-def _molecule(n, seed):
-    g = torch.Generator().manual_seed(seed)
-    src = torch.arange(n - 1)
-    edge_index = torch.cat([torch.stack([src, src + 1]),
-                            torch.stack([src + 1, src])], 1)
-    return Data(x=torch.randint(0, 2, (n, 9), generator=g),
-                edge_index=edge_index,
-                edge_attr=torch.randint(0, 2, (edge_index.size(1), 3),
-                                        generator=g))
-
-
 @pytest.mark.parametrize('model,options', [
     ('gin', (('pooling', 'sum'), ('virtual_node', True))),
     ('gps', (('attention_dropout', 0.1), ('conv', 'gatedgcn'),
@@ -65,7 +55,7 @@ def test_preset_options_keep_graphs_independent(model, options):
     torch.manual_seed(0)
     net = MODELS[model].build(Settings(16, 3, 1, 0.1, 0, 4, 16, options))
     net.eval()
-    graphs = [_molecule(n, n) for n in (3, 5, 4)]
+    graphs = [chain_molecule(n, n) for n in (3, 5, 4)]
     batch = Batch.from_data_list(graphs)
     together = net(batch.x, batch.edge_index, batch.edge_attr, batch.batch,
                    num_graphs=3)

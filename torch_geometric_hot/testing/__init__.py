@@ -3,12 +3,13 @@ assertions, and graphs that exercise edge cases."""
 from torch_geometric_hot.testing.equivariance import (
     permute_nodes, assert_permutation_equivariant, assert_batch_independent)
 from torch_geometric_hot.testing.graphs import (random_graph, complete_graph,
-                                                edge_case_graphs)
+                                                edge_case_graphs,
+                                                chain_molecule)
 
 __all__ = [
     'permute_nodes', 'assert_permutation_equivariant',
     'assert_batch_independent', 'random_graph', 'complete_graph',
-    'edge_case_graphs'
+    'edge_case_graphs', 'chain_molecule'
 ]
 from torch_geometric_hot.testing.dense_basis import (
     partition_label, dense_basis, output_patterns, dense_equivariant_linear,

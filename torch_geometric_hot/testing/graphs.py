@@ -96,3 +96,18 @@ def edge_case_graphs(num_features: int = 4, edge_dim: Optional[int] = None,
         make(4, [[0, 1], [1, 0], [2, 2], [1, 2], [1, 2], [2, 1], [3, 0]]),
     ]
     return [data.to(device or 'cpu') for data in graphs]
+
+
+def chain_molecule(num_nodes: int, seed: int = 0,
+                   device: Device = None) -> Data:
+    r"""A chain of :obj:`num_nodes` atoms with both bond directions and
+    OGB-shaped categorical features (9 atom and 3 bond columns, values 0
+    or 1) drawn from :obj:`seed`."""
+    g = torch.Generator().manual_seed(seed)
+    src = torch.arange(num_nodes - 1)
+    edge_index = torch.cat([torch.stack([src, src + 1]),
+                            torch.stack([src + 1, src])], 1)
+    return Data(x=torch.randint(0, 2, (num_nodes, 9), generator=g),
+                edge_index=edge_index,
+                edge_attr=torch.randint(0, 2, (edge_index.size(1), 3),
+                                        generator=g)).to(device)
