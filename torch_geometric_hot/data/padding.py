@@ -163,9 +163,8 @@ class PadToBuckets:
                                    len(data_list), width, edge_width)
             if pads is not None:
                 break
-            if pads is None and _needs_graphs(total_nodes - real_nodes,
-                                              graphs - len(data_list),
-                                              width):
+            if _needs_graphs(total_nodes - real_nodes,
+                             graphs - len(data_list), width):
                 graphs = size(graphs + 1)
             else:
                 total_nodes = size(total_nodes + 1)  # room for the edges

@@ -68,7 +68,7 @@ class Compiled:
                                  backend=backend)
         self._start = compiled_graphs()
 
-    def loader_options(self, part: str) -> Dict[str, Any]:
+    def loader_options(self) -> Dict[str, Any]:
         r"""Options of :class:`~torch_geometric_hot.data.PlannedLoader`:
         the padding and the layout to plan for."""
         return dict(pad=self.pad, device=self.layout)

@@ -154,6 +154,7 @@ class Run:
         self.extensions: List[Dict] = []
         self.epoch = 0
         self.step = 0
+        self._planning: Optional[ModelPlanner] = None
 
     # ------------------------------------------------------------------
     def _load(self) -> MoleculeBenchmark:
@@ -224,11 +225,10 @@ class Run:
             # for the training device's layout; pinned for the copy
             kw.update(device=self.ctx.device,
                       pin_memory=self.ctx.device.type == 'cuda')
-            if self.compiled is not None:
-                kw.update(self.compiled.loader_options(part))
+        if self.compiled is not None:  # padded, for the traced layout
+            kw.update(self.compiled.loader_options())
+        if plans_batches(self.spec):
             kw.update(planner=self._planner(torch.device(kw['device'])))
-        elif self.compiled is not None:
-            kw.update(self.compiled.loader_options(part))
         if part != 'train':
             # every rank reads its own stride of the split, nothing padded
             return PlannedLoader(subset[self.ctx.rank::self.ctx.world_size],
@@ -253,7 +253,7 @@ class Run:
     def _planner(self, layout: torch.device) -> ModelPlanner:
         # for a GPU's layout a narrow, shallow copy of the model makes the
         # same plans (zoo.planning_settings); for the CPU's, the model
-        if getattr(self, '_planning', None) is None:
+        if self._planning is None:
             model = self.model if layout.type == 'cpu' else \
                 self.spec.build(planning_settings(self.settings))
             self._planning = ModelPlanner(model, SpecCall(self.spec))
