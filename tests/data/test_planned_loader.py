@@ -1,3 +1,5 @@
+import contextlib
+
 import pytest
 import torch
 from torch_geometric.data import Batch
@@ -5,7 +7,8 @@ from torch_geometric.data import Batch
 from torch_geometric_hot.data import ModelPlanner, PairView, PlannedCollate, \
     PlannedLoader
 from torch_geometric_hot.models import HOTGraphModel, TokenGT
-from torch_geometric_hot.ops.plan_cache import map_tensors
+from torch_geometric_hot.ops.layout_device import planned_for
+from torch_geometric_hot.ops.plan_cache import map_tensors, plans_only
 from torch_geometric_hot.testing import cuda_layout, random_graph
 from torch_geometric_hot.transforms import AddLaplacianNodeId, \
     AddSecondOrderView
@@ -55,8 +58,13 @@ def test_planned_batch_gives_the_fresh_views_output_and_makes_no_plan(
     with cuda_layout() if layout == 'cuda' else torch.no_grad():
         out = call_hot(model, batch)
         fresh = call_hot(model, batch, PairView.from_data(batch))
-    # the step made no plan of its own: every one came from the worker
-    assert batch.pair_view.planned() == planned
+    # the step made no index plan of its own: every one came from the
+    # worker; the step derives only the packed masks, elementwise, from
+    # the planned ids
+    made = [key for key in batch.pair_view.planned() if key not in planned]
+    assert batch.pair_view.planned()[:len(planned)] == planned
+    assert all(key[0] == 'packed_hidden' for key in made), made
+    assert not any(key[0] == 'packed_hidden' for key in planned)
     torch.testing.assert_close(out, fresh, rtol=1e-10, atol=1e-10)
 
 
@@ -114,3 +122,24 @@ def test_tokengt_takes_its_layout_from_the_batch_plans():
         del batch.plans
         fresh = call(model, batch)
     torch.testing.assert_close(out, fresh, rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize('attention', ['kernel', 'softmax'])
+def test_a_plans_only_pass_makes_the_plans_of_a_full_pass(attention):
+    model = hot(attention).eval()
+    batch = Batch.from_data_list(graphs())
+    made = []
+    for only in (False, True):
+        view = PairView.from_data(batch)
+        with torch.no_grad(), planned_for('cuda'), \
+                plans_only() if only else contextlib.nullcontext():
+            call_hot(model, batch, view)
+        made.append({key: tensors(view.plan(key, None))
+                     for key in view.planned()
+                     if key[0] != 'packed_hidden'})
+    full, only = made
+    assert list(only) == list(full) and len(full) > 3
+    for key, want in full.items():
+        assert len(only[key]) == len(want), key
+        for got, expected in zip(only[key], want):
+            assert torch.equal(got, expected), key

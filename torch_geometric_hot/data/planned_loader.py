@@ -26,13 +26,15 @@ from torch_geometric.loader import DataLoader
 
 from torch_geometric_hot.data.pair_view import PairView
 from torch_geometric_hot.ops.layout_device import planned_for
-from torch_geometric_hot.ops.plan_cache import PlanCache
+from torch_geometric_hot.ops.plan_cache import PlanCache, plans_only
 
 
 class ModelPlanner:
     r"""Makes a model's plans for a batch: a CPU copy of :obj:`model`
     (taken now; plans depend on the indices, not on the weights) runs
-    :obj:`call(model, batch)` once without gradients, in evaluation mode.
+    :obj:`call(model, batch)` once without gradients, in evaluation mode,
+    making plans only where a path can skip its arithmetic
+    (:func:`~torch_geometric_hot.ops.plan_cache.plans_only`).
 
     Args:
         model (torch.nn.Module): The model.
@@ -46,7 +48,7 @@ class ModelPlanner:
         self.call = call
 
     def __call__(self, batch: Batch) -> None:
-        with torch.no_grad():
+        with torch.no_grad(), plans_only():
             if self.call is None:
                 self.model(batch)
             else:

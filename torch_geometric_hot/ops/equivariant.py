@@ -40,7 +40,8 @@ class Target:
         device = view.batch.device
         if part in ('diag', 'node'):  # one row per node, i = j
             self.num_rows = view.num_nodes
-            nodes = torch.arange(view.num_nodes, device=device)
+            nodes = view_plan(view, ('range', 'nodes'), lambda: torch.arange(
+                view.num_nodes, device=device))
             self._nodes = (nodes, nodes)
             self.graph = view.batch
         elif part == 'off':
@@ -50,7 +51,9 @@ class Target:
         elif part == 'graph':
             self.num_rows = view.num_graphs
             self._nodes = None
-            self.graph = torch.arange(view.num_graphs, device=device)
+            self.graph = view_plan(view, ('range', 'graphs'),
+                                   lambda: torch.arange(view.num_graphs,
+                                                        device=device))
         elif part == 'hyperedge':
             if hyperedge_index is None:
                 raise ValueError("the 'hyperedge' part needs "

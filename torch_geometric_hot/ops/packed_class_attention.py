@@ -30,14 +30,18 @@ and a row whose group is empty outputs 0. The classes of one output part
 whose keys are of one kind share their score blocks and attend in one
 batched product per bucket, their masks stacked
 :obj:`[G, C, 1, L_q, L_k]` and their values one product of the packed keys'
-inputs with their value weights side by side. The layout and masks depend
-on the batch's indices only and are kept with the view
-(:class:`~torch_geometric_hot.data.PlanCache`). Softmax attention may keep
-its local classes on enumerated pairs (:obj:`local_on_pairs`). Where this
-path runs: :mod:`~torch_geometric_hot.ops.attention.dispatch` (the path
-``'packed'``).
+inputs with their value weights side by side. The layout and the ids
+that decide the masks (each row's group and exclusion ids, packed like
+the rows) depend on the batch's indices only and are kept with the view
+(:class:`~torch_geometric_hot.data.PlanCache`): a loader's worker makes
+them (:func:`~torch_geometric_hot.ops.plan_cache.plans_only`) in memory
+that grows with the rows; the masks, which grow with the pairs of rows,
+follow from them once per batch on the device, by comparisons. Softmax
+attention may keep its local classes on enumerated pairs
+(:obj:`local_on_pairs`). Where this path runs:
+:mod:`~torch_geometric_hot.ops.attention.dispatch` (the path ``'packed'``).
 """
-from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Dict, Hashable, List, NamedTuple, Sequence, Tuple
 
 import torch
 from torch import Tensor
@@ -48,7 +52,7 @@ from torch_geometric_hot.ops.higher_order_attention import SummaryKeys, \
     exclusion_ids, softmax_class_attention
 from torch_geometric_hot.ops.packed_layout import PackedLayout, \
     cached_layout
-from torch_geometric_hot.ops.plan_cache import view_plan
+from torch_geometric_hot.ops.plan_cache import making_plans_only, view_plan
 from torch_geometric_hot.ops.pooled_combination import ValueProjection
 from torch_geometric_hot.ops.row_selection import select_rows
 from torch_geometric_hot.ops.size_buckets import BUCKET_RATIO, blocks, pack, \
@@ -62,13 +66,17 @@ KEY_KIND = {'R': 'off', 'C': 'off', 'ES': 'off', 'DS': 'node',
 
 
 class _GroupPlan(NamedTuple):
-    # the classes of one output part that share a key kind, on the packed
-    # layout: per bucket the keys each query sees [G, C, 1, Lq, Lk] (as 0/1
-    # in the scores' dtype for kernel attention) and, for softmax attention,
-    # whether it sees any [G, C, 1, Lq, 1] (0/1 in the scores' dtype; kernel
-    # attention's rows without keys are 0 by themselves)
-    masks: List[Tensor]
-    nonempty: List[Optional[Tensor]]
+    # the classes of one output part that share their score blocks, on the
+    # packed layout: per bucket the ids of every query [width, G, C, 1, Lq,
+    # 1] and key [width, G, C, 1, 1, Lk] (int32; id 0 its group, the others
+    # its exclusions), and which ids must be equal (the group) and which
+    # differ (the exclusions) for the query to see the key [width, 1, 1, 1,
+    # 1, 1]; the masks [G, C, 1, Lq, Lk] follow in the step (_hidden), so
+    # that the plan made in a loader's worker grows with the rows, not
+    # with the pairs of rows
+    query_ids: List[Tensor]
+    key_ids: List[Tensor]
+    match: Tensor
 
 
 def packed_class_attention(attention: str,
@@ -176,31 +184,36 @@ def _packed(attention: str, on_pairs: bool, ratio: float, classes,
             continue
         kind = QUERY_KIND[target.part]
         # padded query slots: any row (their outputs are dropped)
-        q_blocks = [_heads_first(b) for b in layout.blocks(
-            q.index_select(0, layout.slots[kind].taken_row), kind)]
+        q_blocks = [] if making_plans_only() else [
+            _heads_first(b) for b in layout.blocks(
+                q.index_select(0, layout.slots[kind].taken_row), kind)]
         for kinds, members in part_groups.items():
             position, widths = _key_rows(part_classes, view, in_order,
                                          pairs, layout, kinds)
+            C = len(members)
+            key, plan = _cached_plan([part_classes[c] for c in members],
+                                     target, view, in_order, exact, layout,
+                                     kinds)
+            if making_plans_only():
+                _store(out, members, part_classes,
+                       q.new_zeros(target.num_rows, C, H, D))
+                continue
             if kinds not in key_blocks:  # the keys of these kinds, once
                 key_blocks[kinds] = [_heads_first(b) for b in blocks(
                     keys.index_select(0, position), layout.counts, widths)]
                 x_packed[kinds] = values.x.index_select(0, position)
-            C = len(members)
             group_weight = select_rows(weight,
                                        [part_slots[c] for c in members])
             v_blocks = blocks(
                 x_packed[kinds] @ group_weight.view(C * H * D, -1).t(),
                 layout.counts, widths)
-            plan = _cached_plan([part_classes[c] for c in members], target,
-                                view, in_order, exact, layout, attention,
-                                q.dtype, kinds)
             outs_b = [
                 _attend(attention, _scores(q_b, k_b), v_b.view(
                     v_b.size(0), v_b.size(1), C, H, D).permute(0, 2, 3, 1, 4),
-                        mask, nonempty, eps, dropout, training)
-                for q_b, k_b, v_b, mask, nonempty in zip(
-                    q_blocks, key_blocks[kinds], v_blocks, plan.masks,
-                    plan.nonempty)
+                        hidden, eps, dropout, training)
+                for q_b, k_b, v_b, hidden in zip(
+                    q_blocks, key_blocks[kinds], v_blocks,
+                    _hidden(view, key, plan))
             ]
             if not outs_b:
                 result = q.new_zeros(target.num_rows, C, H, D)
@@ -210,11 +223,18 @@ def _packed(attention: str, on_pairs: bool, ratio: float, classes,
             else:  # every node and entry has a slot
                 result = torch.cat(outs_b).index_select(
                     0, layout.slots[kind].row_slot)
-            if members == list(range(len(part_classes))):
-                out[ALL_CLASSES] = result  # the part's classes, in order
-            else:
-                for c, result_c in zip(members, result.unbind(1)):
-                    out[c] = result_c  # one backward for the group
+            _store(out, members, part_classes, result)
+
+
+def _store(out: Dict[int, Tensor], members: List[int], part_classes,
+           result: Tensor) -> None:
+    r"""The outputs :obj:`[rows, C, H, D]` of a group's classes into the
+    part's :obj:`out`."""
+    if members == list(range(len(part_classes))):
+        out[ALL_CLASSES] = result  # the part's classes, in order
+    else:
+        for c, result_c in zip(members, result.unbind(1)):
+            out[c] = result_c  # one backward for the group
 
 
 #: The key of a part's output that holds all of its classes at once.
@@ -252,12 +272,12 @@ def _scores(q: Tensor, k: Tensor) -> Tensor:
     return torch.bmm(q, k.transpose(1, 2))
 
 
-def _attend(attention: str, score: Tensor, v: Tensor, mask: Tensor,
-            nonempty: Optional[Tensor], eps: float, dropout: float,
-            training: bool) -> Tensor:
+def _attend(attention: str, score: Tensor, v: Tensor, hidden: Tensor,
+            eps: float, dropout: float, training: bool) -> Tensor:
     r"""One bucket, all classes of a group: scores
-    :obj:`[G * H, Lq, Lk]`,
-    values :obj:`[G, C, H, Lk, D]` -> :obj:`[G * Lq, C, H, D]`."""
+    :obj:`[G * H, Lq, Lk]`, values :obj:`[G, C, H, Lk, D]`, the keys each
+    query does not see :obj:`[G, C, 1, Lq, Lk]` ->
+    :obj:`[G * Lq, C, H, D]`."""
     G, C, H, Lk, D = v.shape
     Lq = score.size(-2)
     score = score.view(G, 1, H, Lq, Lk)
@@ -267,18 +287,19 @@ def _attend(attention: str, score: Tensor, v: Tensor, mask: Tensor,
                          v.reshape(G * C * H, Lk, D)).view(G, C, H, Lq, D)
 
     if attention == 'kernel':  # a row without keys: 0 / eps
-        weights = score * mask
+        weights = score.masked_fill(hidden, 0)
         den = weights.sum(-1, keepdim=True).clamp(min=eps)
         out = product(weights) / den
         if dropout > 0:
             out = torch.nn.functional.dropout(out, dropout, training)
     else:
-        # a row without keys attends uniformly and is then zeroed
-        weights = torch.softmax(
-            score.masked_fill(~mask, torch.finfo(score.dtype).min), -1)
+        # the weights of the keys a row does not see are exactly 0, all of
+        # them in a row without keys (which then outputs 0)
+        weights = torch.softmax(score.masked_fill(
+            hidden, torch.finfo(score.dtype).min), -1).masked_fill(hidden, 0)
         if dropout > 0:
             weights = torch.nn.functional.dropout(weights, dropout, training)
-        out = product(weights) * nonempty
+        out = product(weights)
     return out.permute(0, 3, 1, 2, 4).reshape(G * Lq, C, H, D)
 
 
@@ -340,58 +361,27 @@ def _key_rows(classes: Sequence[EquivariantClass], view, in_order: int,
 
 def _cached_plan(members: List[EquivariantClass], target: Target, view,
                  in_order: int, exact: bool, layout: PackedLayout,
-                 attention: str, dtype: torch.dtype,
-                 kinds: KeyKinds) -> _GroupPlan:
-    def build() -> _GroupPlan:
-        parts = []
-        for kind in kinds:
-            kind_members = [cls for cls in members
-                            if KEY_KIND[cls.pool[0]] == kind]
-            parts.append((kind_members, _build_plan(
-                kind_members, target, view, in_order, exact, layout,
-                attention, dtype)))
-        if len(parts) == 1:
-            return parts[0][1]
-        return _merged_plan(members, parts, attention)
-
-    return view_plan(view, ('packed_class_attention', layout.ratio, in_order,
-                            target.part, tuple(members), exact, attention,
-                            dtype, kinds), build)
-
-
-def _merged_plan(members: List[EquivariantClass], parts, attention: str
-                 ) -> _GroupPlan:
-    r"""The plans of one group's classes on the keys of each kind, side by
-    side on the keys of all kinds: a class sees no key of another kind."""
-    masks, nonempty = [], []
-    for b in range(len(parts[0][1].masks)):
-        columns = []
-        for kind_members, plan in parts:
-            mask = plan.masks[b]  # [G, C_kind, 1, Lq, Lk_kind]
-            full = mask.new_zeros((mask.size(0), len(members)) +
-                                  mask.shape[2:])
-            full[:, [members.index(cls) for cls in kind_members]] = mask
-            columns.append(full)
-        mask = torch.cat(columns, -1)
-        masks.append(mask)
-        nonempty.append(None if attention == 'kernel' else mask.any(
-            -1, keepdim=True).to(parts[0][1].nonempty[b].dtype))
-    return _GroupPlan(masks, nonempty)
+                 kinds: KeyKinds) -> Tuple[Hashable, _GroupPlan]:
+    r"""The group's plan (:func:`_build_plan`), kept with the view, and
+    its key."""
+    key = ('packed_class_attention', layout.ratio, in_order, target.part,
+           tuple(members), exact, kinds)
+    return key, view_plan(view, key, lambda: _build_plan(
+        members, target, view, in_order, exact, layout, kinds))
 
 
 def _build_plan(members: List[EquivariantClass], target: Target, view,
                 in_order: int, exact: bool, layout: PackedLayout,
-                attention: str, dtype: torch.dtype) -> _GroupPlan:
-    r"""Per bucket the keys each query of each class sees: a real key of
-    its group (its graph, by the layout, or its node) that none of the
-    class's exclusions removes. The classes' group and exclusion ids are
-    packed side by side, one column per class and id, so that every bucket
-    compares them all at once; a class with fewer exclusions gets ids that
-    never match."""
+                kinds: KeyKinds) -> _GroupPlan:
+    r"""Per bucket the ids that decide which keys each query of each class
+    sees: a key of its group (its graph, by the layout, or its node) that
+    none of the class's exclusions removes. The classes' group and
+    exclusion ids are packed side by side, one column per class and id;
+    a class with fewer exclusions gets ids that never match, and so do the
+    keys of a kind other than the class's own (:obj:`kinds` holds several:
+    the keys of every kind side by side in each graph's slots, as
+    :func:`_key_rows` lays them out)."""
     query_kind = QUERY_KIND[target.part]
-    key_kind = KEY_KIND[members[0].pool[0]]
-    query_slots = layout.slots[query_kind].slot_row
-    key_slots = layout.slots[key_kind].slot_row
     columns = []
     for cls in members:
         summary, selector = cls.pool
@@ -405,21 +395,42 @@ def _build_plan(members: List[EquivariantClass], target: Target, view,
     q_ids = torch.stack([ids[e][0] if e < len(ids) else
                          torch.full_like(ids[0][0], -2)
                          for e in range(width) for ids in columns], 1)
-    k_ids = torch.stack([ids[e][1] if e < len(ids) else
-                         torch.full_like(ids[0][1], -3)
-                         for e in range(width) for ids in columns], 1)
-    q_blocks = layout.blocks(pack(q_ids, query_slots, -2), query_kind)
-    k_blocks = layout.blocks(pack(k_ids, key_slots, -3), key_kind)
-    masks = []
-    for q_b, k_b in zip(q_blocks, k_blocks):
-        # [G, L, width * C] -> [width, G, C, L]
-        q_b = q_b.view(q_b.size(0), q_b.size(1), width, C).permute(2, 0, 3, 1)
-        k_b = k_b.view(k_b.size(0), k_b.size(1), width, C).permute(2, 0, 3, 1)
-        mask = q_b[0].unsqueeze(-1) == k_b[0].unsqueeze(-2)
-        if width > 1:
-            mask &= (q_b[1:].unsqueeze(-1) != k_b[1:].unsqueeze(-2)).all(0)
-        masks.append(mask.unsqueeze(2))  # [G, C, 1, Lq, Lk]
-    if attention == 'kernel':
-        return _GroupPlan([m.to(dtype) for m in masks], [None] * len(masks))
-    return _GroupPlan(masks, [m.any(-1, keepdim=True).to(dtype)
-                              for m in masks])
+    query_ids = [_ids_first(b, width, C).unsqueeze(-1) for b in layout.blocks(
+        pack(q_ids.int(), layout.slots[query_kind].slot_row, -2),
+        query_kind)]
+    per_kind = []
+    for kind in kinds:
+        own = [KEY_KIND[cls.pool[0]] == kind for cls in members]
+        rows = next(ids for ids, o in zip(columns, own) if o)[0][1]
+        k_ids = torch.stack([ids[e][1] if o and e < len(ids) else
+                             torch.full_like(rows, -3)
+                             for e in range(width)
+                             for ids, o in zip(columns, own)], 1)
+        per_kind.append(layout.blocks(
+            pack(k_ids.int(), layout.slots[kind].slot_row, -3), kind))
+    key_ids = [_ids_first(torch.cat(b, 1), width, C).unsqueeze(-2)
+               for b in zip(*per_kind)]
+    match = torch.arange(width, device=q_ids.device) == 0
+    return _GroupPlan(query_ids, key_ids, match.view(width, 1, 1, 1, 1, 1))
+
+
+def _ids_first(block: Tensor, width: int, C: int) -> Tensor:
+    r"""Ids :obj:`[G, L, width * C]` as :obj:`[width, G, C, 1, L]`
+    (contiguous)."""
+    G, L = block.shape[:2]
+    return block.view(G, L, width, C).permute(2, 0, 3, 1).unsqueeze(
+        3).contiguous()
+
+
+def _hidden(view, key: Hashable, plan: _GroupPlan) -> List[Tensor]:
+    r"""Per bucket the keys each query of each class does not see
+    :obj:`[G, C, 1, Lq, Lk]` (bool), from the group's plan; made once per
+    batch (kept with the view)."""
+    def build() -> List[Tensor]:
+        hidden = []
+        for q, k in zip(plan.query_ids, plan.key_ids):
+            hidden.append((q != k).squeeze(0) if q.size(0) == 1 else
+                          ((q == k) != plan.match).any(0))
+        return hidden
+
+    return view_plan(view, ('packed_hidden', ) + key, build)

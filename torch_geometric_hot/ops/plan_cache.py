@@ -29,12 +29,18 @@ A cache travels with its plans: :meth:`PlanCache.to` and
 included, are moved (so that a view planned in a
 :class:`~torch.utils.data.DataLoader`'s worker reaches the device whole,
 with the batch).
+
+A pass that only makes plans (:func:`plans_only`, the loader's planning
+pass) skips the arithmetic where a path can tell its plans from its
+products: such a path makes its plans and gives zeros.
 """
+import contextlib
+import contextvars
 import copy
 import dataclasses
 import weakref
-from typing import Any, Callable, Dict, Hashable, List, Optional, \
-    Sequence, Tuple, TypeVar
+from typing import Any, Callable, Dict, Hashable, Iterator, List, \
+    Optional, Sequence, Tuple, TypeVar
 
 import torch
 from torch import Tensor
@@ -185,3 +191,26 @@ def view_plan(view, key: Hashable, build: Callable[[], T],
     if not keep or not hasattr(view, 'plan'):
         return build()
     return view.plan(key, build)
+
+
+_plans_only = contextvars.ContextVar('plans_only', default=False)
+
+
+@contextlib.contextmanager
+def plans_only() -> Iterator[None]:
+    r"""A pass that makes plans only, in this thread for the duration:
+    the paths that can skip their arithmetic
+    (:func:`making_plans_only`) make their plans and give zeros, so that
+    a planning pass (:class:`~torch_geometric_hot.data.ModelPlanner`)
+    costs the index work alone. Its outputs are not the model's."""
+    token = _plans_only.set(True)
+    try:
+        yield
+    finally:
+        _plans_only.reset(token)
+
+
+def making_plans_only() -> bool:
+    r"""Whether this is a pass of :func:`plans_only` (never in a graph
+    traced by :func:`torch.compile`)."""
+    return not torch.compiler.is_compiling() and _plans_only.get()

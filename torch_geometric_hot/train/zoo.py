@@ -112,8 +112,19 @@ def planning_settings(s: Settings) -> Settings:
     layout; the CPU's kernel-attention plans depend on the channels per
     head (the native kernels' cost rule), so batches for the CPU are
     planned with the model itself."""
+    options = dict(s.options)
+    for name in _HEAD_OPTIONS:
+        if name in options:
+            options[name] = 1 if name.endswith('heads') else \
+                min(8, options[name])
     return s._replace(hidden=min(8, s.hidden), heads=1,
-                      layers=min(s.layers, 2), dropout=0.0)
+                      layers=min(s.layers, 2), dropout=0.0,
+                      options=tuple(sorted(options.items())))
+
+
+#: Model options that set heads or channels per head (shrunk by
+#: :func:`planning_settings`).
+_HEAD_OPTIONS = ('head_channels', 'last_heads', 'last_head_channels')
 
 
 class SpecCall:
