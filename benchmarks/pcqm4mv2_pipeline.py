@@ -26,7 +26,9 @@ process_pcqm4mv2`), through
 * ``loader`` (per model, views and worker count): one pass of the
   training split through the command's data loader
   (``Run._loader('train')``) with that many worker processes, the views
-  computed there when ``--views computed``.
+  computed there when ``--views computed``, the batches planned for the
+  layout of ``--layout`` (a GPU's by default: the planning copy's plans
+  only, :func:`~torch_geometric_hot.ops.plan_cache.plans_only`).
 
 Models: ``tokengt-lap`` (Laplacian node identifiers) and ``hot-kernel``
 (the pair view). Per stage: wall seconds; peak resident memory of the
@@ -219,8 +221,10 @@ def stage_prepare(point: Dict) -> Dict:
 
 
 def stage_loader(point: Dict) -> Dict:
+    import torch
     run = _run(point)
-    loader = run._loader('train', epoch=1)
+    loader = run._loader('train', epoch=1,
+                         layout=torch.device(point.get('layout', 'cpu')))
     attribute = VIEW_ATTRIBUTES[point['model']]
     count = batches = 0
     first = None
@@ -278,14 +282,21 @@ def _cpu_us(fn, count: int) -> float:
 def stage_profile(point: Dict) -> Dict:
     r"""CPU microseconds per molecule of what a loader worker does, step
     by step, on the first batches of the training split: read the
-    molecules, compute the views, collate; against reading them through
-    OGB's dataset (:class:`~torch_geometric.data.InMemoryDataset`, which
-    keeps a copy of each) and transforming them one by one."""
+    molecules, compute the views, collate, then build the pair view and
+    make the plans for the layout of the point (the loader's collate
+    function, :class:`~torch_geometric_hot.data.PlannedCollate`); against
+    reading them through OGB's dataset
+    (:class:`~torch_geometric.data.InMemoryDataset`, which keeps a copy of
+    each) and transforming them one by one."""
     import copy
 
+    import torch
     from torch_geometric.data import Batch
 
+    from torch_geometric_hot.data import PlannedCollate
+    from torch_geometric_hot.train.zoo import plans_batches
     from torch_geometric_hot.transforms.apply_to_many import apply_to_many
+    torch.set_num_threads(1)  # as in a loader's worker
     run = _run(point)
     dataset, transform = run.bench.dataset, run.bench.dataset.transform
     batch_size = point['batch_size']
@@ -302,13 +313,18 @@ def stage_profile(point: Dict) -> Dict:
     views = _cpu_us(lambda: done.extend(
         apply_to_many(transform, chunk) for chunk in graphs), n)
     collate = _cpu_us(lambda: [Batch.from_data_list(c) for c in done], n)
+    layout = torch.device(point.get('layout', 'cuda'))
+    planned = PlannedCollate(
+        Batch.from_data_list, run._planner(layout), layout) if \
+        plans_batches(run.spec) else Batch.from_data_list
+    plan = _cpu_us(lambda: [planned(c) for c in done], n) - collate
     source = _ogb_dataset(point['root'])
     ogb_read = _cpu_us(lambda: [source[i] for i in index], n)
     one_by_one = _cpu_us(lambda: [transform(g) for c in plain for g in c],
                          n)
     return {'molecules': n, 'read_us': read, 'views_us': views,
-            'collate_us': collate,
-            'worker_us': read + views + collate,
+            'collate_us': collate, 'plan_us': plan,
+            'worker_us': read + views + collate + plan,
             'ogb_dataset_read_us': ogb_read,
             'views_one_by_one_us': one_by_one,
             'before_us': ogb_read + one_by_one + collate}
@@ -367,6 +383,7 @@ def stage_key(record: Dict) -> str:
             parts.append(record[key])
     if record['stage'] == 'loader':
         parts.append(f"{record['workers']}w")
+        parts.append(f"for {record.get('layout', 'cpu')}")
     return '/'.join(parts)
 
 
@@ -400,7 +417,8 @@ def extrapolate(records: List[Dict], target: int) -> List[Dict]:
 def points_for(molecules: int, root: str, models: Sequence[str],
                views: Sequence[str], workers: Sequence[int],
                batch_size: int, max_batches: Optional[int],
-               loader_views: Sequence[str]) -> List[Dict]:
+               loader_views: Sequence[str],
+               layout: str = 'cuda') -> List[Dict]:
     base = {'root': root, 'molecules': molecules, 'molecules_total':
             molecules, 'batch_size': batch_size}
     points = [dict(base, stage='write'), dict(base, stage='ogb-process'),
@@ -408,13 +426,13 @@ def points_for(molecules: int, root: str, models: Sequence[str],
     for model in models:
         if 'computed' in views:
             points.append(dict(base, stage='profile', model=model,
-                               views='computed'))
+                               views='computed', layout=layout))
         for view in views:
             points.append(dict(base, stage='prepare', model=model,
                                views=view))
             for w in (workers if view in loader_views else []):
                 point = dict(base, stage='loader', model=model, views=view,
-                             workers=w)
+                             workers=w, layout=layout)
                 if max_batches is not None:
                     point['max_batches'] = max_batches
                 points.append(point)
@@ -429,7 +447,9 @@ def _fmt(record: Dict) -> str:
     if record['stage'] == 'profile':
         text += (f"  CPU us/mol: read {record['read_us']:.0f} views "
                  f"{record['views_us']:.0f} collate "
-                 f"{record['collate_us']:.0f} = {record['worker_us']:.0f} "
+                 f"{record['collate_us']:.0f} plans "
+                 f"{record.get('plan_us', 0):.0f} = "
+                 f"{record['worker_us']:.0f} "
                  f"(one by one through OGB's dataset: "
                  f"{record['before_us']:.0f})")
     if record['stage'] == 'loader':
@@ -466,6 +486,11 @@ def main(argv: Optional[Sequence[str]] = None) -> Dict:
                         'loader; write and process are needed by the '
                         'others)')
     parser.add_argument('--batch-size', type=int, default=128)
+    parser.add_argument('--layout', default='cuda', choices=['cuda', 'cpu'],
+                        help="the device whose layout the loader's workers "
+                        "plan the batches for (default: %(default)s, as a "
+                        "GPU run's loader does; the planning happens on "
+                        "this machine's CPU either way)")
     parser.add_argument('--max-batches', type=int, default=None,
                         help='stop each loader pass after this many batches')
     parser.add_argument('--root', default=None,
@@ -516,7 +541,7 @@ def main(argv: Optional[Sequence[str]] = None) -> Dict:
                               ignore_errors=True)
             for point in points_for(n, root, models, views, workers,
                                     args.batch_size, args.max_batches,
-                                    loader_views):
+                                    loader_views, args.layout):
                 if stages and point['stage'] not in stages:
                     continue
                 record = measure(point) if args.in_process else \

@@ -20,6 +20,7 @@ import torch
 from torch import Tensor
 
 from torch_geometric_hot.ops import native
+from torch_geometric_hot.ops.plan_cache import making_plans_only
 from torch_geometric_hot.ops.scatter import scatter_max
 from torch_geometric_hot.ops.seeded_generators import SeededGenerators
 
@@ -366,6 +367,10 @@ class FeatureMap(torch.nn.Module):
         if x.size(-1) != self.head_dim:
             raise ValueError(f"'x' must have head dimension {self.head_dim},"
                              f" got shape {tuple(x.shape)}")
+        if making_plans_only():  # no index work here
+            return x.new_zeros(x.shape[:-1] + (
+                self.head_dim if self.kernel == 'elu' else
+                self.num_features, ))
         if self.kernel == 'elu':
             return torch.nn.functional.elu(x) + 1.0
         if self.kernel == 'relu':

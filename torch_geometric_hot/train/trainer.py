@@ -216,14 +216,17 @@ class Run:
             return y.view(len(data), -1)[index].float()
         return torch.cat([data[int(i)].y.view(1, -1) for i in index]).float()
 
-    def _loader(self, part: str, epoch: int = 0) -> DataLoader:
+    def _loader(self, part: str, epoch: int = 0,
+                layout: Optional[torch.device] = None) -> DataLoader:
+        # layout: the device the batches are planned for (default: the
+        # training device; a benchmark plans a GPU's batches on the CPU)
         subset = self.bench.dataset[self._indices(part)]
         kw = dict(batch_size=self.args.batch_size,
                   num_workers=self.args.num_workers)
         if plans_batches(self.spec):
             # the pair view and the layers' plans built by the workers,
             # for the training device's layout; pinned for the copy
-            kw.update(device=self.ctx.device,
+            kw.update(device=layout or self.ctx.device,
                       pin_memory=self.ctx.device.type == 'cuda')
         if self.compiled is not None:  # padded, for the traced layout
             kw.update(self.compiled.loader_options())
