@@ -41,7 +41,8 @@ attention may keep its local classes on enumerated pairs
 (:obj:`local_on_pairs`). Where this path runs:
 :mod:`~torch_geometric_hot.ops.attention.dispatch` (the path ``'packed'``).
 """
-from typing import Dict, Hashable, List, NamedTuple, Sequence, Tuple
+from typing import Dict, Hashable, List, NamedTuple, Optional, Sequence, \
+    Tuple
 
 import torch
 from torch import Tensor
@@ -67,15 +68,20 @@ KEY_KIND = {'R': 'off', 'C': 'off', 'ES': 'off', 'DS': 'node',
 
 class _GroupPlan(NamedTuple):
     # the classes of one output part that share their score blocks, on the
-    # packed layout: per bucket the ids of every query [width, G, C, 1, Lq,
-    # 1] and key [width, G, C, 1, 1, Lk] (int32; id 0 its group, the others
-    # its exclusions), and which ids must be equal (the group) and which
-    # differ (the exclusions) for the query to see the key [width, 1, 1, 1,
-    # 1, 1]; the masks [G, C, 1, Lq, Lk] follow in the step (_hidden), so
-    # that the plan made in a loader's worker grows with the rows, not
-    # with the pairs of rows
+    # packed layout. Every class compares `width` ids of a query with those
+    # of a key (id 0 its group, the others its exclusions): the key is seen
+    # where the first are equal and the others differ (`match`,
+    # [width, 1, 1, 1, 1]). The (id, class) columns of the queries and of
+    # the keys take few distinct values (a row's nodes, its graph), so the
+    # plan keeps the distinct columns per bucket, [G, U, L] (int32), and
+    # which of them every (id, class) pair reads (`query_columns`,
+    # `key_columns`, [width * C]); the masks [G, C, 1, Lq, Lk] follow in the
+    # step (_hidden): the plan made in a loader's worker grows with the
+    # rows, not with the pairs of rows
     query_ids: List[Tensor]
     key_ids: List[Tensor]
+    query_columns: Tensor
+    key_columns: Tensor
     match: Tensor
 
 
@@ -373,14 +379,14 @@ def _cached_plan(members: List[EquivariantClass], target: Target, view,
 def _build_plan(members: List[EquivariantClass], target: Target, view,
                 in_order: int, exact: bool, layout: PackedLayout,
                 kinds: KeyKinds) -> _GroupPlan:
-    r"""Per bucket the ids that decide which keys each query of each class
-    sees: a key of its group (its graph, by the layout, or its node) that
-    none of the class's exclusions removes. The classes' group and
-    exclusion ids are packed side by side, one column per class and id;
-    a class with fewer exclusions gets ids that never match, and so do the
-    keys of a kind other than the class's own (:obj:`kinds` holds several:
-    the keys of every kind side by side in each graph's slots, as
-    :func:`_key_rows` lays them out)."""
+    r"""The ids that decide which keys each query of each class sees: a key
+    of its group (its graph, by the layout, or its node) that none of the
+    class's exclusions removes. The classes' group and exclusion ids are
+    packed side by side, one column per class and id; a class with fewer
+    exclusions gets ids that never match, and so do the keys of a kind
+    other than the class's own (:obj:`kinds` holds several: the keys of
+    every kind side by side in each graph's slots, as :func:`_key_rows`
+    lays them out)."""
     query_kind = QUERY_KIND[target.part]
     columns = []
     for cls in members:
@@ -390,47 +396,86 @@ def _build_plan(members: List[EquivariantClass], target: Target, view,
                        (exclusion_ids(cls, target, view, pool)
                         if exact else []))
     width = max(len(ids) for ids in columns)
-    C = len(members)
-    # padding: queries -2, keys -3 (no group or exclusion matches)
-    q_ids = torch.stack([ids[e][0] if e < len(ids) else
-                         torch.full_like(ids[0][0], -2)
-                         for e in range(width) for ids in columns], 1)
-    query_ids = [_ids_first(b, width, C).unsqueeze(-1) for b in layout.blocks(
-        pack(q_ids.int(), layout.slots[query_kind].slot_row, -2),
-        query_kind)]
+    # per (id, class) column, e-major: its ids (None: padding, which
+    # matches nothing: queries -2, keys -3), keys per kind of key
+    q_cols = [ids[e][0] if e < len(ids) else None
+              for e in range(width) for ids in columns]
+    k_cols = [tuple(ids[e][1] if e < len(ids) and
+                    KEY_KIND[cls.pool[0]] == kind else None
+                    for kind in kinds)
+              for e in range(width) for cls, ids in zip(members, columns)]
+    q_distinct, query_columns = _distinct(q_cols)
+    k_distinct, key_columns = _distinct(k_cols)
+    rows = layout.slots[query_kind].slot_row
+    query_ids = _id_blocks(layout, query_kind, [
+        pack(_column(c, -2, columns[0][0][0]), rows, -2)
+        for c in q_distinct])
     per_kind = []
-    for kind in kinds:
-        own = [KEY_KIND[cls.pool[0]] == kind for cls in members]
-        rows = next(ids for ids, o in zip(columns, own) if o)[0][1]
-        k_ids = torch.stack([ids[e][1] if o and e < len(ids) else
-                             torch.full_like(rows, -3)
-                             for e in range(width)
-                             for ids, o in zip(columns, own)], 1)
-        per_kind.append(layout.blocks(
-            pack(k_ids.int(), layout.slots[kind].slot_row, -3), kind))
-    key_ids = [_ids_first(torch.cat(b, 1), width, C).unsqueeze(-2)
-               for b in zip(*per_kind)]
-    match = torch.arange(width, device=q_ids.device) == 0
-    return _GroupPlan(query_ids, key_ids, match.view(width, 1, 1, 1, 1, 1))
+    for k, kind in enumerate(kinds):
+        like = next(ids[0][1] for cls, ids in zip(members, columns)
+                    if KEY_KIND[cls.pool[0]] == kind)
+        per_kind.append(_id_blocks(layout, kind, [
+            pack(_column(c[k], -3, like), layout.slots[kind].slot_row, -3)
+            for c in k_distinct]))
+    key_ids = [torch.cat(b, -1) for b in zip(*per_kind)]
+    match = torch.arange(width, device=rows.device) == 0
+    return _GroupPlan(query_ids, key_ids, query_columns, key_columns,
+                      match.view(width, 1, 1, 1, 1))
 
 
-def _ids_first(block: Tensor, width: int, C: int) -> Tensor:
-    r"""Ids :obj:`[G, L, width * C]` as :obj:`[width, G, C, 1, L]`
-    (contiguous)."""
-    G, L = block.shape[:2]
-    return block.view(G, L, width, C).permute(2, 0, 3, 1).unsqueeze(
-        3).contiguous()
+def _distinct(cols: List) -> Tuple[List, Tensor]:
+    r"""The distinct columns of :obj:`cols` (id tensors, :obj:`None` for
+    padding, or tuples of them), by identity then by value, and the
+    distinct column of each."""
+    def same(a, b) -> bool:
+        if isinstance(a, tuple):
+            return all(same(x, y) for x, y in zip(a, b))
+        return a is b or (a is not None and b is not None and
+                          a.shape == b.shape and torch.equal(a, b))
+
+    distinct: List = []
+    index = []
+    for col in cols:
+        found = next((u for u, d in enumerate(distinct) if same(col, d)),
+                     None)
+        if found is None:
+            found = len(distinct)
+            distinct.append(col)
+        index.append(found)
+    return distinct, torch.tensor(index, dtype=torch.long)
+
+
+def _column(ids: Optional[Tensor], fill: int, like: Tensor) -> Tensor:
+    r"""A column of ids as int32 (:obj:`fill` everywhere for padding)."""
+    return torch.full_like(like, fill, dtype=torch.int32) if ids is None \
+        else ids.int()
+
+
+def _id_blocks(layout: PackedLayout, kind: str,
+               packed: List[Tensor]) -> List[Tensor]:
+    r"""Packed id columns (one :obj:`[S]` each) as one block
+    :obj:`[G_b, U, L_b]` per bucket."""
+    return [b.transpose(1, 2).contiguous() for b in layout.blocks(
+        torch.stack(packed, 1), kind)]
 
 
 def _hidden(view, key: Hashable, plan: _GroupPlan) -> List[Tensor]:
     r"""Per bucket the keys each query of each class does not see
     :obj:`[G, C, 1, Lq, Lk]` (bool), from the group's plan; made once per
     batch (kept with the view)."""
+    width = plan.match.size(0)
+    C = plan.query_columns.numel() // width
+
     def build() -> List[Tensor]:
         hidden = []
         for q, k in zip(plan.query_ids, plan.key_ids):
-            hidden.append((q != k).squeeze(0) if q.size(0) == 1 else
-                          ((q == k) != plan.match).any(0))
+            G, Lq, Lk = q.size(0), q.size(-1), k.size(-1)
+            q = q.index_select(1, plan.query_columns).view(
+                G, width, C, 1, Lq, 1)
+            k = k.index_select(1, plan.key_columns).view(
+                G, width, C, 1, 1, Lk)
+            hidden.append((q != k).squeeze(1) if width == 1 else
+                          ((q == k) != plan.match).any(1))
         return hidden
 
     return view_plan(view, ('packed_hidden', ) + key, build)
