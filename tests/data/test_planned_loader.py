@@ -6,6 +6,7 @@ from torch_geometric.data import Batch
 
 from torch_geometric_hot.data import ModelPlanner, PairView, PlannedCollate, \
     PlannedLoader
+from torch_geometric_hot.data.planned_loader import one_storage_per_dtype
 from torch_geometric_hot.models import HOTGraphModel, TokenGT
 from torch_geometric_hot.ops.layout_device import planned_for
 from torch_geometric_hot.ops.plan_cache import map_tensors, plans_only
@@ -143,3 +144,19 @@ def test_a_plans_only_pass_makes_the_plans_of_a_full_pass(attention):
         assert len(only[key]) == len(want), key
         for got, expected in zip(only[key], want):
             assert torch.equal(got, expected), key
+
+
+def test_one_storage_per_dtype_keeps_every_value():
+    model = hot('softmax')
+    batch = PlannedCollate(Batch.from_data_list, ModelPlanner(model, call_hot),
+                           'cuda')(graphs())
+    before = [t.clone() for t in tensors(batch.pair_view)] + \
+        [batch.x.clone(), batch.edge_index.clone()]
+    packed = one_storage_per_dtype(batch)
+    after = tensors(packed.pair_view) + [packed.x, packed.edge_index]
+    assert len(after) == len(before) > 20
+    for got, want in zip(after, before):
+        assert got.dtype == want.dtype and torch.equal(got, want)
+    storages = {t.untyped_storage().data_ptr() for t in after}
+    assert len(storages) == len({t.dtype for t in after})
+    assert packed.pair_view.planned() == batch.pair_view.planned()

@@ -18,7 +18,7 @@ batch (``pin_memory=True``) and moved with it
 (:meth:`~torch_geometric_hot.data.PlanCache.to`).
 """
 import copy
-from typing import Any, Callable, List, Optional, Sequence, Union
+from typing import Any, Callable, Dict, List, Optional, Sequence, Union
 
 import torch
 from torch_geometric.data import Batch
@@ -26,7 +26,8 @@ from torch_geometric.loader import DataLoader
 
 from torch_geometric_hot.data.pair_view import PairView
 from torch_geometric_hot.ops.layout_device import planned_for
-from torch_geometric_hot.ops.plan_cache import PlanCache, plans_only
+from torch_geometric_hot.ops.plan_cache import PlanCache, map_tensors, \
+    plans_only
 
 
 class ModelPlanner:
@@ -99,7 +100,41 @@ class PlannedCollate:
                                                    None)):
                     if cache is not None:  # read by a compiled graph
                         cache.planned_for = kind
+        if torch.utils.data.get_worker_info() is not None:
+            batch = one_storage_per_dtype(batch)
         return batch
+
+
+def one_storage_per_dtype(batch: Batch) -> Batch:
+    r"""The batch with every tensor it holds (those of its pair view and
+    plans included) copied into one buffer per dtype, each a view of its
+    buffer: a worker process hands a batch over in shared memory storage
+    by storage, at a cost per storage, and a planned batch holds dozens of
+    small tensors."""
+    found: Dict[int, torch.Tensor] = {}
+
+    def collect(t: torch.Tensor) -> torch.Tensor:
+        if t.layout == torch.strided and not t.requires_grad:
+            found.setdefault(id(t), t)
+        return t
+
+    stores = [(store, key, value) for store in batch.stores
+              for key, value in store.items()
+              if isinstance(value, (torch.Tensor, PlanCache))]
+    for _, _, value in stores:
+        map_tensors(value, collect)
+    moved: Dict[int, torch.Tensor] = {}
+    by_dtype: Dict[torch.dtype, List[torch.Tensor]] = {}
+    for t in found.values():
+        by_dtype.setdefault(t.dtype, []).append(t)
+    for dtype, tensors in by_dtype.items():
+        buffer = torch.cat([t.reshape(-1) for t in tensors])
+        for t, part in zip(tensors, buffer.split(
+                [t.numel() for t in tensors])):
+            moved[id(t)] = part.view(t.shape)
+    for store, key, value in stores:
+        store[key] = map_tensors(value, lambda t: moved.get(id(t), t))
+    return batch
 
 
 class PlannedLoader(DataLoader):
