@@ -122,23 +122,13 @@ def negatives(positives: Tensor, nums_type: Tensor, known: Set[Tuple],
 
 
 def auc_aupr(score: Tensor, label: Tensor) -> Tuple[float, float]:
-    r"""Area under the ROC curve (rank statistic, ties averaged) and
-    average precision, computed on the CPU."""
-    score, label = score.detach().cpu(), label.detach().cpu()
-    ranks = torch.empty_like(score)
-    order = score.argsort()
-    ranks[order] = torch.arange(1, score.numel() + 1, dtype=score.dtype)
-    for value in score.unique()[score.unique(return_counts=True)[1] > 1]:
-        tie = score == value
-        ranks[tie] = ranks[tie].mean()
-    pos = label > 0.5
-    n_pos, n_neg = int(pos.sum()), int((~pos).sum())
-    auc = (float(ranks[pos].sum()) - n_pos * (n_pos + 1) / 2) / (n_pos *
-                                                                 n_neg)
-    hits = pos[score.argsort(descending=True)].double()
-    precision = hits.cumsum(0) / torch.arange(1, hits.numel() + 1)
-    aupr = float((precision * hits).sum() / hits.sum())
-    return auc, aupr
+    r"""Area under the ROC curve and average precision (scikit-learn's
+    :func:`roc_auc_score` and :func:`average_precision_score`)."""
+    from sklearn.metrics import average_precision_score, roc_auc_score
+    score = score.detach().cpu().double().numpy()
+    label = (label.detach().cpu() > 0.5).numpy()
+    return (float(roc_auc_score(label, score)),
+            float(average_precision_score(label, score)))
 
 
 def build(name: str, in_channels: int, args: argparse.Namespace,
