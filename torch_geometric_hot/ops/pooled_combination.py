@@ -1,7 +1,7 @@
 r"""Kernel attention from the key summaries to the classes of one or more
 output parts (``docs/design.md``, "Kernel attention") as one operator,
 ``torch_geometric_hot::pooled_combination``: the summaries and readings of
-:func:`~torch_geometric_hot.ops.kernel_attention.pool_readings_reference`,
+:func:`~torch_geometric_hot.testing.pool_readings_reference`,
 then per part the combination of
 :func:`~torch_geometric_hot.ops.class_combination.torch_combine_classes`.
 
@@ -580,8 +580,8 @@ def pooled_combination(parts: Sequence[CombinationPart],
     r"""The combination
     (:func:`~torch_geometric_hot.ops.class_combination.torch_combine_classes`)
     of every part's classes, from the readings of :obj:`pools` at
-    :obj:`reads` (``pool_readings_reference`` of
-    :mod:`~torch_geometric_hot.ops.kernel_attention` computes them alone),
+    :obj:`reads` (:func:`~torch_geometric_hot.testing.pool_readings_reference`
+    computes them alone),
     as the operator ``torch_geometric_hot::pooled_combination``.
 
     Args:
