@@ -1,11 +1,11 @@
 r"""The library's grouped reductions against ``torch_geometric.utils``.
 
 Every grouped sum and maximum of the library goes through
-:mod:`torch_geometric_hot.ops.scatter`, and its grouped softmax is PyG's.
-This script times the library's sum and maximum side by side with PyG's
-(``torch_geometric.utils.scatter`` with ``reduce='sum'`` and ``'max'``),
-and PyG's ``torch_geometric.utils.softmax`` against the same softmax
-written on the library's sum and maximum, on the shapes the layers use:
+:mod:`torch_geometric_hot.ops.scatter`, and its grouped softmax
+(:func:`torch_geometric_hot.ops.grouped_softmax`) is written on them.
+This script times the library's sum, maximum and softmax side by side with
+PyG's (``torch_geometric.utils.scatter`` with ``reduce='sum'`` and
+``'max'``, ``torch_geometric.utils.softmax``), on the shapes the layers use:
 rows grouped eight to a group (a node's incident entries), :obj:`[E, H]`
 scores and :obj:`[E, H, D]` messages, forward and backward (the maximum
 has no gradient: forward only). Both run in one
@@ -34,18 +34,10 @@ from harness import time_fwd_bwd, write_json  # noqa: E402
 
 from torch_geometric_hot.ops.scatter import (current_backend,  # noqa: E402
                                              scatter_max, scatter_sum)
+from torch_geometric_hot.ops.softmax import grouped_softmax  # noqa: E402
 
 HEADS, CHANNELS, GROUP_SIZE = 4, 16, 8
 SIZES = (10**4, 10**5, 10**6)
-
-
-def softmax_on_library_scatter(src: Tensor, index: Tensor,
-                               groups: int) -> Tensor:
-    r"""The grouped softmax written on the library's maximum and sum (the
-    alternative to PyG's softmax)."""
-    shift = scatter_max(src, index, groups).index_select(0, index)
-    weights = (src - shift).exp()
-    return weights / scatter_sum(weights, index, groups).index_select(0, index)
 
 
 #: name -> (shape of a row, ours, PyG's); each takes (src, index, groups)
@@ -57,7 +49,7 @@ OPERATIONS: Dict[str, tuple] = {
     'max [E, H]': ((HEADS, ), scatter_max,
                    lambda s, i, g: pyg_utils.scatter(s.detach(), i, 0, g,
                                                      'max')),
-    'softmax [E, H]': ((HEADS, ), softmax_on_library_scatter,
+    'softmax [E, H]': ((HEADS, ), grouped_softmax,
                        lambda s, i, g: pyg_utils.softmax(s, i,
                                                          num_nodes=g)),
 }

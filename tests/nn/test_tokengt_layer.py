@@ -2,8 +2,7 @@ import pytest
 import torch
 
 from torch_geometric_hot.nn import TokenGTLayer, TokenSelfAttention
-from torch_geometric_hot.ops.token_attention import \
-    dense_softmax_attention_reference
+from torch_geometric_hot.testing import dense_softmax_attention_reference
 
 
 def tokens(sizes, device, channels=8, seed=0):

@@ -4,8 +4,9 @@ import torch
 from torch_geometric_hot.data import PairView
 from torch_geometric_hot.data.targets import resolve_targets
 import torch_geometric_hot.ops.global_softmax_attention as module
-from torch_geometric_hot.ops import global_softmax_class_attention, \
-    size_buckets, softmax_class_attention
+from torch_geometric_hot.ops import size_buckets, softmax_class_attention
+from torch_geometric_hot.ops.attention.hot import \
+    global_softmax_class_attention
 from torch_geometric_hot.ops.basis import basis
 from torch_geometric_hot.ops.global_softmax_attention import \
     global_buckets

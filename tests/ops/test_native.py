@@ -5,6 +5,7 @@ from torch_geometric_hot.ops import kernel_attention as ka
 from torch_geometric_hot.ops import native
 from torch_geometric_hot.ops.attention.dispatch import DIRECT_READINGS, \
     SUMMARIES_ONLY, DirectReadings, direct_readings, use_path
+from torch_geometric_hot.testing import pool_readings_reference
 
 #: Every group the direct kernels take read directly, at any cost.
 ALL_DIRECT = DirectReadings(cost_ratio=float('inf'))
@@ -320,7 +321,7 @@ def _pool_run(k, values, q, pools, reads, grads, needs=(True, True, True)):
     if native._current_mode() == 'off':
         leaves = [t.clone().requires_grad_(need)
                   for t, need in zip((k, values, q), needs)]
-        outs = ka.pool_readings_reference(*leaves, pools, reads)
+        outs = pool_readings_reference(*leaves, pools, reads)
         graded = [(o, g) for o, g in zip(outs, grads) if g is not None]
         return outs + list(torch.autograd.grad(
             [o for o, _ in graded], [t for t in leaves if t.requires_grad],
@@ -364,8 +365,8 @@ def test_pool_readings_of_row_ranges(grouping):
     grads[2] = None
     on, tol = _pool_readings_agree(k, values, q, pools, reads, grads)
     with native.use_native('on'):
-        alone = ka.pool_readings_reference(k, values, q[20:], pools,
-                                           [reads[1]._replace(start=0)])[0]
+        alone = pool_readings_reference(k, values, q[20:], pools,
+                                        [reads[1]._replace(start=0)])[0]
     torch.testing.assert_close(on[1], alone, **tol)
 
 

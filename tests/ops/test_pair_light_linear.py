@@ -5,10 +5,10 @@ from torch_geometric.data import Batch
 from torch_geometric_hot.data import PairView
 from torch_geometric_hot.ops import native
 from torch_geometric_hot.ops.pair_light_linear import (
-    _entry_gather, _entry_scatter, pair_light_linear,
-    pair_light_linear_reference)
+    _entry_gather, _entry_scatter, pair_light_linear)
 from torch_geometric_hot.testing import (attach_order_inputs,
                                          complete_graph, edge_case_graphs,
+                                         pair_light_linear_reference,
                                          random_graph)
 
 

@@ -9,6 +9,7 @@ from torch_geometric_hot.ops.class_combination import \
     CombinationTerm as Term
 from torch_geometric_hot.ops.pooled_combination import CombinationPart, \
     ValueProjection, pooled_combination
+from torch_geometric_hot.testing import pool_readings_reference
 
 pytestmark = pytest.mark.skipif(native._compiler() is None,
                                 reason='no C compiler')
@@ -61,8 +62,8 @@ def _reference(terms, pools, reads, phi_q, phi_k, positions, values, slots,
                nonempty, eps):
     # the two operations' torch paths, one after the other
     with native.use_native('off'):
-        readings = ka.pool_readings_reference(phi_k, values, phi_q, pools,
-                                              reads)
+        readings = pool_readings_reference(phi_k, values, phi_q, pools,
+                                           reads)
     return torch_combine_classes(terms, readings, phi_q, phi_k, positions,
                                  values, slots, nonempty, eps)
 
@@ -259,7 +260,7 @@ def test_parts_check_their_rows():
         with pytest.raises(ValueError, match='reading 3 reads rows 30..47'):
             pooled_combination(parts, pools, late, phi_q, phi_k, values)
         with pytest.raises(ValueError, match=r'from its start \(30\)'):
-            ka.pool_readings_reference(phi_k, values, phi_q, pools, late)
+            pool_readings_reference(phi_k, values, phi_q, pools, late)
 
 
 def test_two_parts_split_across_threads(monkeypatch):

@@ -1,8 +1,7 @@
 import torch
 
-from torch_geometric_hot.ops.size_buckets import (bucket_bounds, bucket_plan,
-                                                  bucket_slots,
-                                                  buckets_or_block, pack,
+from torch_geometric_hot.ops.size_buckets import (bucket_bounds,
+                                                  bucket_layout, pack,
                                                   token_positions, unpack)
 
 # Many small graphs, 1-row and 0-row graphs, one much larger graph.
@@ -28,11 +27,10 @@ def test_bucket_bounds_keep_lengths_within_the_ratio():
 
 def test_slots_of_graphs_in_no_bucket_point_past_the_slots():
     # graph 1 is empty: its graph row has no slot and unpacks to zeros
-    graphs = torch.arange(3)
-    order, bounds, _ = bucket_plan(torch.tensor([2, 0, 5]))
-    assert bounds == [0, 1, 2]
-    slots = bucket_slots(graphs, 3, order, [1, 1], [1, 1],
-                         torch.zeros_like(graphs))
+    layout = bucket_layout([torch.arange(3)], 3,
+                           sizes=torch.tensor([2, 0, 5]))
+    assert layout.bounds == [0, 1, 2]
+    slots = layout.slots[0]
     assert slots.row_slot.tolist() == [1, 2, 0]
     assert slots.slot_row.tolist() == [2, 0]
     x = torch.tensor([[1.], [2.], [3.]])
@@ -41,13 +39,13 @@ def test_slots_of_graphs_in_no_bucket_point_past_the_slots():
 
 
 def test_one_block_unless_buckets_save_enough():
-    def cost(start, end):
-        return (end - start) * lengths[start]**2
+    def layout(lengths):
+        rows = torch.repeat_interleave(torch.arange(len(lengths)),
+                                       torch.tensor(lengths))
+        return bucket_layout([rows], len(lengths), block=lambda graphs,
+                             largest, _: graphs * largest**2).bounds
 
-    lengths = [40, 5, 4, 3]
-    bounds = bucket_bounds(lengths)
-    assert bounds == [0, 1, 2, 3, 4]
-    assert buckets_or_block(bounds, cost) == bounds  # 6400 vs 1650
-    lengths = [4, 3, 3, 3]
-    assert bucket_bounds(lengths) == [0, 1, 4]
-    assert buckets_or_block([0, 1, 4], cost) == [0, 4]  # 64 vs 43
+    assert bucket_bounds([40, 5, 4, 3]) == [0, 1, 2, 3, 4]
+    assert layout([40, 5, 4, 3]) == [0, 1, 2, 3, 4]  # 6400 vs 1650
+    assert bucket_bounds([4, 3, 3, 3]) == [0, 1, 4]
+    assert layout([4, 3, 3, 3]) == [0, 4]  # 64 vs 43

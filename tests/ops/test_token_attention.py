@@ -8,8 +8,9 @@ from torch_geometric_hot.ops.feature_maps import FeatureMap
 from torch_geometric_hot.ops.native import SoftmaxGroups, available, \
     use_native
 from torch_geometric_hot.ops.token_attention import (
-    TokenBuckets, dense_softmax_attention_reference, grouped_linear_attention,
-    per_graph_softmax_attention, token_buckets, token_layout)
+    TokenBuckets, grouped_linear_attention, per_graph_softmax_attention,
+    token_buckets, token_layout)
+from torch_geometric_hot.testing import dense_softmax_attention_reference
 
 MODES = ['on', 'off'] if available() else ['off']
 # Many small graphs, 1-token and 0-token graphs, one much larger graph.

@@ -18,9 +18,10 @@ from torch_geometric_hot.nn import (HOTConv, HOTLayer, SimplexIndexer,
 from torch_geometric_hot.ops import (SizeLimitError, current_size_limit,
                                      native, size_limit, use_backend,
                                      validating, validation)
-from torch_geometric_hot.ops import (global_softmax_class_attention,
-                                     higher_order_attention, size_buckets,
+from torch_geometric_hot.ops import (higher_order_attention, size_buckets,
                                      softmax_class_attention)
+from torch_geometric_hot.ops.attention.hot import \
+    global_softmax_class_attention
 from torch_geometric_hot.ops.basis import basis
 from torch_geometric_hot.ops.scatter import current_backend
 from torch_geometric_hot.ops.validation import check_features, \
@@ -335,8 +336,8 @@ def test_size_limit_guards_global_softmax_blocks(layout, monkeypatch):
         monkeypatch.setattr(module, name, record)
 
     spy(global_softmax, 'padded_blocks')
-    slots = global_softmax.bucket_slots
-    monkeypatch.setattr(global_softmax, 'bucket_slots',
+    slots = size_buckets.bucket_slots
+    monkeypatch.setattr(size_buckets, 'bucket_slots',
                         lambda *args: built.append('slots') or slots(*args))
     graphs = [random_graph(3, 2, seed=s) for s in range(8)]
     data = Batch.from_data_list([

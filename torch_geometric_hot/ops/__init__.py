@@ -18,8 +18,7 @@ from torch_geometric_hot.ops.pooled_combination import (CombinationPart,
 from torch_geometric_hot.ops.pair_light_linear import pair_light_linear
 from torch_geometric_hot.ops.higher_order_attention import (
     softmax_class_attention, kernel_class_attention)
-from torch_geometric_hot.ops.attention.hot import \
-    global_softmax_class_attention, hot_class_attention
+from torch_geometric_hot.ops.attention.hot import hot_class_attention
 from torch_geometric_hot.ops.attention.dispatch import DirectReadings, \
     use_path
 from torch_geometric_hot.ops.grouped_class_attention import \
@@ -36,7 +35,7 @@ __all__ = [
     'pair_light_linear', 'pooled_combination', 'CombinationPart',
     'ValueProjection',
     'softmax_class_attention',
-    'kernel_class_attention', 'global_softmax_class_attention',
+    'kernel_class_attention',
     'grouped_class_attention', 'grouped_softmax_attention',
     'hot_class_attention', 'use_path', 'DirectReadings'
 ]

@@ -17,13 +17,14 @@ largest graph (:mod:`~torch_geometric_hot.ops.size_buckets`, when the
 block would hold at least twice the score entries). Either way the padded
 blocks are checked against the size limit
 (:func:`~torch_geometric_hot.ops.validation.size_limit`) before they are
-allocated. The result is the same: the enumerated path is its test oracle.
+allocated. The result is the same: the enumerated path is its test oracle
+(and 11x slower on a graph of :math:`10^3` edges, native kernels off,
+``benchmarks/torch_paths.py``).
 As one operator whose backward recomputes it (the path ``'compiled'``,
 the form under :func:`torch.compile`):
 ``torch_geometric_hot::global_class_softmax``
 (:mod:`~torch_geometric_hot.ops.recomputed_attention`).
 """
-import math
 from typing import List, NamedTuple, Tuple
 
 import torch
@@ -32,9 +33,8 @@ from torch import Tensor
 
 from torch_geometric_hot.ops.recomputed_attention import \
     recomputed_attention
-from torch_geometric_hot.ops.size_buckets import BUCKET_RATIO, Slots, \
-    bucket_plan, bucket_slots, buckets_or_block, padded_blocks, \
-    token_positions
+from torch_geometric_hot.ops.size_buckets import Slots, bucket_layout, \
+    padded_blocks
 from torch_geometric_hot.ops.validation import check_size
 
 #: Largest number of mask entries (graphs x query block x keys) per block.
@@ -58,36 +58,25 @@ def global_buckets(query_graph: Tensor, key_graph: Tensor, num_graphs: int,
     sorted by their queries plus keys, or one block padded to the largest
     graph where buckets save less than ``BUCKET_GAIN`` times its
     :math:`B \cdot L_q \cdot (L_k + 1)` score entries
-    (:func:`~torch_geometric_hot.ops.size_buckets.buckets_or_block`).
+    (:func:`~torch_geometric_hot.ops.size_buckets.bucket_layout`).
 
     The padded blocks (the elements of one query slot and of one key slot,
     keys and values, are :obj:`widths`) are checked against the size limit
     (:func:`~torch_geometric_hot.ops.validation.size_limit`) before any
     slot is built."""
-    q_pos, q_len = token_positions(query_graph, num_graphs)
-    k_pos, k_len = token_positions(key_graph, num_graphs)
-    order, bounds, (_, q_sorted, k_sorted) = bucket_plan(
-        q_len + k_len, BUCKET_RATIO, q_len, k_len)
+    def check(counts: List[int], shapes: List[List[int]]) -> None:
+        check_size(sum(count * (len_q * widths[0] + len_k * widths[1])
+                       for count, (len_q, len_k) in zip(counts, shapes)),
+                   f"global softmax attention's padded blocks ({num_graphs} "
+                   f"graphs in {len(counts)} size buckets, up to "
+                   f"{max((len_k for _, len_k in shapes), default=1)} keys)")
 
-    def shape(start: int, end: int) -> Tuple[int, int]:
-        return max(q_sorted[start:end]), max(k_sorted[start:end]) + 1
-
-    bounds = buckets_or_block(bounds, lambda start, end: (
-        end - start) * math.prod(shape(start, end)))
-    ranges = list(zip(bounds[:-1], bounds[1:]))
-    counts = [end - start for start, end in ranges]
-    shapes = [shape(start, end) for start, end in ranges]
-    check_size(sum(count * (len_q * widths[0] + len_k * widths[1])
-                   for count, (len_q, len_k) in zip(counts, shapes)),
-               f"global softmax attention's padded blocks ({num_graphs} "
-               f"graphs in {len(counts)} size buckets, up to "
-               f"{max(k_sorted, default=0) + 1} keys)")
-    return GlobalBuckets(
-        bucket_slots(query_graph, num_graphs, order, counts,
-                     [len_q for len_q, _ in shapes], q_pos),
-        bucket_slots(key_graph, num_graphs, order, counts,
-                     [len_k for _, len_k in shapes], k_pos), counts,
-        [k_len[order[start:end]] for start, end in ranges])
+    layout = bucket_layout(
+        [query_graph, key_graph], num_graphs,
+        block=lambda graphs, _, shape: graphs * shape[0] * shape[1],
+        padding=(0, 1), check=check)
+    return GlobalBuckets(*layout.slots, layout.counts, [
+        layout.bucket_lengths(1, b) for b in range(len(layout.counts))])
 
 
 def global_block_attention(q: Tensor, k: Tensor, v: Tensor,

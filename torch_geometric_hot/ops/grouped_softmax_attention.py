@@ -48,6 +48,7 @@ from torch import Tensor
 from torch_geometric_hot.ops import native
 from torch_geometric_hot.ops.native import Groups, SoftmaxGroups
 from torch_geometric_hot.ops.scatter import group_pairs, scatter_sum
+from torch_geometric_hot.ops.softmax import pair_softmax_attention
 from torch_geometric_hot.ops.validation import check_device, check_size, \
     validating
 
@@ -153,21 +154,13 @@ def _groups(query_rows: Tensor, query_ptr: Tensor, key_rows: Tensor,
 def _attend(q: Tensor, k: Tensor, v: Tensor, groups: SoftmaxGroups,
             seed: int, threshold: int) -> Tuple[Tensor, Tensor]:
     # the forward pass with torch operations, over the enumerated pairs
-    rows, H = q.size(0), q.size(1)
+    H = q.size(1)
     _check_pairs(groups, H * (q.size(-1) + k.size(-1) + v.size(-1)))
     query, key = _pairs(groups)
-    logits = (q.index_select(0, query) * k.index_select(0, key)).sum(-1)
-    top = q.new_full((rows, H), -float('inf')).scatter_reduce(
-        0, query.view(-1, 1).expand_as(logits), logits, 'amax')
-    weights = (logits - top.index_select(0, query)).exp()
-    total = q.new_zeros(rows, H).index_add_(0, query, weights)
-    weights = weights / total.index_select(0, query)
-    if threshold:
-        weights = weights * keep_factors(query, key, H, seed, threshold,
-                                         weights.dtype)
-    out = scatter_sum(weights.unsqueeze(-1) * v.index_select(0, key), query,
-                      rows)
-    return out, top + total.log()
+    drop = None if not threshold else (lambda weights: weights * keep_factors(
+        query, key, H, seed, threshold, weights.dtype))
+    out, _, lse = pair_softmax_attention(q, k, v, query, key, drop)
+    return out, lse
 
 
 def _attend_backward(grad: Tensor, q: Tensor, k: Tensor, v: Tensor,

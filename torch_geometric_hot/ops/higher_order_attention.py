@@ -16,7 +16,8 @@ Both take the class tables of :mod:`torch_geometric_hot.ops.basis` and the
 output :class:`~torch_geometric_hot.ops.equivariant.Target`.
 """
 from dataclasses import replace
-from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
+from typing import Callable, Dict, List, NamedTuple, Optional, Sequence, \
+    Tuple, Union
 
 import torch
 from torch import Tensor
@@ -32,8 +33,8 @@ from torch_geometric_hot.ops.pooled_combination import CombinationPart, \
     ValueProjection, pooled_combination
 from torch_geometric_hot.ops.recomputed_attention import \
     recomputed_attention
-from torch_geometric_hot.ops.scatter import group_pairs, scatter_sum
-from torch_geometric_hot.ops.softmax import grouped_softmax
+from torch_geometric_hot.ops.scatter import group_pairs
+from torch_geometric_hot.ops.softmax import pair_softmax_attention
 from torch_geometric_hot.ops.validation import check_size
 
 _SINGLE_KEY = ('E', 'ET', 'D', 'X')
@@ -174,16 +175,8 @@ def _check_pair_count(query_group: Tensor, key_group: Tensor,
                f"{pairs:,} (query, key) pairs")
 
 
-def _pair_attention(q: Tensor, k: Tensor, v: Tensor, query: Tensor,
-                    key: Tensor, dropout: float,
-                    training: bool) -> Tuple[Tensor, Tensor]:
-    # grouped softmax over the enumerated pairs: the output and the weights
-    logits = (q.index_select(0, query) * k.index_select(0, key)).sum(-1)
-    alpha = grouped_softmax(logits, query, q.size(0))
-    weights = torch.nn.functional.dropout(alpha, dropout, training)
-    out = scatter_sum(weights.unsqueeze(-1) * v.index_select(0, key), query,
-                      q.size(0))
-    return out, alpha
+def _dropout(p: float, training: bool) -> Callable[[Tensor], Tensor]:
+    return lambda alpha: torch.nn.functional.dropout(alpha, p, training)
 
 
 def local_pair_attention(q: Tensor, k: Tensor, v: Tensor,
@@ -202,7 +195,8 @@ def local_pair_attention(q: Tensor, k: Tensor, v: Tensor,
                       'a local class')
     query, key = _class_pairs(query_group, key_group, key_position,
                               num_groups, query_ids, key_ids)
-    return _pair_attention(q, k, v, query, key, dropout, dropout > 0)[0]
+    return pair_softmax_attention(q, k, v, query, key,
+                                  _dropout(dropout, dropout > 0))[0]
 
 
 #: :func:`local_pair_attention` as one operator whose backward recomputes
@@ -239,7 +233,8 @@ def softmax_class_attention(
         check_size(query.numel() * width, f"softmax attention of class "
                    f"{cls.name} over its {query.numel():,} (query, key) "
                    f"pairs")
-    out, alpha = _pair_attention(q, k, v, query, key, dropout, training)
+    out, alpha, _ = pair_softmax_attention(q, k, v, query, key,
+                                           _dropout(dropout, training))
     return out, (torch.stack([query, key]), alpha)
 
 

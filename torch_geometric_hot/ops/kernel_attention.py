@@ -16,17 +16,16 @@ are switched on: each pass visits the rows group by group, and each
 backward is one fused pass.
 
 The pools and readings of kernel attention (:class:`KeySummary`,
-:class:`Reading`; their meaning is :func:`pool_readings_reference`), their
-torch backend (:func:`torch_pool_readings`) and the native kernels' index
+:class:`Reading`; their meaning is the oracle
+:func:`~torch_geometric_hot.testing.pool_readings_reference`), their torch
+backend (:func:`torch_pool_readings`) and the native kernels' index
 work for them (:func:`plan_pool_readings`) live here too: a group of few
 keys (a node's row or column in a sparse graph) is read straight from its
 keys, :math:`o = \sum_j (q^\top k_j) [v_j, 1]`, where that costs fewer
 products than its summary, natively and by the torch operations alike,
 each by its cost ratio of
 :class:`~torch_geometric_hot.ops.attention.dispatch.DirectReadings`.
-Naive references (:func:`segment_outer_sum_reference`,
-:func:`gather_contract_reference`, :func:`pool_readings_reference`) hold
-everything at once and exist for tests.
+The naive references of all three are in :mod:`torch_geometric_hot.testing`.
 """
 from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 
@@ -293,7 +292,7 @@ def gather_contract(q: Tensor, summary: Tensor, index: Tensor) -> Tensor:
 
 
 class KeySummary(NamedTuple):
-    r"""One summary of :func:`pool_readings_reference`: the input rows it
+    r"""One summary of kernel attention's pool readings: the input rows it
     adds up (:obj:`position [K]`), their groups (:obj:`index [K]`,
     :obj:`num_groups`) and the value slots (classes) it carries."""
     position: Tensor
@@ -326,7 +325,7 @@ def _check_pools(k: Tensor, values: Tensor, pools: Sequence[KeySummary],
 
 
 class Reading(NamedTuple):
-    r"""One reading of :func:`pool_readings_reference`: the pool whose
+    r"""One reading of kernel attention's summaries: the pool whose
     summaries the query rows read, the group of every query row
     (:obj:`index [rows]`), the pool's slots it reads (:obj:`None`: all),
     then the denominator, and the first of its query rows (it reads
@@ -384,7 +383,7 @@ class DirectGroups(NamedTuple):
 
 
 class PoolPlan(NamedTuple):
-    r"""The index work of natively computed :func:`pool_readings_reference`
+    r"""The index work of natively computed pool readings
     (:func:`plan_pool_readings`), which its backward pass needs too: per
     pool the visits and value columns of its summarised groups
     (renumbered), their number, and its directly read groups; per reading
@@ -476,7 +475,7 @@ def native_pool_readings(k: Tensor, values: Tensor, q: Tensor,
                          plan: Optional[PoolPlan] = None,
                          buffers: Optional[Sequence[Tensor]] = None
                          ) -> Tuple[List[Tensor], PoolPlan]:
-    r"""The readings of :func:`pool_readings_reference` by the native
+    r"""The pool readings by the native
     kernels, without autograd (inputs contiguous and checked; temporaries
     taken from :obj:`scratch` when given), and the plan of their backward
     pass (:func:`native_pool_readings_backward`), :obj:`plan` (from
@@ -574,7 +573,7 @@ def native_pool_readings_backward(plan: PoolPlan, k: Tensor, values: Tensor,
 
 
 class TorchPool(NamedTuple):
-    r"""How the torch implementation of :func:`pool_readings_reference`
+    r"""How the torch implementation of the pool readings
     computes a pool's readings: its groups of few keys (by
     :class:`~torch_geometric_hot.ops.attention.dispatch.DirectReadings`,
     :obj:`direct [groups]`) are read straight from their keys, the others
@@ -681,7 +680,7 @@ def torch_pool_readings(k: Tensor, values: Tensor, q: Tensor,
                         pools: Sequence[KeySummary], reads: Sequence[Reading],
                         splits: Sequence[TorchPool],
                         buffers: Sequence[Tensor]) -> List[Tensor]:
-    r"""The readings of :func:`pool_readings_reference` with torch
+    r"""The pool readings with torch
     operations on any device, the groups of each pool read as its
     :class:`TorchPool` says
     (no summary is computed for a group read from its keys); the summaries
@@ -780,7 +779,7 @@ def torch_pool_readings_backward(k: Tensor, values: Tensor, q: Tensor,
 def check_pool_readings(k: Tensor, values: Tensor, q: Tensor,
                         pools: Sequence[KeySummary], reads: Sequence[Reading],
                         ranges: bool) -> None:
-    r"""The argument checks of :func:`pool_readings_reference` (with
+    r"""The argument checks of the pool readings (with
     :obj:`ranges`, also the positions and slots the native kernels use as
     offsets)."""
     _check_pools(k, values, pools, ranges)
@@ -795,67 +794,10 @@ def check_pool_readings(k: Tensor, values: Tensor, q: Tensor,
                                  f'{num_groups})')
 
 
-def pool_readings_reference(k: Tensor, values: Tensor, q: Tensor,
-                            pools: Sequence[KeySummary],
-                            reads: Sequence[Reading]) -> List[Tensor]:
-    r"""Kernel attention's summaries and their readings, naively (the test
-    oracle of the operator ``torch_geometric_hot::pooled_combination``).
-    Every :class:`KeySummary` :math:`p` gives per-group summaries
-
-    .. math::
-        S^p_g = \sum_{e : \text{index}_e = g} k_{\text{pos}_e}
-        [v_{\text{pos}_e, s_1}, \dots, v_{\text{pos}_e, s_n}, 1]^\top
-
-    per head (:math:`s_1 \dots s_n` its slots; the last column sums the
-    keys alone: the denominator), and every :class:`Reading` :math:`r` the
-    contraction :math:`o^r_i = q_{b_r + i}^\top
-    S^{p(r)}_{\text{index}^r_i}` (:math:`b_r` its start): the summaries
-    of :func:`torch_pool_outer_sum` read by :func:`gather_contract`.
-    The operator ``torch_geometric_hot::pooled_combination``
-    (:mod:`~torch_geometric_hot.ops.pooled_combination`) computes them
-    natively on CPU: key and value rows read in place (no gathered or
-    concatenated copies), groups of few keys read directly from them (no
-    summary; see
-    :class:`~torch_geometric_hot.ops.attention.dispatch.DirectReadings`).
-
-    Args:
-        k (torch.Tensor): Keys :obj:`[P, H, R]` (feature-mapped).
-        values (torch.Tensor): Values :obj:`[P, slots, H, D]`.
-        q (torch.Tensor): Queries :obj:`[rows, H, R]` (feature-mapped).
-        pools (list): The summaries.
-        reads (list): The readings.
-
-    :rtype: list of :class:`torch.Tensor`
-        :obj:`[rows, H, len(slots) * D + 1]`, one per reading (its slots, or
-        all of its pool's)
-    """
-    check_pool_readings(k, values, q, pools, reads, True)
-    summaries = [torch_pool_outer_sum(k, values, pool) for pool in pools]
-    return [gather_contract(q[read.rows], summaries[read.pool], read.index)[
-        ..., read_columns(pools[read.pool], read, values.size(-1))]
-        for read in reads]
-
-
 def torch_pool_outer_sum(k: Tensor, values: Tensor,
                          pool: KeySummary) -> Tensor:
-    r"""The summaries of one pool of :func:`pool_readings_reference`, from
+    r"""The summaries of one pool of the pool readings, from
     gathered and concatenated copies."""
     return segment_outer_sum(_rows(k, pool.position),
                              _key_rows(values, pool.slots, pool.position),
                              pool.index, pool.num_groups)
-
-
-def segment_outer_sum_reference(k: Tensor, v: Tensor, index: Tensor,
-                                num_groups: int) -> Tensor:
-    r"""Naive :func:`segment_outer_sum` (holds every outer product)."""
-    outer = k.unsqueeze(-1) * v.unsqueeze(-2)
-    out = outer.new_zeros((num_groups, ) + outer.shape[1:])
-    for row, group in enumerate(index.tolist()):
-        out[group] += outer[row]
-    return out
-
-
-def gather_contract_reference(q: Tensor, summary: Tensor,
-                              index: Tensor) -> Tensor:
-    r"""Naive :func:`gather_contract` (gathers every summary)."""
-    return torch.einsum('ehr,ehrc->ehc', q, summary[index])

@@ -21,7 +21,7 @@ from torch import Tensor
 from torch_geometric_hot.ops import size_buckets
 from torch_geometric_hot.ops.plan_cache import view_plan
 from torch_geometric_hot.ops.size_buckets import BUCKET_RATIO, Slots, \
-    bucket_plan, bucket_slots, buckets_or_block
+    bucket_layout
 
 
 class PackedLayout(NamedTuple):
@@ -53,7 +53,7 @@ def packed_layout(view, pairs: bool,
     :data:`~torch_geometric_hot.ops.size_buckets.BUCKET_RATIO` (the coarse
     layout of launch-bound devices), one block padded to the largest graph
     unless the buckets hold less than half of its entries
-    (:func:`~torch_geometric_hot.ops.size_buckets.buckets_or_block`).
+    (:func:`~torch_geometric_hot.ops.size_buckets.bucket_layout`).
 
     Args:
         view: :class:`~torch_geometric_hot.data.PairView` (needed when
@@ -64,27 +64,17 @@ def packed_layout(view, pairs: bool,
     """
     nodes = view.nodes_per_graph
     edges = view.edges_per_graph if pairs else torch.zeros_like(nodes)
-    order, bounds, (sizes, sorted_nodes, sorted_edges) = bucket_plan(
-        nodes + edges, ratio, nodes, edges)
-    if ratio > BUCKET_RATIO:  # a coarse (launch-bound) layout: one block
-        # unless the buckets hold less than half of its entries
-        bounds = buckets_or_block(bounds, lambda start, end: (
-            end - start) * sizes[start]**2)
-    ranges = list(zip(bounds[:-1], bounds[1:]))
-    counts = [end - start for start, end in ranges]
-    num_graphs = view.num_graphs
-    graphs = torch.arange(num_graphs, device=nodes.device)
-    slots = {
-        'node': bucket_slots(view.batch, num_graphs, order, counts,
-                             [max(sorted_nodes[s:e]) for s, e in ranges]),
-        'graph': bucket_slots(graphs, num_graphs, order, counts,
-                              [1] * len(counts),
-                              torch.zeros_like(graphs)),
-    }
+    kinds = {'node': view.batch,
+             'graph': torch.arange(view.num_graphs, device=nodes.device)}
     if pairs:
-        slots['off'] = bucket_slots(view.off_batch, num_graphs, order,
-                                    counts, [max(sorted_edges[s:e])
-                                             for s, e in ranges])
+        kinds['off'] = view.off_batch
+    # a coarse (launch-bound) layout: one block unless the buckets hold
+    # less than half of its entries
+    layout = bucket_layout(
+        list(kinds.values()), view.num_graphs, ratio,
+        (lambda graphs, largest, _: graphs * largest**2)
+        if ratio > BUCKET_RATIO else None, sizes=nodes + edges)
+    counts, slots = layout.counts, dict(zip(kinds, layout.slots))
     return PackedLayout(counts, slots, ratio)
 
 

@@ -24,8 +24,8 @@ few gathers and scatters in torch (any device) and, in the operators' CPU
 kernels, one native loop over the entries each
 (:mod:`torch_geometric_hot.ops.native`, ``pair_entries.c``) where the
 native kernels take the tensors. Under :func:`torch.compile` a light layer
-is one node of the graph. :func:`pair_light_linear_reference` (the
-class-by-class sum) is the oracle.
+is one node of the graph. The oracle is the class-by-class sum
+:func:`~torch_geometric_hot.testing.pair_light_linear_reference`.
 """
 from typing import List, Optional, Tuple
 
@@ -255,17 +255,3 @@ def pair_light_linear(x: Tensor, view, weight: Tensor,
     if making_plans_only():  # index work only: none here
         return x.new_zeros(x.size(0), weight.size(-1))
     return _light_op(x, weight, bias, *indices)
-
-
-def pair_light_linear_reference(x: Tensor, view, weight: Tensor,
-                                bias: Optional[Tensor] = None) -> Tensor:
-    r""":func:`pair_light_linear` class by class (the oracle)."""
-    xd = x.index_select(0, view.diag_pos)
-    diag = xd @ weight[0]
-    off = (x.index_select(0, view.off_pos) @ weight[1] +
-           view.transpose_rows(x) @ weight[2] +
-           xd.index_select(0, view.off_row) @ weight[3] +
-           xd.index_select(0, view.off_col) @ weight[4])
-    if bias is not None:
-        diag, off = diag + bias[0], off + bias[1]
-    return view.assemble(diag, off)

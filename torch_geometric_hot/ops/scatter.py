@@ -1,7 +1,7 @@
 r"""The scatter backend: the one place that decides how rows are reduced.
 
 Every grouped sum and maximum in the library goes through
-:func:`scatter_sum` and :func:`scatter_max` (the grouped softmax is PyG's,
+:func:`scatter_sum` and :func:`scatter_max` (the grouped softmax too,
 :func:`~torch_geometric_hot.ops.grouped_softmax`). Sums use torch's native
 ``index_add`` on a flat view (as fast as ``torch_scatter`` on CPU, and
 faster than :func:`torch_geometric.utils.scatter`, see :func:`scatter_sum`);

@@ -35,9 +35,9 @@ from torch import Tensor
 from torch.utils.checkpoint import checkpoint
 from torch_geometric.utils import to_dense_batch
 
-from torch_geometric_hot.ops.scatter import (scatter_max, scatter_sum,
-                                             segment_counts)
-from torch_geometric_hot.ops.softmax import grouped_softmax
+from torch_geometric_hot.ops.scatter import scatter_sum, segment_counts
+from torch_geometric_hot.ops.softmax import grouped_log_softmax, \
+    grouped_softmax
 from torch_geometric_hot.ops.validation import check_size, validating
 
 FORMS = ('multilinear', 'determinant')
@@ -318,17 +318,6 @@ def indexer_dense_scores(query: Tensor, key: Tensor, weight: Tensor,
     k = k.view(num_graphs, length, heads, dim)
     dots = torch.einsum('bihz,bjhz->bhij', q, k).relu()
     return torch.einsum('bih,bhij->bij', w, dots), mask
-
-
-def grouped_log_softmax(logits: Tensor, group: Tensor,
-                        num_groups: int) -> Tensor:
-    r"""Log of :func:`~torch_geometric_hot.ops.grouped_softmax`, computed
-    stably (per-group max shift)."""
-    shift = scatter_max(logits, group, num_groups).index_select(0, group)
-    shifted = logits - shift
-    total = scatter_sum(shifted.exp(), group, num_groups).index_select(
-        0, group)
-    return shifted - total.log()
 
 
 def indexer_distillation_loss(pair_score: Tensor, pair_index: Tensor,

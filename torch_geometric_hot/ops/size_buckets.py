@@ -12,10 +12,10 @@ that kind among its graphs), so that the slots of one kind and bucket
 reshape to a :obj:`[graphs, width, *]` block. Slots are numbered bucket
 after bucket, graph after graph. An empty graph takes no bucket. Where
 buckets save little, every graph can stay in one bucket,
-one block padded to the largest graph (:func:`buckets_or_block`): each
+one block padded to the largest graph (:func:`bucket_layout`): each
 bucket costs its own operations.
 """
-from typing import Callable, List, NamedTuple, Optional, Tuple
+from typing import Callable, List, NamedTuple, Optional, Sequence, Tuple
 
 import torch
 from torch import Tensor
@@ -67,32 +67,6 @@ def bucket_bounds(lengths: List[int], ratio: float = BUCKET_RATIO
     return bounds
 
 
-def bucket_plan(sizes: Tensor, ratio: float = BUCKET_RATIO,
-                *columns: Tensor
-                ) -> Tuple[Tensor, List[int], List[List[int]]]:
-    r"""The graphs in descending order of :obj:`sizes`, the boundaries of
-    their buckets in that order (:func:`bucket_bounds`), and :obj:`sizes`
-    then every per-graph tensor of :obj:`columns` in that order, as lists
-    (the block shapes are read from them)."""
-    order = torch.sort(sizes, descending=True, stable=True)[1]
-    # host synchronisation, once: the bucket shapes depend on the sizes
-    rows = torch.stack([sizes, *columns])[:, order].tolist()
-    return order, bucket_bounds(rows[0], ratio), rows
-
-
-def buckets_or_block(bounds: List[int],
-                     block_cost: Callable[[int, int], int]) -> List[int]:
-    r""":obj:`bounds`, or one bucket of all their graphs (one block padded
-    to the largest) unless that block holds at least :data:`BUCKET_GAIN`
-    times the score entries of the buckets; :obj:`block_cost` gives the
-    score entries of a block of the sorted graphs :obj:`start:end`."""
-    if len(bounds) > 2 and block_cost(0, bounds[-1]) < BUCKET_GAIN * sum(
-            block_cost(start, end)
-            for start, end in zip(bounds[:-1], bounds[1:])):
-        return [0, bounds[-1]]
-    return bounds
-
-
 class Slots(NamedTuple):
     r"""The slots of one kind of row of a bucket layout.
 
@@ -114,7 +88,7 @@ class Slots(NamedTuple):
 
 def bucket_slots(row_graph: Tensor, num_graphs: int, order: Tensor,
                  counts: List[int], widths: List[int],
-                 position: Optional[Tensor] = None) -> Slots:
+                 position: Tensor) -> Slots:
     r"""The slots of rows that belong to graphs, the graphs :obj:`order`
     packed bucket by bucket (:obj:`counts` graphs each), each graph of
     bucket :math:`b` given :obj:`widths[b]` slots.
@@ -123,15 +97,13 @@ def bucket_slots(row_graph: Tensor, num_graphs: int, order: Tensor,
         row_graph (torch.Tensor): Graph of every row :obj:`[rows]`.
         num_graphs (int): Number of graphs.
         order (torch.Tensor): The graphs in bucket order
-            (:func:`bucket_plan`).
+            (:func:`bucket_layout`).
         counts (list): Graphs of every bucket.
         widths (list): Slots per graph of every bucket.
-        position (torch.Tensor, optional): Position of every row in its
-            graph (default: :func:`token_positions`).
+        position (torch.Tensor): Position of every row in its graph
+            (:func:`token_positions`).
     """
     device = row_graph.device
-    if position is None:
-        position = token_positions(row_graph, num_graphs)[0]
     total = sum(c * w for c, w in zip(counts, widths))
     width = torch.repeat_interleave(
         torch.tensor(widths, dtype=torch.long, device=device),
@@ -146,6 +118,92 @@ def bucket_slots(row_graph: Tensor, num_graphs: int, order: Tensor,
     slot_row = slot_row[:total]
     return Slots(slot_row, row_slot, widths,
                  slot_row.masked_fill(slot_row == row_graph.numel(), 0))
+
+
+class BucketLayout(NamedTuple):
+    r"""The size buckets of rows of one or more kinds (:func:`bucket_layout`).
+
+    Attributes:
+        order (torch.Tensor): The graphs in bucket order.
+        bounds (list): Bucket :math:`b` holds the graphs
+            :obj:`order[bounds[b]:bounds[b + 1]]`.
+        slots (list): The :class:`Slots` of every kind of row.
+        lengths (list): Per kind, the rows of every graph :obj:`[graphs]`,
+            and the same in bucket order as a list.
+    """
+    order: Tensor
+    bounds: List[int]
+    slots: List[Slots]
+    lengths: List[Tuple[Tensor, List[int]]]
+
+    @property
+    def counts(self) -> List[int]:
+        r"""Graphs of every bucket."""
+        return [end - start
+                for start, end in zip(self.bounds[:-1], self.bounds[1:])]
+
+    def bucket_lengths(self, kind: int, bucket: int) -> Tensor:
+        r"""Rows of :obj:`kind` of every graph of :obj:`bucket`."""
+        start, end = self.bounds[bucket], self.bounds[bucket + 1]
+        return self.lengths[kind][0][self.order[start:end]]
+
+
+def bucket_layout(row_graphs: Sequence[Tensor], num_graphs: int,
+                  ratio: float = BUCKET_RATIO,
+                  block: Optional[Callable[[int, int, List[int]], int]] = None,
+                  padding: Sequence[int] = (),
+                  sizes: Optional[Tensor] = None,
+                  check: Optional[Callable[[List[int], List[List[int]]],
+                                           None]] = None) -> BucketLayout:
+    r"""The layout of rows of one or more kinds that belong to graphs: the
+    graphs sorted by size and bucketed within :obj:`ratio`
+    (:func:`bucket_bounds`), each graph of a bucket given, per kind, the
+    most rows of that kind among the bucket's graphs plus :obj:`padding`.
+
+    Args:
+        row_graphs (list): Graph of every row :obj:`[rows]`, per kind.
+        num_graphs (int): Number of graphs.
+        ratio (float, optional): Largest ratio of graph sizes within one
+            bucket. (default: :data:`BUCKET_RATIO`)
+        block (callable, optional): ``block(graphs, largest, widths)``, the
+            score entries of a block of that many graphs, the largest of
+            that size, given those slots per kind: then one block padded
+            to the largest graph replaces buckets that do not save
+            :data:`BUCKET_GAIN` times its entries. (default: buckets)
+        padding (list, optional): Extra slots per graph, per kind.
+        sizes (torch.Tensor, optional): Size of every graph (default: its
+            rows of all kinds).
+        check (callable, optional): Called with the graphs and the widths
+            (per kind) of every bucket before any slot is built.
+    """
+    positions, lengths = zip(*(token_positions(graph, num_graphs)
+                               for graph in row_graphs))
+    padding = list(padding) + [0] * (len(row_graphs) - len(padding))
+    sizes = sum(lengths) if sizes is None else sizes
+    order = torch.sort(sizes, descending=True, stable=True)[1]
+    # host synchronisation, once: the bucket shapes depend on the sizes
+    top, *rows = torch.stack([sizes, *lengths])[:, order].tolist()
+    bounds = bucket_bounds(top, ratio)
+
+    def widths(start: int, end: int) -> List[int]:
+        return [max(kind[start:end]) + pad
+                for kind, pad in zip(rows, padding)]
+
+    ranges = list(zip(bounds[:-1], bounds[1:]))
+    if block is not None and len(ranges) > 1 and block(
+            bounds[-1], top[0], widths(0, bounds[-1])) < BUCKET_GAIN * sum(
+                block(end - start, top[start], widths(start, end))
+                for start, end in ranges):
+        bounds, ranges = [0, bounds[-1]], [(0, bounds[-1])]
+    counts = [end - start for start, end in ranges]
+    shapes = [widths(start, end) for start, end in ranges]
+    if check is not None:
+        check(counts, shapes)
+    slots = [bucket_slots(graph, num_graphs, order, counts,
+                          [shape[kind] for shape in shapes], position)
+             for kind, (graph, position) in enumerate(zip(row_graphs,
+                                                          positions))]
+    return BucketLayout(order, bounds, slots, list(zip(lengths, rows)))
 
 
 def pack(x: Tensor, slot_row: Tensor, fill: float = 0.0) -> Tensor:

@@ -18,8 +18,9 @@ several graphs, never across graphs (the attention of TokenGT,
   :math:`S_g = \sum_{t \in g} \phi(k_t) [v_t, 1]^\top` and
   :math:`\mathrm{out}_t = \phi(q_t)^\top S_{g(t)}` normalised by its last
   column.
-* :func:`dense_softmax_attention_reference`: the naive per-graph loop both
-  are tested against.
+
+The naive per-graph loop both are tested against is
+:func:`~torch_geometric_hot.testing.dense_softmax_attention_reference`.
 """
 from typing import List, NamedTuple, Optional, Union
 
@@ -39,8 +40,8 @@ from torch_geometric_hot.ops.kernel_attention import (gather_contract,
 from torch_geometric_hot.ops.native import SoftmaxGroups
 from torch_geometric_hot.ops.plan_cache import making_plans_only
 from torch_geometric_hot.ops.recomputed_attention import dropout_seed
-from torch_geometric_hot.ops.size_buckets import Slots, bucket_plan, \
-    bucket_slots, buckets_or_block, padded_blocks, token_positions
+from torch_geometric_hot.ops.size_buckets import Slots, bucket_layout, \
+    padded_blocks
 from torch_geometric_hot.ops.validation import check_size
 
 
@@ -73,25 +74,18 @@ def token_buckets(token_batch: Tensor, num_graphs: int) -> TokenBuckets:
         token_batch (torch.Tensor): Graph of every token, shape :obj:`[T]`.
         num_graphs (int): Number of graphs :math:`B`.
     """
-    position, lengths = token_positions(token_batch, num_graphs)
     # coarse buckets where launches cost more than padding (GPUs)
     ratio = dispatch.bucket_ratio(dispatch.problem(
         'tokens', 'softmax', (), token_batch.device).device_type)
-    order, bounds, (sorted_lengths, ) = bucket_plan(lengths, ratio)
-    bounds = buckets_or_block(bounds, lambda start, end: (
-        end - start) * sorted_lengths[start]**2)
-    counts = [end - start for start, end in zip(bounds[:-1], bounds[1:])]
-    widths = [sorted_lengths[start] for start in bounds[:-1]]
-    slots = bucket_slots(token_batch, num_graphs, order, counts, widths,
-                         position)
+    layout = bucket_layout([token_batch], num_graphs, ratio,
+                           lambda graphs, largest, _: graphs * largest**2)
+    counts, (slots, ), ((_, lengths), ) = layout.counts, layout.slots, \
+        layout.lengths
     masks = []
-    for count, width, start in zip(counts, widths, bounds[:-1]):
-        if sorted_lengths[start + count - 1] == width:
-            masks.append(None)
-            continue
-        graph_lengths = lengths[order[start:start + count]]
-        masks.append((torch.arange(width, device=lengths.device) <
-                      graph_lengths.view(-1, 1)).view(count, 1, 1, width))
+    for b, (width, end) in enumerate(zip(slots.widths, layout.bounds[1:])):
+        masks.append(None if lengths[end - 1] == width else (
+            torch.arange(width, device=token_batch.device) <
+            layout.bucket_lengths(0, b).view(-1, 1)).view(-1, 1, 1, width))
     return TokenBuckets(slots, counts, masks)
 
 
@@ -237,19 +231,3 @@ def grouped_linear_attention(q_feat: Tensor, k_feat: Tensor, value: Tensor,
                              num_groups)
     out = gather_contract(q_feat, sums, group)
     return out[..., :-1] / out[..., -1:].clamp(min=eps)
-
-
-def dense_softmax_attention_reference(query: Tensor, key: Tensor,
-                                      value: Tensor, token_batch: Tensor,
-                                      num_graphs: int) -> Tensor:
-    r"""Naive reference: an explicit :math:`\mathrm{softmax}(QK^\top /
-    \sqrt{d}) V` per graph and head, in a Python loop over graphs."""
-    out = value.new_zeros(value.shape)
-    for g in range(num_graphs):
-        idx = (token_batch == g).nonzero().view(-1)
-        if idx.numel() == 0:
-            continue
-        q, k, v = (t[idx].transpose(0, 1) for t in (query, key, value))
-        scores = q @ k.transpose(-1, -2) / query.size(-1)**0.5
-        out[idx] = (scores.softmax(dim=-1) @ v).transpose(0, 1)
-    return out
