@@ -15,7 +15,7 @@ the whole input. On CPU (float32/float64) the native kernels of
 are switched on: each pass visits the rows group by group, and each
 backward is one fused pass.
 
-The pools and readings of kernel attention (:class:`KeySummary`,
+The pools and readings of kernel attention (:class:`SummaryKeys`,
 :class:`Reading`; their meaning is the oracle
 :func:`~torch_geometric_hot.testing.pool_readings_reference`), their torch
 backend (:func:`torch_pool_readings`) and the native kernels' index
@@ -291,17 +291,18 @@ def gather_contract(q: Tensor, summary: Tensor, index: Tensor) -> Tensor:
     return _gather_contract(q, summary, index)
 
 
-class KeySummary(NamedTuple):
-    r"""One summary of kernel attention's pool readings: the input rows it
-    adds up (:obj:`position [K]`), their groups (:obj:`index [K]`,
-    :obj:`num_groups`) and the value slots (classes) it carries."""
+class SummaryKeys(NamedTuple):
+    r"""The keys of one summary: the input rows it adds up
+    (:obj:`position [K]`), their groups (:obj:`group [K]`,
+    :obj:`num_groups`) and, as a pool of kernel attention's readings, the
+    value slots (classes) it carries."""
     position: Tensor
-    index: Tensor
+    group: Tensor
     num_groups: int
-    slots: Tuple[int, ...]
+    slots: Tuple[int, ...] = ()
 
 
-def _check_pools(k: Tensor, values: Tensor, pools: Sequence[KeySummary],
+def _check_pools(k: Tensor, values: Tensor, pools: Sequence[SummaryKeys],
                  ranges: bool) -> None:
     # ranges: check the positions and slots too (the native kernels use
     # them as memory offsets; the torch path's gathers check them)
@@ -311,7 +312,7 @@ def _check_pools(k: Tensor, values: Tensor, pools: Sequence[KeySummary],
                          f"agree, got {tuple(k.shape)} and "
                          f"{tuple(values.shape)}")
     for pool in pools:
-        if pool.position.shape != pool.index.shape or not pool.slots:
+        if pool.position.shape != pool.group.shape or not pool.slots:
             raise ValueError('a pool needs one group per position and at '
                              'least one slot')
         if not ranges:
@@ -341,12 +342,12 @@ class Reading(NamedTuple):
         return slice(self.start, self.start + self.index.numel())
 
 
-def read_columns(pool: KeySummary, read: Reading, D: int) -> Tensor:
+def read_columns(pool: SummaryKeys, read: Reading, D: int) -> Tensor:
     r"""The summary columns a reading reads: its slots' :obj:`D` columns,
     in its order, then the denominator (the last column), on the device of
-    the pool's index."""
+    the pool's groups."""
     slots = pool.slots if read.slots is None else read.slots
-    device = pool.index.device
+    device = pool.group.device
     first = torch.tensor([pool.slots.index(s) * D for s in slots],
                          dtype=torch.long, device=device)
     return torch.cat([(first.view(-1, 1) + torch.arange(
@@ -354,7 +355,7 @@ def read_columns(pool: KeySummary, read: Reading, D: int) -> Tensor:
                                                   device=device)])
 
 
-def _check_readings(q: Tensor, k: Tensor, pools: Sequence[KeySummary],
+def _check_readings(q: Tensor, k: Tensor, pools: Sequence[SummaryKeys],
                     reads: Sequence[Reading]) -> None:
     if q.dim() != 3 or q.shape[1:] != k.shape[1:]:
         raise ValueError(f"'q' must be [rows, H, R] with the keys' H, R "
@@ -420,7 +421,7 @@ def _restrict(runs: native.Runs, keep: Tensor) -> native.Runs:
                        number.index_select(0, runs.groups[mask]))
 
 
-def plan_pool_readings(pools: Sequence[KeySummary], reads: Sequence[Reading],
+def plan_pool_readings(pools: Sequence[SummaryKeys], reads: Sequence[Reading],
                        dtype: torch.dtype, H: int, R: int, D: int,
                        direct: DirectReadings) -> PoolPlan:
     r"""The index work of :func:`native_pool_readings` for keys
@@ -444,7 +445,7 @@ def plan_pool_readings(pools: Sequence[KeySummary], reads: Sequence[Reading],
                     for read, runs in zip(reads, read_visits)]
     plans, groups, direct_groups, summarised = [], [], [], []
     for p, pool in enumerate(pools):
-        runs = visits(pool.index, pool.num_groups).through(pool.position)
+        runs = visits(pool.group, pool.num_groups).through(pool.position)
         columns = _value_columns(pool.slots, H, D)
         keys = native.Groups.of(runs, pool.num_groups)
         queries = sum((g.ptr.diff() for read, g in zip(reads, read_queries)
@@ -469,8 +470,8 @@ def plan_pool_readings(pools: Sequence[KeySummary], reads: Sequence[Reading],
 
 
 def native_pool_readings(k: Tensor, values: Tensor, q: Tensor,
-                         pools: Sequence[KeySummary], reads: Sequence[Reading],
-                         direct: DirectReadings,
+                         pools: Sequence[SummaryKeys],
+                         reads: Sequence[Reading], direct: DirectReadings,
                          scratch: Optional[native.Scratch] = None,
                          plan: Optional[PoolPlan] = None,
                          buffers: Optional[Sequence[Tensor]] = None
@@ -587,13 +588,13 @@ class TorchPool(NamedTuple):
     num_summarised: int
 
 
-def torch_pool(pool: KeySummary, reads: Sequence[Reading], R: int, D: int,
+def torch_pool(pool: SummaryKeys, reads: Sequence[Reading], R: int, D: int,
                direct: DirectReadings) -> TorchPool:
     r"""The :class:`TorchPool` of :obj:`pool`, read by :obj:`reads` (keys
     and queries of :obj:`R` features, values of :obj:`D` channels per
     slot), its groups read directly by :obj:`direct`. Host
     synchronisation: the number of summarised groups."""
-    counts = torch.bincount(pool.index, minlength=pool.num_groups)
+    counts = torch.bincount(pool.group, minlength=pool.num_groups)
     queries = sum((torch.bincount(r.index, minlength=pool.num_groups)
                    for r in reads), torch.zeros_like(counts))
     chosen = _direct(counts, queries, R, len(pool.slots) * D + 1,
@@ -603,18 +604,18 @@ def torch_pool(pool: KeySummary, reads: Sequence[Reading], R: int, D: int,
         return TorchPool(None, None, None, pool.num_groups)
     summarised = ~chosen
     renumber = summarised.long().cumsum(0) - 1
-    keys = summarised.index_select(0, pool.index).nonzero().view(-1)
+    keys = summarised.index_select(0, pool.group).nonzero().view(-1)
     return TorchPool(chosen, keys, renumber, int(summarised.sum()))
 
 
-def _summarised(pool: KeySummary, split: TorchPool) -> KeySummary:
+def _summarised(pool: SummaryKeys, split: TorchPool) -> SummaryKeys:
     # the pool's summarised keys, in their renumbered groups
     if split.direct is None:
         return pool
-    return KeySummary(pool.position.index_select(0, split.summarised),
-                      split.renumber.index_select(
-                          0, pool.index.index_select(0, split.summarised)),
-                      split.num_summarised, pool.slots)
+    return SummaryKeys(pool.position.index_select(0, split.summarised),
+                       split.renumber.index_select(
+                           0, pool.group.index_select(0, split.summarised)),
+                       split.num_summarised, pool.slots)
 
 
 def _summary_rows(split: TorchPool, read: Reading
@@ -632,15 +633,15 @@ def _select(x: Tensor, rows: Optional[Tensor]) -> Tensor:
     return x if rows is None else x.index_select(0, rows)
 
 
-def _direct_pairs(pool: KeySummary, split: TorchPool,
+def _direct_pairs(pool: SummaryKeys, split: TorchPool,
                   read: Reading) -> Tuple[Tensor, Tensor]:
     # (query row within the reading, input row of the key) of every pair of
     # a directly read group
     assert split.direct is not None
     rows = split.direct.index_select(0, read.index).nonzero().view(-1)
-    keys = split.direct.index_select(0, pool.index).nonzero().view(-1)
+    keys = split.direct.index_select(0, pool.group).nonzero().view(-1)
     query, key = group_pairs(read.index.index_select(0, rows),
-                             pool.index.index_select(0, keys),
+                             pool.group.index_select(0, keys),
                              pool.num_groups)
     return (rows.index_select(0, query),
             pool.position.index_select(0, keys.index_select(0, key)))
@@ -677,7 +678,7 @@ def _pair_chunks(pairs: int, per_pair: int) -> List[Tuple[int, int]]:
 
 
 def torch_pool_readings(k: Tensor, values: Tensor, q: Tensor,
-                        pools: Sequence[KeySummary], reads: Sequence[Reading],
+                        pools: Sequence[SummaryKeys], reads: Sequence[Reading],
                         splits: Sequence[TorchPool],
                         buffers: Sequence[Tensor]) -> List[Tensor]:
     r"""The pool readings with torch
@@ -718,7 +719,7 @@ def torch_pool_readings(k: Tensor, values: Tensor, q: Tensor,
 
 
 def torch_pool_readings_backward(k: Tensor, values: Tensor, q: Tensor,
-                                 pools: Sequence[KeySummary],
+                                 pools: Sequence[SummaryKeys],
                                  reads: Sequence[Reading],
                                  splits: Sequence[TorchPool],
                                  buffers: Sequence[Tensor],
@@ -771,13 +772,13 @@ def torch_pool_readings_backward(k: Tensor, values: Tensor, q: Tensor,
         k_p = _rows(k, pool.position)
         v_p = _key_rows(values, pool.slots, pool.position)
         grad_k.index_add_(0, pool.position, _contract(
-            v_p, g_s.transpose(-1, -2).contiguous(), pool.index))
+            v_p, g_s.transpose(-1, -2).contiguous(), pool.group))
         _add_to_slots(grad_v, pool.position, pool.slots,
-                      _contract(k_p, g_s, pool.index))
+                      _contract(k_p, g_s, pool.group))
 
 
 def check_pool_readings(k: Tensor, values: Tensor, q: Tensor,
-                        pools: Sequence[KeySummary], reads: Sequence[Reading],
+                        pools: Sequence[SummaryKeys], reads: Sequence[Reading],
                         ranges: bool) -> None:
     r"""The argument checks of the pool readings (with
     :obj:`ranges`, also the positions and slots the native kernels use as
@@ -785,7 +786,7 @@ def check_pool_readings(k: Tensor, values: Tensor, q: Tensor,
     _check_pools(k, values, pools, ranges)
     _check_readings(q, k, pools, reads)
     if ranges:
-        for index, num_groups in [*((p.index, p.num_groups) for p in pools),
+        for index, num_groups in [*((p.group, p.num_groups) for p in pools),
                                   *((r.index, pools[r.pool].num_groups)
                                     for r in reads)]:
             if index.numel() and (int(index.min()) < 0 or
@@ -795,9 +796,9 @@ def check_pool_readings(k: Tensor, values: Tensor, q: Tensor,
 
 
 def torch_pool_outer_sum(k: Tensor, values: Tensor,
-                         pool: KeySummary) -> Tensor:
+                         pool: SummaryKeys) -> Tensor:
     r"""The summaries of one pool of the pool readings, from
     gathered and concatenated copies."""
     return segment_outer_sum(_rows(k, pool.position),
                              _key_rows(values, pool.slots, pool.position),
-                             pool.index, pool.num_groups)
+                             pool.group, pool.num_groups)

@@ -50,7 +50,7 @@ from torch_geometric_hot.ops.attention.dispatch import DirectReadings
 from torch_geometric_hot.ops.class_combination import READING, \
     CombinationTerm, check_combination, combination_table, \
     torch_combine_classes
-from torch_geometric_hot.ops.kernel_attention import KeySummary, PoolPlan, \
+from torch_geometric_hot.ops.kernel_attention import SummaryKeys, PoolPlan, \
     Reading, TorchPool, check_pool_readings, native_pool_readings, \
     native_pool_readings_backward, plan_pool_readings, torch_pool, \
     torch_pool_readings, torch_pool_readings_backward
@@ -142,14 +142,14 @@ def _parts(parts: Sequence[CombinationPart], reads: Sequence[Reading],
     return out
 
 
-def _encode(pools: Sequence[KeySummary], reads: Sequence[Reading],
+def _encode(pools: Sequence[SummaryKeys], reads: Sequence[Reading],
             parts: Sequence[_Part]) -> Tuple[List[Tensor], List[int]]:
     r"""The operator's index tensors and integers: the pools' positions
     and groups, the readings' groups, then per part its nonempty mask and
     positions; the counts, then per pool its number of groups and slots,
     per reading its pool, first row and slots, per part its rows, readings,
     value slots and terms."""
-    tensors = [p.position for p in pools] + [p.index for p in pools] + \
+    tensors = [p.position for p in pools] + [p.group for p in pools] + \
         [r.index for r in reads]
     ints = [len(pools), len(reads), len(parts)]
     for pool in pools:
@@ -170,7 +170,7 @@ def _encode(pools: Sequence[KeySummary], reads: Sequence[Reading],
 
 
 def _decode(tensors: Sequence[Tensor], ints: Sequence[int]
-            ) -> Tuple[List[KeySummary], List[Reading], List[_Part]]:
+            ) -> Tuple[List[SummaryKeys], List[Reading], List[_Part]]:
     r"""The inverse of :func:`_encode`."""
     it, tensor = iter(ints), iter(tensors)
 
@@ -181,9 +181,9 @@ def _decode(tensors: Sequence[Tensor], ints: Sequence[int]
     positions = [next(tensor) for _ in range(num_pools)]
     groups = [next(tensor) for _ in range(num_pools)]
     pools = []
-    for position, index in zip(positions, groups):
+    for position, group in zip(positions, groups):
         num_groups, n = take(2)
-        pools.append(KeySummary(position, index, num_groups, take(n)))
+        pools.append(SummaryKeys(position, group, num_groups, take(n)))
     reads = []
     for index in [next(tensor) for _ in range(num_reads)]:
         pool, start, n = take(3)
@@ -208,7 +208,7 @@ def _values(values: Tensor, weight: Optional[Tensor], heads: int,
         values, weight, heads, head_channels).values()
 
 
-def _torch_splits(pools: Sequence[KeySummary], reads: Sequence[Reading],
+def _torch_splits(pools: Sequence[SummaryKeys], reads: Sequence[Reading],
                   R: int, D: int, direct: DirectReadings) -> List[TorchPool]:
     return [torch_pool(pool, [r for r in reads if r.pool == p], R, D, direct)
             for p, pool in enumerate(pools)]
@@ -220,7 +220,7 @@ def _direct(direct: Sequence[float]) -> DirectReadings:
 
 
 def _torch_forward(phi_k: Tensor, phi_q: Tensor, values: Tensor,
-                   pools: Sequence[KeySummary], reads: Sequence[Reading],
+                   pools: Sequence[SummaryKeys], reads: Sequence[Reading],
                    parts: Sequence[_Part], eps: float,
                    direct: DirectReadings, buffers: Sequence[Tensor]
                    ) -> Tuple[List[Tensor], List[Tensor]]:
@@ -282,7 +282,7 @@ def _(phi_k, phi_q, values, weight, index, structure, heads, head_channels,
     return _empty_outputs(phi_q, pools, parts, head_channels)
 
 
-def _empty_outputs(phi_q: Tensor, pools: Sequence[KeySummary],
+def _empty_outputs(phi_q: Tensor, pools: Sequence[SummaryKeys],
                    parts: Sequence[_Part], D: int) -> List[Tensor]:
     # the operator's outputs, uninitialised
     H = phi_q.size(1)
@@ -294,7 +294,7 @@ def _empty_outputs(phi_q: Tensor, pools: Sequence[KeySummary],
         phi_q.new_empty(1, dtype=torch.long)]
 
 
-def _summary_buffers(phi_q: Tensor, pools: Sequence[KeySummary],
+def _summary_buffers(phi_q: Tensor, pools: Sequence[SummaryKeys],
                      D: int) -> List[Tensor]:
     # per pool [groups, H, R, C], uninitialised
     H, R = phi_q.size(1), phi_q.size(2)
@@ -304,12 +304,12 @@ def _summary_buffers(phi_q: Tensor, pools: Sequence[KeySummary],
 
 def _native_applies(phi_k, phi_q, values, weight, pools, reads) -> bool:
     return all(t.dtype == torch.long for t in
-               [*(p.index for p in pools), *(r.index for r in reads)]) and \
+               [*(p.group for p in pools), *(r.index for r in reads)]) and \
         native.applies(phi_k, phi_q, values,
                        *([] if weight is None else [weight]))
 
 
-def _build_native_plan(pools: Sequence[KeySummary], reads: Sequence[Reading],
+def _build_native_plan(pools: Sequence[SummaryKeys], reads: Sequence[Reading],
                        parts: Sequence[_Part], phi_q: Tensor, phi_k: Tensor,
                        shape: torch.Size,
                        direct: DirectReadings) -> Tuple[List, PoolPlan]:
@@ -574,7 +574,7 @@ def _check_projection(projection: ValueProjection) -> None:
 
 
 def pooled_combination(parts: Sequence[CombinationPart],
-                       pools: Sequence[KeySummary], reads: Sequence[Reading],
+                       pools: Sequence[SummaryKeys], reads: Sequence[Reading],
                        phi_q: Tensor, phi_k: Tensor,
                        values: Union[Tensor, ValueProjection],
                        eps: float = 1e-6,
@@ -590,7 +590,7 @@ def pooled_combination(parts: Sequence[CombinationPart],
     Args:
         parts (list): The output parts (:class:`CombinationPart`), whose
             query rows follow each other in :obj:`phi_q`.
-        pools (list): The summaries (:class:`KeySummary`).
+        pools (list): The summaries (:class:`SummaryKeys`).
         reads (list): Their readings (:class:`Reading`).
         phi_q (torch.Tensor): Mapped queries :obj:`[rows, H, r]`, the
             parts' rows one after the other.
