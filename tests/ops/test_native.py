@@ -356,11 +356,11 @@ def test_pool_readings_of_row_ranges(grouping):
     # against torch, and a range reads as the same reading of those rows
     k, values, q, pools, reads, gen = _pool_problem(60, 45, 3, 7, 5,
                                                     torch.float64)
-    reads = [reads[0]._replace(index=reads[0].index[:20]),
-             reads[1]._replace(index=reads[1].index[20:], start=20),
-             reads[2]._replace(index=reads[2].index[20:], start=20),
+    reads = [reads[0]._replace(group=reads[0].group[:20]),
+             reads[1]._replace(group=reads[1].group[20:], start=20),
+             reads[2]._replace(group=reads[2].group[20:], start=20),
              reads[3]]
-    grads = [torch.randn(r.index.numel(), 3, _width(pools, r, 5),
+    grads = [torch.randn(r.group.numel(), 3, _width(pools, r, 5),
                          dtype=torch.float64, generator=gen) for r in reads]
     grads[2] = None
     on, tol = _pool_readings_agree(k, values, q, pools, reads, grads)
@@ -400,7 +400,7 @@ def test_pool_readings_with_frozen_keys_and_values(grouping):
                                                   torch.float64)
 
     def run():
-        grads = [torch.ones(r.index.numel(), 3, _width(pools, r, 5),
+        grads = [torch.ones(r.group.numel(), 3, _width(pools, r, 5),
                             dtype=torch.float64) for r in reads]
         return _pool_run(k, values, q, pools, reads, grads,
                          (False, False, True))[-1]
@@ -412,7 +412,7 @@ def test_pool_readings_with_frozen_keys_and_values(grouping):
 def test_pool_readings_gradcheck_and_bad_input(grouping):
     k, values, q, pools, reads, _ = _pool_problem(30, 11, 2, 3, 3,
                                                   torch.float64)
-    grads = [torch.randn(r.index.numel(), 2, _width(pools, r, 3),
+    grads = [torch.randn(r.group.numel(), 2, _width(pools, r, 3),
                          dtype=torch.float64) for r in reads]
     _pool_readings_agree(k, values, q, pools, reads, grads)
 
@@ -439,13 +439,13 @@ def test_pool_readings_gradcheck_and_bad_input(grouping):
                   [reads[0]._replace(pool=3)])
         with pytest.raises(ValueError, match='one group per query row'):
             check(k, values, q, pools, [reads[0]._replace(
-                index=torch.cat([reads[0].index, reads[0].index[:1]]))])
+                group=torch.cat([reads[0].group, reads[0].group[:1]]))])
         with pytest.raises(ValueError, match=r'from its start \(1\)'):
             check(k, values, q, pools,
                   [reads[0]._replace(start=1)])
         with pytest.raises(IndexError, match='group'):
             check(k, values, q, pools,
-                  [reads[0]._replace(index=reads[0].index + 9)])
+                  [reads[0]._replace(group=reads[0].group + 9)])
         with pytest.raises(ValueError, match="pool's slots"):
             check(k, values, q, pools,
                   [reads[0]._replace(slots=(1, ))])
@@ -499,7 +499,7 @@ def test_direct_readings_of_groups_with_many_queries(dtype):
     grads = [torch.randn(700, 2, _width(pools, r, 8), dtype=dtype,
                          generator=gen) for r in reads]
     on, _ = _pool_readings_agree(k, values, q, pools, reads, grads)
-    assert on[0][reads[0].index == 3].abs().sum() == 0
+    assert on[0][reads[0].group == 3].abs().sum() == 0
 
 
 @use_path(direct=ALL_DIRECT)

@@ -328,18 +328,18 @@ def _check_pools(k: Tensor, values: Tensor, pools: Sequence[SummaryKeys],
 class Reading(NamedTuple):
     r"""One reading of kernel attention's summaries: the pool whose
     summaries the query rows read, the group of every query row
-    (:obj:`index [rows]`), the pool's slots it reads (:obj:`None`: all),
+    (:obj:`group [rows]`), the pool's slots it reads (:obj:`None`: all),
     then the denominator, and the first of its query rows (it reads
     :obj:`q[start:start + rows]`)."""
     pool: int
-    index: Tensor
+    group: Tensor
     slots: Optional[Tuple[int, ...]] = None
     start: int = 0
 
     @property
     def rows(self) -> slice:
         r"""The query rows it reads."""
-        return slice(self.start, self.start + self.index.numel())
+        return slice(self.start, self.start + self.group.numel())
 
 
 def read_columns(pool: SummaryKeys, read: Reading, D: int) -> Tensor:
@@ -364,12 +364,12 @@ def _check_readings(q: Tensor, k: Tensor, pools: Sequence[SummaryKeys],
         if not 0 <= read.pool < len(pools):
             raise IndexError(f'reading of pool {read.pool}, but there are '
                              f'{len(pools)} pools')
-        if read.index.dim() != 1 or read.start < 0 or \
-                read.start + read.index.numel() > q.size(0):
+        if read.group.dim() != 1 or read.start < 0 or \
+                read.start + read.group.numel() > q.size(0):
             raise ValueError(f'a reading needs one group per query row it '
                              f'reads, from its start ({read.start}) within '
                              f'the {q.size(0)} rows, got '
-                             f'{tuple(read.index.shape)}')
+                             f'{tuple(read.group.shape)}')
         if read.slots is not None and (not read.slots or not set(
                 read.slots) <= set(pools[read.pool].slots)):
             raise ValueError(f'a reading reads some of its pool\'s slots '
@@ -439,7 +439,7 @@ def plan_pool_readings(pools: Sequence[SummaryKeys], reads: Sequence[Reading],
             sorted_by[key] = native.runs(index, num_groups)
         return sorted_by[key]
 
-    read_visits = [visits(read.index, pools[read.pool].num_groups)
+    read_visits = [visits(read.group, pools[read.pool].num_groups)
                    for read in reads]
     read_queries = [native.Groups.of(runs, pools[read.pool].num_groups)
                     for read, runs in zip(reads, read_visits)]
@@ -496,7 +496,7 @@ def native_pool_readings(k: Tensor, values: Tensor, q: Tensor,
             plan.pools, plan.summary_groups))]
     outs = [native.contract(q[read.rows], summaries[read.pool], runs,
                             columns, None if scratch is None else
-                            scratch.empty((read.index.numel(), H,
+                            scratch.empty((read.group.numel(), H,
                                            columns.numel()), q.dtype))
             for read, runs, columns in zip(reads, plan.read_runs,
                                            plan.read_columns)]
@@ -595,7 +595,7 @@ def torch_pool(pool: SummaryKeys, reads: Sequence[Reading], R: int, D: int,
     slot), its groups read directly by :obj:`direct`. Host
     synchronisation: the number of summarised groups."""
     counts = torch.bincount(pool.group, minlength=pool.num_groups)
-    queries = sum((torch.bincount(r.index, minlength=pool.num_groups)
+    queries = sum((torch.bincount(r.group, minlength=pool.num_groups)
                    for r in reads), torch.zeros_like(counts))
     chosen = _direct(counts, queries, R, len(pool.slots) * D + 1,
                      direct.max_keys, direct.torch_cost_ratio) \
@@ -623,9 +623,9 @@ def _summary_rows(split: TorchPool, read: Reading
     # the reading's rows in summarised groups (None: all of them) and their
     # groups as the summaries number them
     if split.direct is None:
-        return None, read.index
-    rows = (~split.direct.index_select(0, read.index)).nonzero().view(-1)
-    return rows, split.renumber.index_select(0, read.index.index_select(0,
+        return None, read.group
+    rows = (~split.direct.index_select(0, read.group)).nonzero().view(-1)
+    return rows, split.renumber.index_select(0, read.group.index_select(0,
                                                                         rows))
 
 
@@ -638,9 +638,9 @@ def _direct_pairs(pool: SummaryKeys, split: TorchPool,
     # (query row within the reading, input row of the key) of every pair of
     # a directly read group
     assert split.direct is not None
-    rows = split.direct.index_select(0, read.index).nonzero().view(-1)
+    rows = split.direct.index_select(0, read.group).nonzero().view(-1)
     keys = split.direct.index_select(0, pool.group).nonzero().view(-1)
-    query, key = group_pairs(read.index.index_select(0, rows),
+    query, key = group_pairs(read.group.index_select(0, rows),
                              pool.group.index_select(0, keys),
                              pool.num_groups)
     return (rows.index_select(0, query),
@@ -701,7 +701,7 @@ def torch_pool_readings(k: Tensor, values: Tensor, q: Tensor,
             outs.append(_contract(q_r, summaries[read.pool],
                                   index)[..., columns])
             continue
-        out = q.new_zeros(read.index.numel(), q.size(1), columns.numel())
+        out = q.new_zeros(read.group.numel(), q.size(1), columns.numel())
         if rows.numel():
             out.index_copy_(0, rows, _contract(
                 q_r.index_select(0, rows), summaries[read.pool],
@@ -787,7 +787,7 @@ def check_pool_readings(k: Tensor, values: Tensor, q: Tensor,
     _check_readings(q, k, pools, reads)
     if ranges:
         for index, num_groups in [*((p.group, p.num_groups) for p in pools),
-                                  *((r.index, pools[r.pool].num_groups)
+                                  *((r.group, pools[r.pool].num_groups)
                                     for r in reads)]:
             if index.numel() and (int(index.min()) < 0 or
                                   int(index.max()) >= num_groups):

@@ -150,7 +150,7 @@ def _encode(pools: Sequence[SummaryKeys], reads: Sequence[Reading],
     per reading its pool, first row and slots, per part its rows, readings,
     value slots and terms."""
     tensors = [p.position for p in pools] + [p.group for p in pools] + \
-        [r.index for r in reads]
+        [r.group for r in reads]
     ints = [len(pools), len(reads), len(parts)]
     for pool in pools:
         ints += [pool.num_groups, len(pool.slots), *pool.slots]
@@ -185,9 +185,9 @@ def _decode(tensors: Sequence[Tensor], ints: Sequence[int]
         num_groups, n = take(2)
         pools.append(SummaryKeys(position, group, num_groups, take(n)))
     reads = []
-    for index in [next(tensor) for _ in range(num_reads)]:
+    for group in [next(tensor) for _ in range(num_reads)]:
         pool, start, n = take(3)
-        reads.append(Reading(pool, index, take(n), start))
+        reads.append(Reading(pool, group, take(n), start))
     parts = []
     for _ in range(num_parts):
         nonempty = next(tensor)
@@ -304,7 +304,7 @@ def _summary_buffers(phi_q: Tensor, pools: Sequence[SummaryKeys],
 
 def _native_applies(phi_k, phi_q, values, weight, pools, reads) -> bool:
     return all(t.dtype == torch.long for t in
-               [*(p.group for p in pools), *(r.index for r in reads)]) and \
+               [*(p.group for p in pools), *(r.group for r in reads)]) and \
         native.applies(phi_k, phi_q, values,
                        *([] if weight is None else [weight]))
 
@@ -415,7 +415,7 @@ def _torch_backward(grads, outs, dens, summaries, phi_k, phi_q, x, weight,
     grad_k, grad_q = torch.zeros_like(phi_k), torch.zeros_like(phi_q)
     grad_v = torch.zeros_like(values)
     widths = [len(r.slots) * D + 1 for r in reads]
-    grad_readings = [phi_q.new_zeros(r.index.numel(), phi_q.size(1), w)
+    grad_readings = [phi_q.new_zeros(r.group.numel(), phi_q.size(1), w)
                      for r, w in zip(reads, widths)]
     for part, out, den, grad in zip(parts, outs, dens, grads):
         q = phi_q[part.rows]
@@ -501,7 +501,7 @@ def _native_backward(grads, outs, dens, summaries, phi_k, phi_q, values,
                                                grads):
             n_r = len(part.readings)
             mine = native.combine_backward(
-                table, [(read.index.numel(), phi_q.size(1), widths[r])
+                table, [(read.group.numel(), phi_q.size(1), widths[r])
                         for r, read in ((r, reads[r])
                                         for r in part.readings)],
                 phi_q[part.rows], phi_k,

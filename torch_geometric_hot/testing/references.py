@@ -66,7 +66,7 @@ def pool_readings_reference(k: Tensor, values: Tensor, q: Tensor,
     """
     check_pool_readings(k, values, q, pools, reads, True)
     summaries = [torch_pool_outer_sum(k, values, pool) for pool in pools]
-    return [gather_contract(q[read.rows], summaries[read.pool], read.index)[
+    return [gather_contract(q[read.rows], summaries[read.pool], read.group)[
         ..., read_columns(pools[read.pool], read, values.size(-1))]
         for read in reads]
 
