@@ -67,7 +67,7 @@ def _native_macs(step: Callable[[], torch.Tensor]) -> int:
                 len(pool.slots) * D + 1)
         for read in reads:
             slots = read.slots or pools[read.pool].slots
-            total[0] += read.index.numel() * H * R * (len(slots) * D + 1)
+            total[0] += read.group.numel() * H * R * (len(slots) * D + 1)
         return pooled_combination(parts, pools, reads, phi_q, phi_k, values,
                                   *args)
 

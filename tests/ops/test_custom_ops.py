@@ -9,7 +9,7 @@ import torch
 from torch_geometric_hot.data import PairView
 from torch_geometric_hot.ops import native
 from torch_geometric_hot.ops.attention.dispatch import DIRECT_READINGS
-from torch_geometric_hot.ops.kernel_attention import KeySummary, Reading
+from torch_geometric_hot.ops.kernel_attention import SummaryKeys, Reading
 from torch_geometric_hot.ops.class_combination import READING, SINGLE_KEY
 from torch_geometric_hot.ops.class_combination import \
     CombinationTerm as Term
@@ -122,10 +122,10 @@ def _pooled_problem(dtype, gen, D=3, H=2, R=4, rows=11, inputs=14):
     values = torch.randn(inputs, 3, H, D, dtype=dtype,
                          generator=gen).requires_grad_()
     position = torch.randperm(inputs, generator=gen)[:12]
-    pools = [KeySummary(position, torch.randint(4, (12, ), generator=gen),
-                        4, (0, 2)),
-             KeySummary(position[:7], torch.zeros(7, dtype=torch.long), 1,
-                        (1, ))]
+    pools = [SummaryKeys(position, torch.randint(4, (12, ), generator=gen),
+                         4, (0, 2)),
+             SummaryKeys(position[:7], torch.zeros(7, dtype=torch.long), 1,
+                         (1, ))]
     reads = [Reading(0, torch.randint(4, (rows, ), generator=gen)),
              Reading(1, torch.zeros(rows, dtype=torch.long))]
     positions = [torch.randint(-1, inputs, (rows, ), generator=gen)]

@@ -5,7 +5,7 @@ from torch.utils.flop_counter import FlopCounterMode
 from torch_geometric_hot.ops import gather_contract, segment_outer_sum
 from torch_geometric_hot.ops.class_combination import READING, \
     CombinationTerm
-from torch_geometric_hot.ops.kernel_attention import KeySummary, Reading
+from torch_geometric_hot.ops.kernel_attention import SummaryKeys, Reading
 from torch_geometric_hot.ops.pooled_combination import CombinationPart, \
     ValueProjection, pooled_combination
 
@@ -63,8 +63,8 @@ def _global_attention(phi_q, phi_k, values):
     # one summary over all keys, one reading of it by every query, one
     # class reading it
     N, K = phi_q.size(0), phi_k.size(0)
-    pool = KeySummary(torch.arange(K), torch.zeros(K, dtype=torch.long), 1,
-                      (0, ))
+    pool = SummaryKeys(torch.arange(K), torch.zeros(K, dtype=torch.long), 1,
+                       (0, ))
     read = Reading(0, torch.zeros(N, dtype=torch.long), (0, ))
     part = CombinationPart([[CombinationTerm(1, READING, 0, 0)]], [], [0],
                            torch.ones(N, 1, dtype=torch.bool))

@@ -8,7 +8,7 @@ from torch_geometric_hot.ops.grouped_class_attention import class_groups
 from torch_geometric_hot.ops.grouped_softmax_attention import (
     dropout_threshold, grouped_softmax_attention, keep_factors,
     softmax_groups)
-from torch_geometric_hot.ops.higher_order_attention import SummaryKeys
+from torch_geometric_hot.ops.higher_order_attention import summary_keys
 from torch_geometric_hot.ops.native import available, use_native
 from torch_geometric_hot.testing import class_cases, skewed_batch
 
@@ -34,7 +34,7 @@ def test_equals_enumerated_pairs(orders, mode, device):
             D):
         expected = softmax_class_attention(cls, target, view, in_order, q,
                                            k, v)[0]
-        position = SummaryKeys(cls.pool[0], view, in_order).position
+        position = summary_keys(cls.pool[0], view, in_order).position
         with use_native(mode):
             out = grouped_softmax_attention(
                 q, k.index_select(0, position), v.index_select(0, position),

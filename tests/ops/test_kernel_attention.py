@@ -48,8 +48,8 @@ def test_torch_readings_split_groups_as_the_summaries(dtype, device):
     q = torch.rand(30, H, R, dtype=dtype, generator=gen).to(device)
     group = torch.cat([torch.zeros(40, dtype=torch.long),
                        torch.randint(1, 6, (12, ), generator=gen)])
-    pool = ka.KeySummary(torch.randperm(P, generator=gen)[:52].to(device),
-                         group.to(device), 7, (2, 0))
+    pool = ka.SummaryKeys(torch.randperm(P, generator=gen)[:52].to(device),
+                          group.to(device), 7, (2, 0))
     reads = [ka.Reading(0, torch.randint(7, (30, ), generator=gen).to(
         device)), ka.Reading(0, torch.randint(7, (10, ), generator=gen).to(
             device), (0, ), start=20)]

@@ -261,13 +261,13 @@ def _pools(rows, gen):
     # three pools over a subset of the rows (some rows in none), sharing
     # slots out of order, one of them a single group
     sub = torch.randperm(rows, generator=gen)[:rows - 7]
-    return [ka.KeySummary(sub, torch.randint(9, (sub.numel(), ),
-                                             generator=gen), 9, (3, 0)),
-            ka.KeySummary(sub.flip(0), torch.randint(4, (sub.numel(), ),
-                                                     generator=gen), 4,
-                          (0, 1, 3)),
-            ka.KeySummary(sub[:20], torch.zeros(20, dtype=torch.long), 1,
-                          (2, ))]
+    return [ka.SummaryKeys(sub, torch.randint(9, (sub.numel(), ),
+                                              generator=gen), 9, (3, 0)),
+            ka.SummaryKeys(sub.flip(0), torch.randint(4, (sub.numel(), ),
+                                                      generator=gen), 4,
+                           (0, 1, 3)),
+            ka.SummaryKeys(sub[:20], torch.zeros(20, dtype=torch.long), 1,
+                           (2, ))]
 
 
 def _reads(pools, queries, gen):
@@ -356,11 +356,11 @@ def test_pool_readings_of_row_ranges(grouping):
     # against torch, and a range reads as the same reading of those rows
     k, values, q, pools, reads, gen = _pool_problem(60, 45, 3, 7, 5,
                                                     torch.float64)
-    reads = [reads[0]._replace(index=reads[0].index[:20]),
-             reads[1]._replace(index=reads[1].index[20:], start=20),
-             reads[2]._replace(index=reads[2].index[20:], start=20),
+    reads = [reads[0]._replace(group=reads[0].group[:20]),
+             reads[1]._replace(group=reads[1].group[20:], start=20),
+             reads[2]._replace(group=reads[2].group[20:], start=20),
              reads[3]]
-    grads = [torch.randn(r.index.numel(), 3, _width(pools, r, 5),
+    grads = [torch.randn(r.group.numel(), 3, _width(pools, r, 5),
                          dtype=torch.float64, generator=gen) for r in reads]
     grads[2] = None
     on, tol = _pool_readings_agree(k, values, q, pools, reads, grads)
@@ -400,7 +400,7 @@ def test_pool_readings_with_frozen_keys_and_values(grouping):
                                                   torch.float64)
 
     def run():
-        grads = [torch.ones(r.index.numel(), 3, _width(pools, r, 5),
+        grads = [torch.ones(r.group.numel(), 3, _width(pools, r, 5),
                             dtype=torch.float64) for r in reads]
         return _pool_run(k, values, q, pools, reads, grads,
                          (False, False, True))[-1]
@@ -412,7 +412,7 @@ def test_pool_readings_with_frozen_keys_and_values(grouping):
 def test_pool_readings_gradcheck_and_bad_input(grouping):
     k, values, q, pools, reads, _ = _pool_problem(30, 11, 2, 3, 3,
                                                   torch.float64)
-    grads = [torch.randn(r.index.numel(), 2, _width(pools, r, 3),
+    grads = [torch.randn(r.group.numel(), 2, _width(pools, r, 3),
                          dtype=torch.float64) for r in reads]
     _pool_readings_agree(k, values, q, pools, reads, grads)
 
@@ -429,7 +429,7 @@ def test_pool_readings_gradcheck_and_bad_input(grouping):
                   reads[:1])
         with pytest.raises(ValueError, match='one group per position'):
             check(k, values, q, [bad._replace(
-                index=bad.index[1:])], reads[:1])
+                group=bad.group[1:])], reads[:1])
         with pytest.raises(ValueError, match="'values'"):
             check(k, values[:, :, :1], q, pools, reads)
         with pytest.raises(ValueError, match="'q'"):
@@ -439,13 +439,13 @@ def test_pool_readings_gradcheck_and_bad_input(grouping):
                   [reads[0]._replace(pool=3)])
         with pytest.raises(ValueError, match='one group per query row'):
             check(k, values, q, pools, [reads[0]._replace(
-                index=torch.cat([reads[0].index, reads[0].index[:1]]))])
+                group=torch.cat([reads[0].group, reads[0].group[:1]]))])
         with pytest.raises(ValueError, match=r'from its start \(1\)'):
             check(k, values, q, pools,
                   [reads[0]._replace(start=1)])
         with pytest.raises(IndexError, match='group'):
             check(k, values, q, pools,
-                  [reads[0]._replace(index=reads[0].index + 9)])
+                  [reads[0]._replace(group=reads[0].group + 9)])
         with pytest.raises(ValueError, match="pool's slots"):
             check(k, values, q, pools,
                   [reads[0]._replace(slots=(1, ))])
@@ -464,11 +464,11 @@ def test_pool_readings_with_repeated_and_no_positions(groups, grouping,
     k = torch.rand(50, 2, 5, dtype=torch.float64, generator=gen)
     values = torch.randn(50, 3, 2, 4, dtype=torch.float64, generator=gen)
     q = torch.rand(100, 2, 5, dtype=torch.float64, generator=gen)
-    pools = [ka.KeySummary(torch.randint(50, (3000, ), generator=gen).int(),
-                           torch.randint(groups, (3000, ), generator=gen),
-                           groups, (2, 0)),
-             ka.KeySummary(torch.empty(0, dtype=torch.long),
-                           torch.empty(0, dtype=torch.long), 6, (1, ))]
+    pools = [ka.SummaryKeys(torch.randint(50, (3000, ), generator=gen).int(),
+                            torch.randint(groups, (3000, ), generator=gen),
+                            groups, (2, 0)),
+             ka.SummaryKeys(torch.empty(0, dtype=torch.long),
+                            torch.empty(0, dtype=torch.long), 6, (1, ))]
     reads = [ka.Reading(0, torch.randint(groups, (100, ), generator=gen)),
              ka.Reading(1, torch.randint(6, (100, ), generator=gen))]
     grads = [torch.randn(100, 2, 9, dtype=torch.float64, generator=gen),
@@ -493,13 +493,13 @@ def test_direct_readings_of_groups_with_many_queries(dtype):
     values = torch.randn(30, 2, 2, 8, dtype=dtype, generator=gen)
     q = torch.rand(700, 2, 6, dtype=dtype, generator=gen)
     keys = torch.randint(3, (30, ), generator=gen)  # group 3: no key
-    pools = [ka.KeySummary(torch.arange(30), keys, 4, (1, 0))]
+    pools = [ka.SummaryKeys(torch.arange(30), keys, 4, (1, 0))]
     reads = [ka.Reading(0, torch.randint(4, (700, ), generator=gen)),
              ka.Reading(0, torch.randint(4, (700, ), generator=gen), (0, ))]
     grads = [torch.randn(700, 2, _width(pools, r, 8), dtype=dtype,
                          generator=gen) for r in reads]
     on, _ = _pool_readings_agree(k, values, q, pools, reads, grads)
-    assert on[0][reads[0].index == 3].abs().sum() == 0
+    assert on[0][reads[0].group == 3].abs().sum() == 0
 
 
 @use_path(direct=ALL_DIRECT)
@@ -518,9 +518,9 @@ def test_direct_readings_of_small_and_larger_groups(dtype, needs):
     sizes = [1, 2, 3, 4, 6, 11] * 4
     groups = torch.repeat_interleave(torch.arange(len(sizes)),
                                      torch.tensor(sizes))
-    pools = [ka.KeySummary(torch.randint(60, (groups.numel(), ),
-                                         generator=gen), groups, len(sizes),
-                           (1, 0, 2))]
+    pools = [ka.SummaryKeys(torch.randint(60, (groups.numel(), ),
+                                          generator=gen), groups, len(sizes),
+                            (1, 0, 2))]
     reads = [ka.Reading(0, torch.randint(len(sizes), (200, ), generator=gen),
                         slots) for slots in (None, (2, 1), (0, ))]
     grads = [torch.randn(200, 3, _width(pools, r, 5), dtype=dtype,
@@ -565,8 +565,8 @@ def test_direct_readings_split_across_threads(monkeypatch):
     def skewed(size: int) -> torch.Tensor:
         return (torch.rand(size, generator=gen)**3 * 200).long()
 
-    pools = [ka.KeySummary(torch.randperm(600, generator=gen), skewed(600),
-                           200, (2, 0))]
+    pools = [ka.SummaryKeys(torch.randperm(600, generator=gen), skewed(600),
+                            200, (2, 0))]
     reads = [ka.Reading(0, skewed(500))]
     grads = [torch.randn(500, 2, 9, dtype=torch.float64, generator=gen)]
     threads = torch.get_num_threads()

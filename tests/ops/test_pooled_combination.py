@@ -25,9 +25,9 @@ def _problem(dtype, D, seed=0, ROWS=ROWS):
     phi_q = torch.rand(ROWS, H, R, dtype=dtype, generator=gen)
     sub = torch.randperm(INPUTS, generator=gen)[:INPUTS - 5]
     pools = [  # a per-node pool (groups 0 and 7 empty) and a global one
-        ka.KeySummary(sub, torch.randint(1, 7, (sub.numel(), ),
-                                         generator=gen), 8, (3, 0)),
-        ka.KeySummary(sub[:11], torch.zeros(11, dtype=torch.long), 1, (0, 1)),
+        ka.SummaryKeys(sub, torch.randint(1, 7, (sub.numel(), ),
+                                          generator=gen), 8, (3, 0)),
+        ka.SummaryKeys(sub[:11], torch.zeros(11, dtype=torch.long), 1, (0, 1)),
     ]
     reads = [  # the first reads one slot of its pool only
         ka.Reading(0, torch.randint(8, (ROWS, ), generator=gen), (0, )),

@@ -9,7 +9,7 @@ from torch_geometric_hot.ops.basis import (EquivariantClass, basis,
 from torch_geometric_hot.ops.equivariant import (Target, equivariant_linear,
                                                  input_summaries,
                                                  class_counts)
-from torch_geometric_hot.ops.kernel_attention import (KeySummary, Reading,
+from torch_geometric_hot.ops.kernel_attention import (SummaryKeys, Reading,
                                                       gather_contract,
                                                       segment_outer_sum)
 from torch_geometric_hot.ops.pooled_combination import (CombinationPart,
@@ -31,7 +31,7 @@ __all__ = [
     'current_backend', 'grouped_softmax',
     'FeatureMap', 'KERNELS', 'EquivariantClass', 'basis', 'select_classes',
     'Target', 'equivariant_linear', 'input_summaries', 'class_counts',
-    'gather_contract', 'segment_outer_sum', 'KeySummary', 'Reading',
+    'gather_contract', 'segment_outer_sum', 'SummaryKeys', 'Reading',
     'pair_light_linear', 'pooled_combination', 'CombinationPart',
     'ValueProjection',
     'softmax_class_attention',

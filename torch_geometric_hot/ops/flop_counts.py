@@ -91,7 +91,7 @@ def _attention_flops(phi_q: Tensor, phi_k: Tensor, head_channels: int,
                                                       1)
     for read in reads:
         slots = pools[read.pool].slots if read.slots is None else read.slots
-        flops += 2 * read.index.numel() * H * R * (len(slots) * D + 1)
+        flops += 2 * read.group.numel() * H * R * (len(slots) * D + 1)
     for part in parts:
         rows = part.rows.stop - part.rows.start
         singles = sum(t.kind == SINGLE_KEY for terms in part.terms

@@ -15,7 +15,7 @@ from torch_geometric_hot.ops.equivariant import Target
 from torch_geometric_hot.ops.grouped_softmax_attention import \
     grouped_softmax_attention, softmax_groups
 from torch_geometric_hot.ops.higher_order_attention import KEY_ROWS, \
-    SummaryKeys, attention_index
+    attention_index, summary_keys
 from torch_geometric_hot.ops.native import SoftmaxGroups
 from torch_geometric_hot.ops.plan_cache import view_plan
 from torch_geometric_hot.ops.pooled_combination import ValueProjection
@@ -26,8 +26,8 @@ def class_groups(cls: EquivariantClass, target: Target, view,
                  in_order: int) -> SoftmaxGroups:
     r"""The groups of one aggregating class for
     :func:`grouped_softmax_attention`, its keys numbered in the order of
-    its pool (:class:`~torch_geometric_hot.ops.higher_order_attention.\
-    SummaryKeys`: the inputs of one kind), kept with the view."""
+    its pool (:func:`~torch_geometric_hot.ops.higher_order_attention.\
+    summary_keys`: the inputs of one kind), kept with the view."""
     def build() -> SoftmaxGroups:
         query_group, key_group, position, num_groups, query_ids, key_ids = \
             attention_index(cls, target, view, in_order)
@@ -79,7 +79,7 @@ def grouped_class_attention(classes: Sequence[Sequence[EquivariantClass]],
                 (p, c, cls, slot))
     outs: List[List[Tensor]] = [[] for _ in classes]
     for members in kinds.values():
-        position = SummaryKeys(members[0][2].pool[0], view, in_order).position
+        position = summary_keys(members[0][2].pool[0], view, in_order).position
         kind_keys = keys.index_select(0, position)
         kind_values = torch.nn.functional.linear(
             values.x.index_select(0, position),

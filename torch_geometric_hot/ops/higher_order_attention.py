@@ -27,7 +27,7 @@ from torch_geometric_hot.ops.class_combination import READING, SINGLE_KEY, \
     CombinationTerm
 from torch_geometric_hot.ops.equivariant import Target, class_counts, \
     summary_counts
-from torch_geometric_hot.ops.kernel_attention import KeySummary, Reading
+from torch_geometric_hot.ops.kernel_attention import Reading, SummaryKeys
 from torch_geometric_hot.ops.plan_cache import view_plan
 from torch_geometric_hot.ops.pooled_combination import CombinationPart, \
     ValueProjection, pooled_combination
@@ -44,38 +44,22 @@ _SINGLE_KEY = ('E', 'ET', 'D', 'X')
 KEY_ROWS = {'R': 'off', 'C': 'off', 'ES': 'off', 'DS': 'node', 'XS': 'node'}
 
 
-class SummaryKeys:
-    r"""The input rows an aggregate summary adds up, and their groups.
-
-    Attributes:
-        position (Tensor): Input rows of the keys :obj:`[K]`.
-        group (Tensor): Group of every key :obj:`[K]`.
-        num_groups (int): Number of groups.
-        row (Tensor): First node of every key (the node for order 1).
-        col (Tensor): Second node of every key.
-    """
-    def __init__(self, summary: str, view, in_order: int) -> None:
-        if in_order == 1:
-            if summary != 'XS':
-                raise ValueError(f"no summary {summary!r} on order 1")
-            self.position = torch.arange(view.num_nodes,
-                                         device=view.batch.device)
-            self.row = self.col = self.position
-            self.group, self.num_groups = view.batch, view.num_graphs
-            return
-        if summary == 'DS':
-            self.position = view.diag_pos
-            self.row = self.col = torch.arange(view.num_nodes,
-                                               device=view.batch.device)
-            self.group, self.num_groups = view.batch, view.num_graphs
-            return
-        self.position, self.row, self.col = (view.off_pos, view.off_row,
-                                             view.off_col)
-        self.group, self.num_groups = {
-            'R': (view.off_row, view.num_nodes),
-            'C': (view.off_col, view.num_nodes),
-            'ES': (view.off_batch, view.num_graphs),
-        }[summary]
+def summary_keys(summary: str, view, in_order: int,
+                 slots: Tuple[int, ...] = ()) -> SummaryKeys:
+    r"""The keys of an aggregate summary of :obj:`view`: the input rows it
+    adds up, their groups and the value :obj:`slots` it carries."""
+    if in_order == 1 and summary != 'XS':
+        raise ValueError(f"no summary {summary!r} on order 1")
+    if in_order == 1 or summary == 'DS':
+        position = view.diag_pos if in_order == 2 else torch.arange(
+            view.num_nodes, device=view.batch.device)
+        return SummaryKeys(position, view.batch, view.num_graphs, slots)
+    group, num_groups = {
+        'R': (view.off_row, view.num_nodes),
+        'C': (view.off_col, view.num_nodes),
+        'ES': (view.off_batch, view.num_graphs),
+    }[summary]
+    return SummaryKeys(view.off_pos, group, num_groups, slots)
 
 
 def key_position(summary: str, selector, target: Target,
@@ -101,8 +85,11 @@ def exclusion_ids(cls: EquivariantClass, target: Target, view,
             if mask is not None:
                 position = position.masked_fill(~mask, -1)
             out.append((position, pool.position))
+        elif KEY_ROWS[cls.pool[0]] == 'node':  # a node key: its node
+            out.append((target.node(selector), torch.arange(
+                view.num_nodes, device=view.batch.device)))
         else:  # the entries of a row (R) or column (C) of a node
-            ends = pool.row if summary == 'R' else pool.col
+            ends = view.off_row if summary == 'R' else view.off_col
             out.append((target.node(selector), ends))
     return out
 
@@ -159,7 +146,7 @@ def attention_index(cls: EquivariantClass, target: Target, view,
     and the exclusions as ids (:func:`exclusion_ids`: per exclusion the
     ids of the query rows, then per exclusion those of the keys)."""
     summary, selector = cls.pool
-    pool = SummaryKeys(summary, view, in_order)
+    pool = summary_keys(summary, view, in_order)
     ids = exclusion_ids(cls, target, view, pool)
     return (target.index(summary, selector)[0], pool.group, pool.position,
             pool.num_groups, [q for q, _ in ids], [k for _, k in ids])
@@ -324,7 +311,7 @@ def _widest(*tensors: Union[Tensor, ValueProjection]) -> torch.dtype:
 
 class _KernelPlan(NamedTuple):
     # the operation of kernel_class_attention without its tensors
-    pools: List[KeySummary]
+    pools: List[SummaryKeys]
     reads: List[Reading]
     parts: List[CombinationPart]
 
@@ -366,9 +353,7 @@ def _build_kernel_plan(classes: Sequence[Sequence[EquivariantClass]],
     pool_of = {summary: p for p, summary in enumerate(users)}
     pools = []
     for summary, pool_slots in users.items():
-        pool = SummaryKeys(summary, view, in_order)
-        pools.append(KeySummary(pool.position, pool.group, pool.num_groups,
-                                tuple(pool_slots)))
+        pools.append(summary_keys(summary, view, in_order, tuple(pool_slots)))
 
     reads: List[Reading] = []
     parts: List[CombinationPart] = []

@@ -15,7 +15,7 @@ the whole input. On CPU (float32/float64) the native kernels of
 are switched on: each pass visits the rows group by group, and each
 backward is one fused pass.
 
-The pools and readings of kernel attention (:class:`KeySummary`,
+The pools and readings of kernel attention (:class:`SummaryKeys`,
 :class:`Reading`; their meaning is the oracle
 :func:`~torch_geometric_hot.testing.pool_readings_reference`), their torch
 backend (:func:`torch_pool_readings`) and the native kernels' index
@@ -291,17 +291,18 @@ def gather_contract(q: Tensor, summary: Tensor, index: Tensor) -> Tensor:
     return _gather_contract(q, summary, index)
 
 
-class KeySummary(NamedTuple):
-    r"""One summary of kernel attention's pool readings: the input rows it
-    adds up (:obj:`position [K]`), their groups (:obj:`index [K]`,
-    :obj:`num_groups`) and the value slots (classes) it carries."""
+class SummaryKeys(NamedTuple):
+    r"""The keys of one summary: the input rows it adds up
+    (:obj:`position [K]`), their groups (:obj:`group [K]`,
+    :obj:`num_groups`) and, as a pool of kernel attention's readings, the
+    value slots (classes) it carries."""
     position: Tensor
-    index: Tensor
+    group: Tensor
     num_groups: int
-    slots: Tuple[int, ...]
+    slots: Tuple[int, ...] = ()
 
 
-def _check_pools(k: Tensor, values: Tensor, pools: Sequence[KeySummary],
+def _check_pools(k: Tensor, values: Tensor, pools: Sequence[SummaryKeys],
                  ranges: bool) -> None:
     # ranges: check the positions and slots too (the native kernels use
     # them as memory offsets; the torch path's gathers check them)
@@ -311,7 +312,7 @@ def _check_pools(k: Tensor, values: Tensor, pools: Sequence[KeySummary],
                          f"agree, got {tuple(k.shape)} and "
                          f"{tuple(values.shape)}")
     for pool in pools:
-        if pool.position.shape != pool.index.shape or not pool.slots:
+        if pool.position.shape != pool.group.shape or not pool.slots:
             raise ValueError('a pool needs one group per position and at '
                              'least one slot')
         if not ranges:
@@ -327,26 +328,26 @@ def _check_pools(k: Tensor, values: Tensor, pools: Sequence[KeySummary],
 class Reading(NamedTuple):
     r"""One reading of kernel attention's summaries: the pool whose
     summaries the query rows read, the group of every query row
-    (:obj:`index [rows]`), the pool's slots it reads (:obj:`None`: all),
+    (:obj:`group [rows]`), the pool's slots it reads (:obj:`None`: all),
     then the denominator, and the first of its query rows (it reads
     :obj:`q[start:start + rows]`)."""
     pool: int
-    index: Tensor
+    group: Tensor
     slots: Optional[Tuple[int, ...]] = None
     start: int = 0
 
     @property
     def rows(self) -> slice:
         r"""The query rows it reads."""
-        return slice(self.start, self.start + self.index.numel())
+        return slice(self.start, self.start + self.group.numel())
 
 
-def read_columns(pool: KeySummary, read: Reading, D: int) -> Tensor:
+def read_columns(pool: SummaryKeys, read: Reading, D: int) -> Tensor:
     r"""The summary columns a reading reads: its slots' :obj:`D` columns,
     in its order, then the denominator (the last column), on the device of
-    the pool's index."""
+    the pool's groups."""
     slots = pool.slots if read.slots is None else read.slots
-    device = pool.index.device
+    device = pool.group.device
     first = torch.tensor([pool.slots.index(s) * D for s in slots],
                          dtype=torch.long, device=device)
     return torch.cat([(first.view(-1, 1) + torch.arange(
@@ -354,7 +355,7 @@ def read_columns(pool: KeySummary, read: Reading, D: int) -> Tensor:
                                                   device=device)])
 
 
-def _check_readings(q: Tensor, k: Tensor, pools: Sequence[KeySummary],
+def _check_readings(q: Tensor, k: Tensor, pools: Sequence[SummaryKeys],
                     reads: Sequence[Reading]) -> None:
     if q.dim() != 3 or q.shape[1:] != k.shape[1:]:
         raise ValueError(f"'q' must be [rows, H, R] with the keys' H, R "
@@ -363,12 +364,12 @@ def _check_readings(q: Tensor, k: Tensor, pools: Sequence[KeySummary],
         if not 0 <= read.pool < len(pools):
             raise IndexError(f'reading of pool {read.pool}, but there are '
                              f'{len(pools)} pools')
-        if read.index.dim() != 1 or read.start < 0 or \
-                read.start + read.index.numel() > q.size(0):
+        if read.group.dim() != 1 or read.start < 0 or \
+                read.start + read.group.numel() > q.size(0):
             raise ValueError(f'a reading needs one group per query row it '
                              f'reads, from its start ({read.start}) within '
                              f'the {q.size(0)} rows, got '
-                             f'{tuple(read.index.shape)}')
+                             f'{tuple(read.group.shape)}')
         if read.slots is not None and (not read.slots or not set(
                 read.slots) <= set(pools[read.pool].slots)):
             raise ValueError(f'a reading reads some of its pool\'s slots '
@@ -420,7 +421,7 @@ def _restrict(runs: native.Runs, keep: Tensor) -> native.Runs:
                        number.index_select(0, runs.groups[mask]))
 
 
-def plan_pool_readings(pools: Sequence[KeySummary], reads: Sequence[Reading],
+def plan_pool_readings(pools: Sequence[SummaryKeys], reads: Sequence[Reading],
                        dtype: torch.dtype, H: int, R: int, D: int,
                        direct: DirectReadings) -> PoolPlan:
     r"""The index work of :func:`native_pool_readings` for keys
@@ -438,13 +439,13 @@ def plan_pool_readings(pools: Sequence[KeySummary], reads: Sequence[Reading],
             sorted_by[key] = native.runs(index, num_groups)
         return sorted_by[key]
 
-    read_visits = [visits(read.index, pools[read.pool].num_groups)
+    read_visits = [visits(read.group, pools[read.pool].num_groups)
                    for read in reads]
     read_queries = [native.Groups.of(runs, pools[read.pool].num_groups)
                     for read, runs in zip(reads, read_visits)]
     plans, groups, direct_groups, summarised = [], [], [], []
     for p, pool in enumerate(pools):
-        runs = visits(pool.index, pool.num_groups).through(pool.position)
+        runs = visits(pool.group, pool.num_groups).through(pool.position)
         columns = _value_columns(pool.slots, H, D)
         keys = native.Groups.of(runs, pool.num_groups)
         queries = sum((g.ptr.diff() for read, g in zip(reads, read_queries)
@@ -469,8 +470,8 @@ def plan_pool_readings(pools: Sequence[KeySummary], reads: Sequence[Reading],
 
 
 def native_pool_readings(k: Tensor, values: Tensor, q: Tensor,
-                         pools: Sequence[KeySummary], reads: Sequence[Reading],
-                         direct: DirectReadings,
+                         pools: Sequence[SummaryKeys],
+                         reads: Sequence[Reading], direct: DirectReadings,
                          scratch: Optional[native.Scratch] = None,
                          plan: Optional[PoolPlan] = None,
                          buffers: Optional[Sequence[Tensor]] = None
@@ -495,7 +496,7 @@ def native_pool_readings(k: Tensor, values: Tensor, q: Tensor,
             plan.pools, plan.summary_groups))]
     outs = [native.contract(q[read.rows], summaries[read.pool], runs,
                             columns, None if scratch is None else
-                            scratch.empty((read.index.numel(), H,
+                            scratch.empty((read.group.numel(), H,
                                            columns.numel()), q.dtype))
             for read, runs, columns in zip(reads, plan.read_runs,
                                            plan.read_columns)]
@@ -587,14 +588,14 @@ class TorchPool(NamedTuple):
     num_summarised: int
 
 
-def torch_pool(pool: KeySummary, reads: Sequence[Reading], R: int, D: int,
+def torch_pool(pool: SummaryKeys, reads: Sequence[Reading], R: int, D: int,
                direct: DirectReadings) -> TorchPool:
     r"""The :class:`TorchPool` of :obj:`pool`, read by :obj:`reads` (keys
     and queries of :obj:`R` features, values of :obj:`D` channels per
     slot), its groups read directly by :obj:`direct`. Host
     synchronisation: the number of summarised groups."""
-    counts = torch.bincount(pool.index, minlength=pool.num_groups)
-    queries = sum((torch.bincount(r.index, minlength=pool.num_groups)
+    counts = torch.bincount(pool.group, minlength=pool.num_groups)
+    queries = sum((torch.bincount(r.group, minlength=pool.num_groups)
                    for r in reads), torch.zeros_like(counts))
     chosen = _direct(counts, queries, R, len(pool.slots) * D + 1,
                      direct.max_keys, direct.torch_cost_ratio) \
@@ -603,18 +604,18 @@ def torch_pool(pool: KeySummary, reads: Sequence[Reading], R: int, D: int,
         return TorchPool(None, None, None, pool.num_groups)
     summarised = ~chosen
     renumber = summarised.long().cumsum(0) - 1
-    keys = summarised.index_select(0, pool.index).nonzero().view(-1)
+    keys = summarised.index_select(0, pool.group).nonzero().view(-1)
     return TorchPool(chosen, keys, renumber, int(summarised.sum()))
 
 
-def _summarised(pool: KeySummary, split: TorchPool) -> KeySummary:
+def _summarised(pool: SummaryKeys, split: TorchPool) -> SummaryKeys:
     # the pool's summarised keys, in their renumbered groups
     if split.direct is None:
         return pool
-    return KeySummary(pool.position.index_select(0, split.summarised),
-                      split.renumber.index_select(
-                          0, pool.index.index_select(0, split.summarised)),
-                      split.num_summarised, pool.slots)
+    return SummaryKeys(pool.position.index_select(0, split.summarised),
+                       split.renumber.index_select(
+                           0, pool.group.index_select(0, split.summarised)),
+                       split.num_summarised, pool.slots)
 
 
 def _summary_rows(split: TorchPool, read: Reading
@@ -622,9 +623,9 @@ def _summary_rows(split: TorchPool, read: Reading
     # the reading's rows in summarised groups (None: all of them) and their
     # groups as the summaries number them
     if split.direct is None:
-        return None, read.index
-    rows = (~split.direct.index_select(0, read.index)).nonzero().view(-1)
-    return rows, split.renumber.index_select(0, read.index.index_select(0,
+        return None, read.group
+    rows = (~split.direct.index_select(0, read.group)).nonzero().view(-1)
+    return rows, split.renumber.index_select(0, read.group.index_select(0,
                                                                         rows))
 
 
@@ -632,15 +633,15 @@ def _select(x: Tensor, rows: Optional[Tensor]) -> Tensor:
     return x if rows is None else x.index_select(0, rows)
 
 
-def _direct_pairs(pool: KeySummary, split: TorchPool,
+def _direct_pairs(pool: SummaryKeys, split: TorchPool,
                   read: Reading) -> Tuple[Tensor, Tensor]:
     # (query row within the reading, input row of the key) of every pair of
     # a directly read group
     assert split.direct is not None
-    rows = split.direct.index_select(0, read.index).nonzero().view(-1)
-    keys = split.direct.index_select(0, pool.index).nonzero().view(-1)
-    query, key = group_pairs(read.index.index_select(0, rows),
-                             pool.index.index_select(0, keys),
+    rows = split.direct.index_select(0, read.group).nonzero().view(-1)
+    keys = split.direct.index_select(0, pool.group).nonzero().view(-1)
+    query, key = group_pairs(read.group.index_select(0, rows),
+                             pool.group.index_select(0, keys),
                              pool.num_groups)
     return (rows.index_select(0, query),
             pool.position.index_select(0, keys.index_select(0, key)))
@@ -677,7 +678,7 @@ def _pair_chunks(pairs: int, per_pair: int) -> List[Tuple[int, int]]:
 
 
 def torch_pool_readings(k: Tensor, values: Tensor, q: Tensor,
-                        pools: Sequence[KeySummary], reads: Sequence[Reading],
+                        pools: Sequence[SummaryKeys], reads: Sequence[Reading],
                         splits: Sequence[TorchPool],
                         buffers: Sequence[Tensor]) -> List[Tensor]:
     r"""The pool readings with torch
@@ -700,7 +701,7 @@ def torch_pool_readings(k: Tensor, values: Tensor, q: Tensor,
             outs.append(_contract(q_r, summaries[read.pool],
                                   index)[..., columns])
             continue
-        out = q.new_zeros(read.index.numel(), q.size(1), columns.numel())
+        out = q.new_zeros(read.group.numel(), q.size(1), columns.numel())
         if rows.numel():
             out.index_copy_(0, rows, _contract(
                 q_r.index_select(0, rows), summaries[read.pool],
@@ -718,7 +719,7 @@ def torch_pool_readings(k: Tensor, values: Tensor, q: Tensor,
 
 
 def torch_pool_readings_backward(k: Tensor, values: Tensor, q: Tensor,
-                                 pools: Sequence[KeySummary],
+                                 pools: Sequence[SummaryKeys],
                                  reads: Sequence[Reading],
                                  splits: Sequence[TorchPool],
                                  buffers: Sequence[Tensor],
@@ -771,13 +772,13 @@ def torch_pool_readings_backward(k: Tensor, values: Tensor, q: Tensor,
         k_p = _rows(k, pool.position)
         v_p = _key_rows(values, pool.slots, pool.position)
         grad_k.index_add_(0, pool.position, _contract(
-            v_p, g_s.transpose(-1, -2).contiguous(), pool.index))
+            v_p, g_s.transpose(-1, -2).contiguous(), pool.group))
         _add_to_slots(grad_v, pool.position, pool.slots,
-                      _contract(k_p, g_s, pool.index))
+                      _contract(k_p, g_s, pool.group))
 
 
 def check_pool_readings(k: Tensor, values: Tensor, q: Tensor,
-                        pools: Sequence[KeySummary], reads: Sequence[Reading],
+                        pools: Sequence[SummaryKeys], reads: Sequence[Reading],
                         ranges: bool) -> None:
     r"""The argument checks of the pool readings (with
     :obj:`ranges`, also the positions and slots the native kernels use as
@@ -785,8 +786,8 @@ def check_pool_readings(k: Tensor, values: Tensor, q: Tensor,
     _check_pools(k, values, pools, ranges)
     _check_readings(q, k, pools, reads)
     if ranges:
-        for index, num_groups in [*((p.index, p.num_groups) for p in pools),
-                                  *((r.index, pools[r.pool].num_groups)
+        for index, num_groups in [*((p.group, p.num_groups) for p in pools),
+                                  *((r.group, pools[r.pool].num_groups)
                                     for r in reads)]:
             if index.numel() and (int(index.min()) < 0 or
                                   int(index.max()) >= num_groups):
@@ -795,9 +796,9 @@ def check_pool_readings(k: Tensor, values: Tensor, q: Tensor,
 
 
 def torch_pool_outer_sum(k: Tensor, values: Tensor,
-                         pool: KeySummary) -> Tensor:
+                         pool: SummaryKeys) -> Tensor:
     r"""The summaries of one pool of the pool readings, from
     gathered and concatenated copies."""
     return segment_outer_sum(_rows(k, pool.position),
                              _key_rows(values, pool.slots, pool.position),
-                             pool.index, pool.num_groups)
+                             pool.group, pool.num_groups)

@@ -18,7 +18,7 @@ classes of a part and key kind share. Each class keeps the keys of its
 group (its graph, or for a local class its node's row or column) that no
 distinct-index exclusion removes, by a mask built from the very
 definitions the sparse path uses
-(:class:`~torch_geometric_hot.ops.higher_order_attention.SummaryKeys`,
+(:func:`~torch_geometric_hot.ops.higher_order_attention.summary_keys`,
 :func:`~torch_geometric_hot.ops.higher_order_attention.exclusion_ids`), so
 the classes are exactly the sparse path's:
 
@@ -49,8 +49,8 @@ from torch import Tensor
 
 from torch_geometric_hot.ops.basis import EquivariantClass
 from torch_geometric_hot.ops.equivariant import Target
-from torch_geometric_hot.ops.higher_order_attention import SummaryKeys, \
-    exclusion_ids, softmax_class_attention
+from torch_geometric_hot.ops.higher_order_attention import exclusion_ids, \
+    softmax_class_attention, summary_keys
 from torch_geometric_hot.ops.packed_layout import PackedLayout, \
     cached_layout
 from torch_geometric_hot.ops.plan_cache import making_plans_only, view_plan
@@ -349,7 +349,7 @@ def _key_rows(classes: Sequence[EquivariantClass], view, in_order: int,
         for kind in kinds:
             summary = next(cls.pool[0] for cls in classes
                            if KEY_KIND[cls.pool[0]] == kind)
-            rows = SummaryKeys(summary, view, in_order).position.index_select(
+            rows = summary_keys(summary, view, in_order).position.index_select(
                 0, layout.slots[kind].taken_row)
             per_kind.append(layout.blocks(rows, kind))
         widths = [sum(b.size(1) for b in kind_blocks)
@@ -391,7 +391,7 @@ def _build_plan(members: List[EquivariantClass], target: Target, view,
     columns = []
     for cls in members:
         summary, selector = cls.pool
-        pool = SummaryKeys(summary, view, in_order)
+        pool = summary_keys(summary, view, in_order)
         columns.append([(target.index(summary, selector)[0], pool.group)] +
                        (exclusion_ids(cls, target, view, pool)
                         if exact else []))

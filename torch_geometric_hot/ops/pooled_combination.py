@@ -50,7 +50,7 @@ from torch_geometric_hot.ops.attention.dispatch import DirectReadings
 from torch_geometric_hot.ops.class_combination import READING, \
     CombinationTerm, check_combination, combination_table, \
     torch_combine_classes
-from torch_geometric_hot.ops.kernel_attention import KeySummary, PoolPlan, \
+from torch_geometric_hot.ops.kernel_attention import SummaryKeys, PoolPlan, \
     Reading, TorchPool, check_pool_readings, native_pool_readings, \
     native_pool_readings_backward, plan_pool_readings, torch_pool, \
     torch_pool_readings, torch_pool_readings_backward
@@ -142,15 +142,15 @@ def _parts(parts: Sequence[CombinationPart], reads: Sequence[Reading],
     return out
 
 
-def _encode(pools: Sequence[KeySummary], reads: Sequence[Reading],
+def _encode(pools: Sequence[SummaryKeys], reads: Sequence[Reading],
             parts: Sequence[_Part]) -> Tuple[List[Tensor], List[int]]:
     r"""The operator's index tensors and integers: the pools' positions
     and groups, the readings' groups, then per part its nonempty mask and
     positions; the counts, then per pool its number of groups and slots,
     per reading its pool, first row and slots, per part its rows, readings,
     value slots and terms."""
-    tensors = [p.position for p in pools] + [p.index for p in pools] + \
-        [r.index for r in reads]
+    tensors = [p.position for p in pools] + [p.group for p in pools] + \
+        [r.group for r in reads]
     ints = [len(pools), len(reads), len(parts)]
     for pool in pools:
         ints += [pool.num_groups, len(pool.slots), *pool.slots]
@@ -170,7 +170,7 @@ def _encode(pools: Sequence[KeySummary], reads: Sequence[Reading],
 
 
 def _decode(tensors: Sequence[Tensor], ints: Sequence[int]
-            ) -> Tuple[List[KeySummary], List[Reading], List[_Part]]:
+            ) -> Tuple[List[SummaryKeys], List[Reading], List[_Part]]:
     r"""The inverse of :func:`_encode`."""
     it, tensor = iter(ints), iter(tensors)
 
@@ -181,13 +181,13 @@ def _decode(tensors: Sequence[Tensor], ints: Sequence[int]
     positions = [next(tensor) for _ in range(num_pools)]
     groups = [next(tensor) for _ in range(num_pools)]
     pools = []
-    for position, index in zip(positions, groups):
+    for position, group in zip(positions, groups):
         num_groups, n = take(2)
-        pools.append(KeySummary(position, index, num_groups, take(n)))
+        pools.append(SummaryKeys(position, group, num_groups, take(n)))
     reads = []
-    for index in [next(tensor) for _ in range(num_reads)]:
+    for group in [next(tensor) for _ in range(num_reads)]:
         pool, start, n = take(3)
-        reads.append(Reading(pool, index, take(n), start))
+        reads.append(Reading(pool, group, take(n), start))
     parts = []
     for _ in range(num_parts):
         nonempty = next(tensor)
@@ -208,7 +208,7 @@ def _values(values: Tensor, weight: Optional[Tensor], heads: int,
         values, weight, heads, head_channels).values()
 
 
-def _torch_splits(pools: Sequence[KeySummary], reads: Sequence[Reading],
+def _torch_splits(pools: Sequence[SummaryKeys], reads: Sequence[Reading],
                   R: int, D: int, direct: DirectReadings) -> List[TorchPool]:
     return [torch_pool(pool, [r for r in reads if r.pool == p], R, D, direct)
             for p, pool in enumerate(pools)]
@@ -220,7 +220,7 @@ def _direct(direct: Sequence[float]) -> DirectReadings:
 
 
 def _torch_forward(phi_k: Tensor, phi_q: Tensor, values: Tensor,
-                   pools: Sequence[KeySummary], reads: Sequence[Reading],
+                   pools: Sequence[SummaryKeys], reads: Sequence[Reading],
                    parts: Sequence[_Part], eps: float,
                    direct: DirectReadings, buffers: Sequence[Tensor]
                    ) -> Tuple[List[Tensor], List[Tensor]]:
@@ -282,7 +282,7 @@ def _(phi_k, phi_q, values, weight, index, structure, heads, head_channels,
     return _empty_outputs(phi_q, pools, parts, head_channels)
 
 
-def _empty_outputs(phi_q: Tensor, pools: Sequence[KeySummary],
+def _empty_outputs(phi_q: Tensor, pools: Sequence[SummaryKeys],
                    parts: Sequence[_Part], D: int) -> List[Tensor]:
     # the operator's outputs, uninitialised
     H = phi_q.size(1)
@@ -294,7 +294,7 @@ def _empty_outputs(phi_q: Tensor, pools: Sequence[KeySummary],
         phi_q.new_empty(1, dtype=torch.long)]
 
 
-def _summary_buffers(phi_q: Tensor, pools: Sequence[KeySummary],
+def _summary_buffers(phi_q: Tensor, pools: Sequence[SummaryKeys],
                      D: int) -> List[Tensor]:
     # per pool [groups, H, R, C], uninitialised
     H, R = phi_q.size(1), phi_q.size(2)
@@ -304,12 +304,12 @@ def _summary_buffers(phi_q: Tensor, pools: Sequence[KeySummary],
 
 def _native_applies(phi_k, phi_q, values, weight, pools, reads) -> bool:
     return all(t.dtype == torch.long for t in
-               [*(p.index for p in pools), *(r.index for r in reads)]) and \
+               [*(p.group for p in pools), *(r.group for r in reads)]) and \
         native.applies(phi_k, phi_q, values,
                        *([] if weight is None else [weight]))
 
 
-def _build_native_plan(pools: Sequence[KeySummary], reads: Sequence[Reading],
+def _build_native_plan(pools: Sequence[SummaryKeys], reads: Sequence[Reading],
                        parts: Sequence[_Part], phi_q: Tensor, phi_k: Tensor,
                        shape: torch.Size,
                        direct: DirectReadings) -> Tuple[List, PoolPlan]:
@@ -415,7 +415,7 @@ def _torch_backward(grads, outs, dens, summaries, phi_k, phi_q, x, weight,
     grad_k, grad_q = torch.zeros_like(phi_k), torch.zeros_like(phi_q)
     grad_v = torch.zeros_like(values)
     widths = [len(r.slots) * D + 1 for r in reads]
-    grad_readings = [phi_q.new_zeros(r.index.numel(), phi_q.size(1), w)
+    grad_readings = [phi_q.new_zeros(r.group.numel(), phi_q.size(1), w)
                      for r, w in zip(reads, widths)]
     for part, out, den, grad in zip(parts, outs, dens, grads):
         q = phi_q[part.rows]
@@ -501,7 +501,7 @@ def _native_backward(grads, outs, dens, summaries, phi_k, phi_q, values,
                                                grads):
             n_r = len(part.readings)
             mine = native.combine_backward(
-                table, [(read.index.numel(), phi_q.size(1), widths[r])
+                table, [(read.group.numel(), phi_q.size(1), widths[r])
                         for r, read in ((r, reads[r])
                                         for r in part.readings)],
                 phi_q[part.rows], phi_k,
@@ -574,7 +574,7 @@ def _check_projection(projection: ValueProjection) -> None:
 
 
 def pooled_combination(parts: Sequence[CombinationPart],
-                       pools: Sequence[KeySummary], reads: Sequence[Reading],
+                       pools: Sequence[SummaryKeys], reads: Sequence[Reading],
                        phi_q: Tensor, phi_k: Tensor,
                        values: Union[Tensor, ValueProjection],
                        eps: float = 1e-6,
@@ -590,7 +590,7 @@ def pooled_combination(parts: Sequence[CombinationPart],
     Args:
         parts (list): The output parts (:class:`CombinationPart`), whose
             query rows follow each other in :obj:`phi_q`.
-        pools (list): The summaries (:class:`KeySummary`).
+        pools (list): The summaries (:class:`SummaryKeys`).
         reads (list): Their readings (:class:`Reading`).
         phi_q (torch.Tensor): Mapped queries :obj:`[rows, H, r]`, the
             parts' rows one after the other.

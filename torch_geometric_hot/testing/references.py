@@ -5,7 +5,7 @@ from typing import List, Optional, Sequence
 import torch
 from torch import Tensor
 
-from torch_geometric_hot.ops.kernel_attention import KeySummary, Reading, \
+from torch_geometric_hot.ops.kernel_attention import SummaryKeys, Reading, \
     check_pool_readings, gather_contract, read_columns, torch_pool_outer_sum
 
 
@@ -28,11 +28,11 @@ def gather_contract_reference(q: Tensor, summary: Tensor,
 
 
 def pool_readings_reference(k: Tensor, values: Tensor, q: Tensor,
-                            pools: Sequence[KeySummary],
+                            pools: Sequence[SummaryKeys],
                             reads: Sequence[Reading]) -> List[Tensor]:
     r"""Kernel attention's summaries and their readings, naively (the test
     oracle of the operator ``torch_geometric_hot::pooled_combination``).
-    Every :class:`~torch_geometric_hot.ops.KeySummary` :math:`p` gives
+    Every :class:`~torch_geometric_hot.ops.SummaryKeys` :math:`p` gives
     per-group summaries
 
     .. math::
@@ -66,7 +66,7 @@ def pool_readings_reference(k: Tensor, values: Tensor, q: Tensor,
     """
     check_pool_readings(k, values, q, pools, reads, True)
     summaries = [torch_pool_outer_sum(k, values, pool) for pool in pools]
-    return [gather_contract(q[read.rows], summaries[read.pool], read.index)[
+    return [gather_contract(q[read.rows], summaries[read.pool], read.group)[
         ..., read_columns(pools[read.pool], read, values.size(-1))]
         for read in reads]
 
