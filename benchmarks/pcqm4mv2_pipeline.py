@@ -383,7 +383,7 @@ def stage_key(record: Dict) -> str:
             parts.append(record[key])
     if record['stage'] == 'loader':
         parts.append(f"{record['workers']}w")
-        parts.append(f"for {record.get('layout', 'cpu')}")
+        parts.append(record.get('layout', 'cpu'))  # planned for
     return '/'.join(parts)
 
 

@@ -21,17 +21,19 @@ def test_smoke_runs_every_stage_and_writes_json(tmp_path):
     assert stages == ['write', 'ogb-process', 'process',
                       'profile/tokengt-lap/computed',
                       'prepare/tokengt-lap/computed',
-                      'loader/tokengt-lap/computed/1w']
+                      'loader/tokengt-lap/computed/1w/cuda']
     records = {pcqm4mv2_pipeline.stage_key(r): r for r in result['records']}
     assert records['process']['molecules_read'] == \
         pcqm4mv2_pipeline.SMOKE_MOLECULES
-    loader = records['loader/tokengt-lap/computed/1w']
+    loader = records['loader/tokengt-lap/computed/1w/cuda']
     train = records['prepare/tokengt-lap/computed']['train_molecules']
     assert loader['molecules'] == train and loader['molecules_per_s'] > 0
     assert loader['worker_cpu_s'] > 0 and loader['peak_pss_bytes'] > 0
     profile = records['profile/tokengt-lap/computed']
     assert profile['worker_us'] == pytest.approx(
-        profile['read_us'] + profile['views_us'] + profile['collate_us'])
+        profile['read_us'] + profile['views_us'] + profile['collate_us'] +
+        profile['plan_us'])
+    assert profile['plan_us'] > 0  # the planning pass of a GPU's batches
     for r in result['records']:
         assert r['wall_s'] > 0 and r['peak_rss_bytes'] > 0
     assert result['extrapolation'] == []  # one size: nothing fitted
