@@ -20,6 +20,14 @@ from torch_geometric_hot.ops.scatter import scatter_sum
 Index = Tuple[Tensor, Optional[Tensor]]  # gather positions, optional mask
 
 
+def index_range(view, of: str) -> Tensor:
+    r""":math:`0, \ldots, n - 1` over the view's ``'nodes'`` or
+    ``'graphs'``, kept with the view (made once per batch)."""
+    count = view.num_nodes if of == 'nodes' else view.num_graphs
+    return view_plan(view, ('range', of), lambda: torch.arange(
+        count, device=view.batch.device))
+
+
 class Target:
     r"""One output part and the positions its selectors read.
 
@@ -37,11 +45,9 @@ class Target:
         self.part = part
         self.view = view
         self.hyperedge_index = hyperedge_index
-        device = view.batch.device
         if part in ('diag', 'node'):  # one row per node, i = j
             self.num_rows = view.num_nodes
-            nodes = view_plan(view, ('range', 'nodes'), lambda: torch.arange(
-                view.num_nodes, device=device))
+            nodes = index_range(view, 'nodes')
             self._nodes = (nodes, nodes)
             self.graph = view.batch
         elif part == 'off':
@@ -51,9 +57,7 @@ class Target:
         elif part == 'graph':
             self.num_rows = view.num_graphs
             self._nodes = None
-            self.graph = view_plan(view, ('range', 'graphs'),
-                                   lambda: torch.arange(view.num_graphs,
-                                                        device=device))
+            self.graph = index_range(view, 'graphs')
         elif part == 'hyperedge':
             if hyperedge_index is None:
                 raise ValueError("the 'hyperedge' part needs "

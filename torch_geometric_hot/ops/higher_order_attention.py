@@ -26,7 +26,7 @@ from torch_geometric_hot.ops.basis import EquivariantClass
 from torch_geometric_hot.ops.class_combination import READING, SINGLE_KEY, \
     CombinationTerm
 from torch_geometric_hot.ops.equivariant import Target, class_counts, \
-    summary_counts
+    index_range, summary_counts
 from torch_geometric_hot.ops.kernel_attention import Reading, SummaryKeys
 from torch_geometric_hot.ops.plan_cache import view_plan
 from torch_geometric_hot.ops.pooled_combination import CombinationPart, \
@@ -51,8 +51,8 @@ def summary_keys(summary: str, view, in_order: int,
     if in_order == 1 and summary != 'XS':
         raise ValueError(f"no summary {summary!r} on order 1")
     if in_order == 1 or summary == 'DS':
-        position = view.diag_pos if in_order == 2 else torch.arange(
-            view.num_nodes, device=view.batch.device)
+        position = view.diag_pos if in_order == 2 else \
+            index_range(view, 'nodes')
         return SummaryKeys(position, view.batch, view.num_graphs, slots)
     group, num_groups = {
         'R': (view.off_row, view.num_nodes),
@@ -86,8 +86,7 @@ def exclusion_ids(cls: EquivariantClass, target: Target, view,
                 position = position.masked_fill(~mask, -1)
             out.append((position, pool.position))
         elif KEY_ROWS[cls.pool[0]] == 'node':  # a node key: its node
-            out.append((target.node(selector), torch.arange(
-                view.num_nodes, device=view.batch.device)))
+            out.append((target.node(selector), index_range(view, 'nodes')))
         else:  # the entries of a row (R) or column (C) of a node
             ends = view.off_row if summary == 'R' else view.off_col
             out.append((target.node(selector), ends))
