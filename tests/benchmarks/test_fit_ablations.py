@@ -45,7 +45,8 @@ def test_smoke_run_tabulates_every_variant(tmp_path):
         '--out', str(tmp_path / 'out')])
     rows = result['rows']
     assert [r['variant'] for r in rows] == ['gin', 'tokengt-lap+flip']
-    assert all(math.isfinite(r['final_train_loss']) for r in rows)
+    assert all(math.isfinite(r['final_train_loss']) and
+               0 <= r['fitted_train_loss'] < math.inf for r in rows)
     written = json.loads((tmp_path / 'out' / 'fit_ablations.json')
                          .read_text())
     assert written['rows'] == rows
