@@ -5,13 +5,10 @@ import errno
 import os
 from typing import Iterator
 
-try:
-    import fcntl
-except ImportError:  # not a POSIX system
-    fcntl = None
+import filelock
 
-# errors that mean "no lock here": a folder this process may not write to,
-# or a file system without locks (some network file systems)
+# errors that mean "no lock here": a lock file this process may not write
+# to, or a file system without locks (some network file systems)
 _CANNOT_LOCK = (errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOLCK,
                 errno.EOPNOTSUPP)
 
@@ -45,25 +42,33 @@ def held_alone(lock_path: str) -> Iterator[None]:
     another process that holds the same lock file waits until this one
     ends. Separate commands started together on a cold root thus prepare a
     dataset folder once, one after the other, instead of each writing and
-    processing into it at the same time. The lock is an advisory POSIX
-    lock (:func:`fcntl.flock`, released when the process ends however it
-    ends). The block runs unlocked without :mod:`fcntl` (Windows), where
-    the lock file cannot be created (a read-only dataset folder: there is
-    nothing to prepare there that another process could race) and on file
-    systems without locks.
+    processing into it at the same time. The lock is
+    :class:`filelock.FileLock`'s (released when the process ends however
+    it ends, on POSIX systems and Windows alike). The block runs unlocked
+    where the lock file cannot be written (a read-only dataset folder:
+    there is nothing to prepare there that another process could race)
+    and on file systems without locks. A missing folder is an error.
 
     .. code-block:: python
 
         with held_alone(os.path.join(root, '.ogbg-molhiv.lock')):
             ...  # write, download or process the folder
     """
-    with contextlib.ExitStack() as stack:
-        if fcntl is not None:
-            try:
-                handle = stack.enter_context(open(lock_path, 'a'))
-                fcntl.flock(handle, fcntl.LOCK_EX)
-                stack.callback(fcntl.flock, handle, fcntl.LOCK_UN)
-            except OSError as error:
-                if error.errno not in _CANNOT_LOCK:
-                    raise
+    folder = os.path.dirname(os.path.abspath(lock_path))
+    if not os.path.isdir(folder):
+        raise FileNotFoundError(errno.ENOENT, "the lock file's folder does "
+                                "not exist", folder)
+    lock = None
+    if os.access(folder, os.W_OK):
+        try:
+            lock = filelock.FileLock(lock_path)
+            lock.acquire()
+        except OSError as error:
+            if error.errno not in _CANNOT_LOCK:
+                raise
+            lock = None
+    try:
         yield
+    finally:
+        if lock is not None:
+            lock.release()
