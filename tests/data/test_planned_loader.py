@@ -160,3 +160,38 @@ def test_one_storage_per_dtype_keeps_every_value():
     storages = {t.untyped_storage().data_ptr() for t in after}
     assert len(storages) == len({t.dtype for t in after})
     assert packed.pair_view.planned() == batch.pair_view.planned()
+
+
+def test_one_storage_per_dtype_copies_shared_memory_once():
+    model = hot('kernel')
+    batch = PlannedCollate(Batch.from_data_list, ModelPlanner(model, call_hot),
+                           'cuda')(graphs())
+    view = batch.pair_view
+    pair_index = batch.pair_index
+    view.row, view.col = pair_index  # views of one tensor
+    view.extra = [pair_index.t(), pair_index[:, 1:3], pair_index[:, :0],
+                  batch.x[:, :1].expand(-1, 3)]
+    everything = tensors([value for _, value in batch.items()])
+    before = [t.clone() for t in tensors(view)] + [batch.x.clone(),
+                                                   pair_index.clone()]
+    packed = one_storage_per_dtype(batch, shared=True)
+    after = tensors(packed.pair_view) + [packed.x, packed.pair_index]
+    assert len(after) == len(before) > 20
+    for got, want in zip(after, before):
+        assert got.dtype == want.dtype and got.shape == want.shape
+        assert torch.equal(got, want)
+    assert all(t.is_shared() for t in after)
+    storages = {t.untyped_storage().data_ptr() for t in after}
+    assert len(storages) == len({t.dtype for t in after})
+    # the views of pair_index read its one copy
+    new = packed.pair_view
+    assert new.row.data_ptr() == packed.pair_index.data_ptr()
+    assert new.extra[0].data_ptr() == packed.pair_index.data_ptr()
+    assert new.extra[1].data_ptr() == packed.pair_index[:, 1:].data_ptr()
+    # one copy of pair_index and its views: no more than the other tensors
+    # of its dtype and pair_index itself
+    views = {id(t) for t in [view.row, view.col] + view.extra[:3]}
+    others = {id(t): t for t in everything
+              if t.dtype == pair_index.dtype and id(t) not in views}
+    assert packed.pair_index.untyped_storage().nbytes() <= sum(
+        t.nbytes for t in others.values())

@@ -18,12 +18,14 @@ batch (``pin_memory=True``) and moved with it
 (:meth:`~torch_geometric_hot.data.PlanCache.to`).
 """
 import copy
-from typing import Any, Callable, Dict, List, Optional, Sequence, Union
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, \
+    Union
 
 import torch
 from torch_geometric.data import Batch
 from torch_geometric.loader import DataLoader
 
+from torch_geometric_hot.data.collate import GraphCollater
 from torch_geometric_hot.data.pair_view import PairView
 from torch_geometric_hot.ops.layout_device import planned_for
 from torch_geometric_hot.ops.plan_cache import PlanCache, map_tensors, \
@@ -101,16 +103,29 @@ class PlannedCollate:
                     if cache is not None:  # read by a compiled graph
                         cache.planned_for = kind
         if torch.utils.data.get_worker_info() is not None:
-            batch = one_storage_per_dtype(batch)
+            batch = one_storage_per_dtype(batch, shared=True)
         return batch
 
 
-def one_storage_per_dtype(batch: Batch) -> Batch:
+#: The elements [lo, hi) of its storage that a tensor reads, and the tensor.
+_Span = Tuple[int, int, torch.Tensor]
+
+
+def one_storage_per_dtype(batch: Batch, shared: bool = False) -> Batch:
     r"""The batch with every tensor it holds (those of its pair view and
     plans included) copied into one buffer per dtype, each a view of its
     buffer: a worker process hands a batch over in shared memory storage
     by storage, at a cost per storage, and a planned batch holds dozens of
-    small tensors."""
+    small tensors. Tensors that read the same memory (views of one tensor,
+    such as a view's rows and columns of its :obj:`pair_index`) stay views
+    of one copy of it.
+
+    Args:
+        batch (Batch): The batch (changed in place and returned).
+        shared (bool, optional): Allocate the buffers in shared memory, as
+            a worker hands them over (then not copied again on the way).
+            (default: :obj:`False`)
+    """
     found: Dict[int, torch.Tensor] = {}
 
     def collect(t: torch.Tensor) -> torch.Tensor:
@@ -123,18 +138,53 @@ def one_storage_per_dtype(batch: Batch) -> Batch:
               if isinstance(value, (torch.Tensor, PlanCache))]
     for _, _, value in stores:
         map_tensors(value, collect)
-    moved: Dict[int, torch.Tensor] = {}
-    by_dtype: Dict[torch.dtype, List[torch.Tensor]] = {}
+    # per dtype and storage, the elements [lo, hi) every tensor reads
+    spans: Dict[torch.dtype, Dict[int, List[_Span]]] = {}
     for t in found.values():
-        by_dtype.setdefault(t.dtype, []).append(t)
-    for dtype, tensors in by_dtype.items():
-        buffer = torch.cat([t.reshape(-1) for t in tensors])
-        for t, part in zip(tensors, buffer.split(
-                [t.numel() for t in tensors])):
-            moved[id(t)] = part.view(t.shape)
+        lo = t.storage_offset()
+        hi = lo + 1 + sum((size - 1) * stride
+                          for size, stride in zip(t.shape, t.stride())) \
+            if t.numel() else lo
+        spans.setdefault(t.dtype, {}).setdefault(
+            t.untyped_storage().data_ptr(), []).append((lo, hi, t))
+    moved: Dict[int, torch.Tensor] = {}
+    for dtype, by_storage in spans.items():
+        # each run of overlapping spans of a storage is copied once
+        sources: List[torch.Tensor] = []
+        placed: List[Tuple[torch.Tensor, int]] = []  # tensor, its offset
+        total = 0
+        for members in by_storage.values():
+            members.sort(key=lambda m: m[0])
+            runs: List[List] = []  # lo, hi, its tensors with their lo
+            for lo, hi, t in members:
+                if runs and lo < runs[-1][1]:
+                    runs[-1][1] = max(runs[-1][1], hi)
+                    runs[-1][2].append((lo, t))
+                else:
+                    runs.append([lo, hi, [(lo, t)]])
+            for lo, hi, run in runs:
+                if hi > lo:
+                    sources.append(run[0][1].as_strided((hi - lo, ), (1, ),
+                                                        lo))
+                placed += [(t, total + t_lo - lo) for t_lo, t in run]
+                total += hi - lo
+        buffer = _buffer(total, dtype, shared)
+        if sources:
+            torch.cat(sources, out=buffer)
+        for t, offset in placed:
+            moved[id(t)] = buffer.as_strided(t.shape, t.stride(), offset)
     for store, key, value in stores:
         store[key] = map_tensors(value, lambda t: moved.get(id(t), t))
     return batch
+
+
+def _buffer(numel: int, dtype: torch.dtype, shared: bool) -> torch.Tensor:
+    r"""An uninitialised flat tensor, in shared memory if :obj:`shared`."""
+    if not shared or numel == 0:
+        return torch.empty(numel, dtype=dtype)
+    itemsize = torch.empty(0, dtype=dtype).element_size()
+    storage = torch.UntypedStorage._new_shared(numel * itemsize)
+    return torch.empty(0, dtype=dtype).set_(storage, 0, (numel, ), (1, ))
 
 
 class PlannedLoader(DataLoader):
@@ -170,5 +220,6 @@ class PlannedLoader(DataLoader):
                  pad: Optional[Callable[[Sequence[Any]], List[Any]]] = None,
                  **kwargs) -> None:
         super().__init__(dataset, batch_size, shuffle, **kwargs)
-        self.collate_fn = PlannedCollate(self.collate_fn, planner, device,
-                                         transform, pairs, pad)
+        self.collate_fn = PlannedCollate(GraphCollater(self.collate_fn),
+                                         planner, device, transform, pairs,
+                                         pad)

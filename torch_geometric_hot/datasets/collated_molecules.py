@@ -57,10 +57,14 @@ class CollatedMolecules(InMemoryDataset):
         r"""Molecule :obj:`idx` (of the whole dataset), its tensors views
         of the shared ones."""
         data = Data()
-        store = data._store
+        # straight into the store's mapping: a new store has no cached
+        # attributes to drop, which PyG's item assignment looks up (at the
+        # cost of an exception per attribute)
+        mapping = data._store._mapping
         for key, value, dim, bounds in self._layout:
             start = int(bounds[idx])
-            store[key] = value.narrow(dim, start, int(bounds[idx + 1]) - start)
+            mapping[key] = value.narrow(dim, start,
+                                        int(bounds[idx + 1]) - start)
         return data
 
     def __getitems__(self, positions: Sequence[int]) -> List[Data]:

@@ -44,6 +44,17 @@ def _num_nodes(graph: Data) -> int:
     return int(graph.num_nodes)
 
 
+def _put(graph: Data, key: str, value: torch.Tensor) -> None:
+    # graph[key] = value; into the store's mapping where the store caches
+    # nothing about its attributes (PyG's item assignment looks such a
+    # cache up at the cost of an exception per attribute)
+    store = graph._store
+    if '_cached_attr' in store.__dict__:
+        graph[key] = value
+    else:
+        store._mapping[key] = value
+
+
 def _union(graphs: List[Data], sizes: List[int]):
     # the graphs as one: edges shifted by each graph's first node, the graph
     # of every node, and every graph's first node
@@ -77,7 +88,7 @@ def laplacian_ids_of_many(transform: AddLaplacianNodeId,
     ids = batched_laplacian_node_ids(edge_index, batch, len(small),
                                      transform.k)
     for g, part in zip(small, ids.split(sizes)):
-        g[transform.attr_name] = part
+        _put(g, transform.attr_name, part)
     return graphs
 
 
@@ -106,8 +117,8 @@ def pair_views_of_many(graphs: List[Data]) -> List[Data]:
     lengths = counts.tolist()
     for g, index, trans in zip(graphs, local_index.split(lengths, dim=1),
                                local.split(lengths)):
-        g.pair_index = index
-        g.pair_transpose = trans
+        _put(g, 'pair_index', index)
+        _put(g, 'pair_transpose', trans)
     return graphs
 
 
