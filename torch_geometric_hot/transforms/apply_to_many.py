@@ -38,6 +38,12 @@ from torch_geometric_hot.transforms.data_device import edge_index_or_empty
 def _num_nodes(graph: Data) -> int:
     # Data.num_nodes infers the count from every attribute in turn; a
     # molecule's x gives it at once
+    if type(graph) is Data:  # its attributes, without PyG's key lists
+        mapping = graph._store._mapping
+        x = mapping.get('x')
+        if x is not None and 'num_nodes' not in mapping:
+            return x.size(0)
+        return int(graph.num_nodes)
     x = graph.get('x')
     if x is not None and 'num_nodes' not in graph:
         return x.size(0)
