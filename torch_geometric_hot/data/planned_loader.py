@@ -103,27 +103,31 @@ class PlannedCollate:
                     if cache is not None:  # read by a compiled graph
                         cache.planned_for = kind
         if torch.utils.data.get_worker_info() is not None:
-            batch = one_storage_per_dtype(batch, shared=True)
+            batch = one_storage(batch, shared=True)
         return batch
 
 
 #: The elements [lo, hi) of its storage that a tensor reads, and the tensor.
 _Span = Tuple[int, int, torch.Tensor]
+#: Where each dtype's part of the one buffer starts (bytes).
+ALIGNMENT = 64
 
 
-def one_storage_per_dtype(batch: Batch, shared: bool = False) -> Batch:
+def one_storage(batch: Batch, shared: bool = False) -> Batch:
     r"""The batch with every tensor it holds (those of its pair view and
-    plans included) copied into one buffer per dtype, each a view of its
-    buffer: a worker process hands a batch over in shared memory storage
-    by storage, at a cost per storage, and a planned batch holds dozens of
-    small tensors. Tensors that read the same memory (views of one tensor,
-    such as a view's rows and columns of its :obj:`pair_index`) stay views
-    of one copy of it.
+    plans, and its slices and increments, included) copied into one
+    buffer, each a view of it: a worker process hands a batch over in
+    shared memory storage by storage, at a cost per storage (a file
+    descriptor passed between the processes), and a planned batch holds
+    dozens of small tensors of several dtypes. The tensors of each dtype
+    lie in one aligned part of the buffer; tensors that read the same
+    memory (views of one tensor, such as a view's rows and columns of its
+    :obj:`pair_index`) stay views of one copy of it.
 
     Args:
         batch (Batch): The batch (changed in place and returned).
-        shared (bool, optional): Allocate the buffers in shared memory, as
-            a worker hands them over (then not copied again on the way).
+        shared (bool, optional): Allocate the buffer in shared memory, as a
+            worker hands it over (then not copied again on the way).
             (default: :obj:`False`)
     """
     found: Dict[int, torch.Tensor] = {}
@@ -136,7 +140,14 @@ def one_storage_per_dtype(batch: Batch, shared: bool = False) -> Batch:
     stores = [(store, key, value) for store in batch.stores
               for key, value in store.items()
               if isinstance(value, (torch.Tensor, PlanCache))]
+    # PyG's slices and increments of the batch (Batch.get_example)
+    extras = {name: getattr(batch, name, None)
+              for name in ('_slice_dict', '_inc_dict')}
+    extras = {name: value for name, value in extras.items()
+              if isinstance(value, dict)}
     for _, _, value in stores:
+        map_tensors(value, collect)
+    for value in extras.values():
         map_tensors(value, collect)
     # per dtype and storage, the elements [lo, hi) every tensor reads
     spans: Dict[torch.dtype, Dict[int, List[_Span]]] = {}
@@ -147,7 +158,8 @@ def one_storage_per_dtype(batch: Batch, shared: bool = False) -> Batch:
             if t.numel() else lo
         spans.setdefault(t.dtype, {}).setdefault(
             t.untyped_storage().data_ptr(), []).append((lo, hi, t))
-    moved: Dict[int, torch.Tensor] = {}
+    parts = []  # dtype, start (bytes), numel, sources, placed tensors
+    nbytes = 0
     for dtype, by_storage in spans.items():
         # each run of overlapping spans of a storage is copied once
         sources: List[torch.Tensor] = []
@@ -168,23 +180,42 @@ def one_storage_per_dtype(batch: Batch, shared: bool = False) -> Batch:
                                                         lo))
                 placed += [(t, total + t_lo - lo) for t_lo, t in run]
                 total += hi - lo
-        buffer = _buffer(total, dtype, shared)
+        start = -(-nbytes // ALIGNMENT) * ALIGNMENT
+        parts.append((dtype, start, total, sources, placed))
+        nbytes = start + total * _itemsize(dtype)
+    buffer = _buffer(nbytes, shared)
+    moved: Dict[int, torch.Tensor] = {}
+    for dtype, start, total, sources, placed in parts:
+        part = buffer.narrow(0, start, total * _itemsize(dtype)).view(dtype)
         if sources:
-            torch.cat(sources, out=buffer)
+            torch.cat(sources, out=part)
+        base = part.storage_offset()
         for t, offset in placed:
-            moved[id(t)] = buffer.as_strided(t.shape, t.stride(), offset)
+            moved[id(t)] = part.as_strided(t.shape, t.stride(),
+                                           base + offset)
+
+    def move(t: torch.Tensor) -> torch.Tensor:
+        return moved.get(id(t), t)
+
     for store, key, value in stores:
-        store[key] = map_tensors(value, lambda t: moved.get(id(t), t))
+        store[key] = map_tensors(value, move)
+    for name, value in extras.items():
+        setattr(batch, name, map_tensors(value, move))
     return batch
 
 
-def _buffer(numel: int, dtype: torch.dtype, shared: bool) -> torch.Tensor:
-    r"""An uninitialised flat tensor, in shared memory if :obj:`shared`."""
-    if not shared or numel == 0:
-        return torch.empty(numel, dtype=dtype)
-    itemsize = torch.empty(0, dtype=dtype).element_size()
-    storage = torch.UntypedStorage._new_shared(numel * itemsize)
-    return torch.empty(0, dtype=dtype).set_(storage, 0, (numel, ), (1, ))
+def _itemsize(dtype: torch.dtype) -> int:
+    return torch.empty(0, dtype=dtype).element_size()
+
+
+def _buffer(nbytes: int, shared: bool) -> torch.Tensor:
+    r"""An uninitialised flat byte tensor, in shared memory if
+    :obj:`shared`."""
+    if not shared or nbytes == 0:
+        return torch.empty(nbytes, dtype=torch.uint8)
+    storage = torch.UntypedStorage._new_shared(nbytes)
+    return torch.empty(0, dtype=torch.uint8).set_(storage, 0, (nbytes, ),
+                                                  (1, ))
 
 
 class PlannedLoader(DataLoader):
