@@ -110,15 +110,17 @@ def _plan(data_list: Sequence[Any]):
     if not keys or 'num_nodes' in keys or 'ptr' in keys or any(
             'batch' in key for key in keys):
         return None
+    first = data_list[0]
+    # PyG chooses how to collate an attribute by its first graph's value
+    for value in first._store._mapping.values():
+        if type(value) is not Tensor or value.layout != torch.strided \
+                or value.dim() == 0 or value.is_nested:
+            return None
     for data in data_list:
         mapping = data._store._mapping
-        if list(mapping) != keys:
+        if list(mapping) != keys or any(type(value) is not Tensor
+                                        for value in mapping.values()):
             return None
-        for value in mapping.values():
-            if type(value) is not Tensor or value.layout != torch.strided \
-                    or value.dim() == 0 or value.is_nested:
-                return None
-    first = data_list[0]
     # NodeStorage.num_nodes: the first tensor of a node key, else the first
     # whose name names a node
     node_key = next((key for key in keys if key in N_KEYS), None)
