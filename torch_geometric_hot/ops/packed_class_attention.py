@@ -31,13 +31,12 @@ whose keys are of one kind share their score blocks and attend in one
 batched product per bucket, their masks stacked
 :obj:`[G, C, 1, L_q, L_k]` and their values one product of the packed keys'
 inputs with their value weights side by side. The layout and the ids
-that decide the masks (each row's group and exclusion ids, one row per
-row of the batch) depend on the batch's indices only and are kept with
-the view (:class:`~torch_geometric_hot.data.PlanCache`): a loader's
-worker makes them (:func:`~torch_geometric_hot.ops.plan_cache.plans_only`)
-in memory that grows with the rows; their packed blocks (which grow with
-the padded slots) and the masks (with the pairs of rows) follow from them
-once per batch on the device, by a gather and comparisons. Softmax
+that decide the masks (each row's group and exclusion ids, packed like
+the rows) depend on the batch's indices only and are kept with the view
+(:class:`~torch_geometric_hot.data.PlanCache`): a loader's worker makes
+them (:func:`~torch_geometric_hot.ops.plan_cache.plans_only`) in memory
+that grows with the rows; the masks, which grow with the pairs of rows,
+follow from them once per batch on the device, by comparisons. Softmax
 attention may keep its local classes on enumerated pairs
 (:obj:`local_on_pairs`). Where this path runs:
 :mod:`~torch_geometric_hot.ops.attention.dispatch` (the path ``'packed'``).
@@ -74,14 +73,12 @@ class _GroupPlan(NamedTuple):
     # where the first are equal and the others differ (`match`,
     # [width, 1, 1, 1, 1]). The (id, class) columns of the queries and of
     # the keys take few distinct values (a row's nodes, its graph), so the
-    # plan keeps the distinct columns, per row of the queries' kind
-    # (`query_ids`, [rows, U], int32) and of each kind of key (`key_ids`),
-    # and which of them every (id, class) pair reads (`query_columns`,
-    # `key_columns`, [width * C]); their packed blocks and the masks
-    # [G, C, 1, Lq, Lk] follow in the step (_hidden): the plan made in a
-    # loader's worker grows with the rows, not with the padded slots or the
-    # pairs of rows
-    query_ids: Tensor
+    # plan keeps the distinct columns per bucket, [G, U, L] (int32), and
+    # which of them every (id, class) pair reads (`query_columns`,
+    # `key_columns`, [width * C]); the masks [G, C, 1, Lq, Lk] follow in the
+    # step (_hidden): the plan made in a loader's worker grows with the
+    # rows, not with the pairs of rows
+    query_ids: List[Tensor]
     key_ids: List[Tensor]
     query_columns: Tensor
     key_columns: Tensor
@@ -222,7 +219,7 @@ def _packed(attention: str, on_pairs: bool, ratio: float, classes,
                         hidden, eps, dropout, training)
                 for q_b, k_b, v_b, hidden in zip(
                     q_blocks, key_blocks[kinds], v_blocks,
-                    _hidden(view, key, plan, layout, kind, kinds))
+                    _hidden(view, key, plan))
             ]
             if not outs_b:
                 result = q.new_zeros(target.num_rows, C, H, D)
@@ -390,6 +387,7 @@ def _build_plan(members: List[EquivariantClass], target: Target, view,
     other than the class's own (:obj:`kinds` holds several: the keys of
     every kind side by side in each graph's slots, as :func:`_key_rows`
     lays them out)."""
+    query_kind = QUERY_KIND[target.part]
     columns = []
     for cls in members:
         summary, selector = cls.pool
@@ -408,15 +406,17 @@ def _build_plan(members: List[EquivariantClass], target: Target, view,
               for e in range(width) for cls, ids in zip(members, columns)]
     q_distinct, query_columns = _distinct(q_cols)
     k_distinct, key_columns = _distinct(k_cols)
-    query_ids = torch.stack([_column(c, -2, columns[0][0][0])
-                             for c in q_distinct], 1)
-    key_ids = []
+    query_ids = _id_blocks(layout, query_kind, [
+        _column(c, -2, columns[0][0][0]) for c in q_distinct], -2)
+    per_kind = []
     for k, kind in enumerate(kinds):
         like = next(ids[0][1] for cls, ids in zip(members, columns)
                     if KEY_KIND[cls.pool[0]] == kind)
-        key_ids.append(torch.stack([_column(c[k], -3, like)
-                                    for c in k_distinct], 1))
-    match = torch.arange(width, device=query_ids.device) == 0
+        per_kind.append(_id_blocks(layout, kind, [
+            _column(c[k], -3, like) for c in k_distinct], -3))
+    key_ids = per_kind[0] if len(per_kind) == 1 else \
+        [torch.cat(b, -1) for b in zip(*per_kind)]
+    match = torch.arange(width, device=query_columns.device) == 0
     return _GroupPlan(query_ids, key_ids, query_columns, key_columns,
                       match.view(width, 1, 1, 1, 1))
 
@@ -456,34 +456,31 @@ def _column(ids: Optional[Tensor], fill: int, like: Tensor) -> Tensor:
         else ids.int()
 
 
-def _id_blocks(layout: PackedLayout, kind: str, ids: Tensor,
+def _id_blocks(layout: PackedLayout, kind: str, columns: List[Tensor],
                fill: int) -> List[Tensor]:
-    r"""Id columns :obj:`[rows, U]` packed, padding slots :obj:`fill`, as
-    one block :obj:`[G_b, L_b, U]` per bucket."""
-    return layout.blocks(pack(ids, layout.slots[kind].slot_row, fill), kind)
+    r"""Id columns (one :obj:`[rows]` each) packed, padding slots
+    :obj:`fill`, as one block :obj:`[G_b, U, L_b]` per bucket."""
+    packed = pack(torch.stack(columns, 1), layout.slots[kind].slot_row,
+                  fill)
+    return [b.transpose(1, 2).contiguous()
+            for b in layout.blocks(packed, kind)]
 
 
-def _hidden(view, key: Hashable, plan: _GroupPlan, layout: PackedLayout,
-            query_kind: str, kinds: KeyKinds) -> List[Tensor]:
+def _hidden(view, key: Hashable, plan: _GroupPlan) -> List[Tensor]:
     r"""Per bucket the keys each query of each class does not see
-    :obj:`[G, C, 1, Lq, Lk]` (bool), from the group's plan (its id
-    columns packed on :obj:`layout`, the keys of :obj:`kinds` side by side
-    in each graph's slots); made once per batch (kept with the view)."""
+    :obj:`[G, C, 1, Lq, Lk]` (bool), from the group's plan; made once per
+    batch (kept with the view)."""
     width = plan.match.size(0)
     C = plan.query_columns.numel() // width
 
     def build() -> List[Tensor]:
-        query_blocks = _id_blocks(layout, query_kind, plan.query_ids, -2)
-        key_blocks = [torch.cat(b, 1) for b in zip(*(
-            _id_blocks(layout, kind, ids, -3)
-            for kind, ids in zip(kinds, plan.key_ids)))]
         hidden = []
-        for q, k in zip(query_blocks, key_blocks):
-            G, Lq, Lk = q.size(0), q.size(1), k.size(1)
-            q = q.index_select(2, plan.query_columns).transpose(
-                1, 2).contiguous().view(G, width, C, 1, Lq, 1)
-            k = k.index_select(2, plan.key_columns).transpose(
-                1, 2).contiguous().view(G, width, C, 1, 1, Lk)
+        for q, k in zip(plan.query_ids, plan.key_ids):
+            G, Lq, Lk = q.size(0), q.size(-1), k.size(-1)
+            q = q.index_select(1, plan.query_columns).view(
+                G, width, C, 1, Lq, 1)
+            k = k.index_select(1, plan.key_columns).view(
+                G, width, C, 1, 1, Lk)
             hidden.append((q != k).squeeze(1) if width == 1 else
                           ((q == k) != plan.match).any(1))
         return hidden
