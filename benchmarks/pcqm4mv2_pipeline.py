@@ -308,8 +308,11 @@ def stage_profile(point: Dict) -> Dict:
                                                      batch_size)]
     n = len(index)
     graphs: List = []
-    read = _cpu_us(lambda: graphs.extend(
-        [dataset.get(i) for i in chunk] for chunk in chunks), n)
+    # as the loader's workers read a batch (CollatedMolecules.get_many)
+    get_many = getattr(dataset, 'get_many', None) or (
+        lambda chunk: [dataset.get(i) for i in chunk])
+    read = _cpu_us(lambda: graphs.extend(get_many(chunk)
+                                         for chunk in chunks), n)
     plain = [[copy.copy(g) for g in chunk] for chunk in graphs]
     done: List = []
     views = _cpu_us(lambda: done.extend(
