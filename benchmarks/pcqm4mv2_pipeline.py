@@ -282,18 +282,20 @@ def _cpu_us(fn, count: int) -> float:
 def stage_profile(point: Dict) -> Dict:
     r"""CPU microseconds per molecule of what a loader worker does, step
     by step, on the first batches of the training split: read the
-    molecules, compute the views, collate, then build the pair view and
-    make the plans for the layout of the point (the loader's collate
-    function, :class:`~torch_geometric_hot.data.PlannedCollate`); against
+    molecules, compute the views, collate
+    (:func:`~torch_geometric_hot.data.collate.collate_graphs`, as the
+    loader does), then build the pair view and make the plans for the
+    layout of the point (the loader's collate function,
+    :class:`~torch_geometric_hot.data.PlannedCollate`); against
     reading them through OGB's dataset
     (:class:`~torch_geometric.data.InMemoryDataset`, which keeps a copy of
     each) and transforming them one by one."""
     import copy
 
     import torch
-    from torch_geometric.data import Batch
 
     from torch_geometric_hot.data import PlannedCollate
+    from torch_geometric_hot.data.collate import collate_graphs
     from torch_geometric_hot.train.zoo import plans_batches
     from torch_geometric_hot.transforms.apply_to_many import apply_to_many
     torch.set_num_threads(1)  # as in a loader's worker
@@ -306,17 +308,20 @@ def stage_profile(point: Dict) -> Dict:
                                                      batch_size)]
     n = len(index)
     graphs: List = []
-    read = _cpu_us(lambda: graphs.extend(
-        [dataset.get(i) for i in chunk] for chunk in chunks), n)
+    # as the loader's workers read a batch (CollatedMolecules.get_many)
+    get_many = getattr(dataset, 'get_many', None) or (
+        lambda chunk: [dataset.get(i) for i in chunk])
+    read = _cpu_us(lambda: graphs.extend(get_many(chunk)
+                                         for chunk in chunks), n)
     plain = [[copy.copy(g) for g in chunk] for chunk in graphs]
     done: List = []
     views = _cpu_us(lambda: done.extend(
         apply_to_many(transform, chunk) for chunk in graphs), n)
-    collate = _cpu_us(lambda: [Batch.from_data_list(c) for c in done], n)
+    collate = _cpu_us(lambda: [collate_graphs(c) for c in done], n)
     layout = torch.device(point.get('layout', 'cuda'))
     planned = PlannedCollate(
-        Batch.from_data_list, run._planner(layout), layout) if \
-        plans_batches(run.spec) else Batch.from_data_list
+        collate_graphs, run._planner(layout), layout) if \
+        plans_batches(run.spec) else collate_graphs
     plan = _cpu_us(lambda: [planned(c) for c in done], n) - collate
     source = _ogb_dataset(point['root'])
     ogb_read = _cpu_us(lambda: [source[i] for i in index], n)

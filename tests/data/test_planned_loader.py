@@ -6,7 +6,7 @@ from torch_geometric.data import Batch
 
 from torch_geometric_hot.data import ModelPlanner, PairView, PlannedCollate, \
     PlannedLoader
-from torch_geometric_hot.data.planned_loader import one_storage_per_dtype
+from torch_geometric_hot.data.planned_loader import one_storage
 from torch_geometric_hot.models import HOTGraphModel, TokenGT
 from torch_geometric_hot.ops.layout_device import planned_for
 from torch_geometric_hot.ops.plan_cache import map_tensors, plans_only
@@ -146,17 +146,64 @@ def test_a_plans_only_pass_makes_the_plans_of_a_full_pass(attention):
             assert torch.equal(got, expected), key
 
 
-def test_one_storage_per_dtype_keeps_every_value():
+def test_one_storage_keeps_every_value():
     model = hot('softmax')
     batch = PlannedCollate(Batch.from_data_list, ModelPlanner(model, call_hot),
                            'cuda')(graphs())
     before = [t.clone() for t in tensors(batch.pair_view)] + \
         [batch.x.clone(), batch.edge_index.clone()]
-    packed = one_storage_per_dtype(batch)
+    examples = [batch.get_example(g) for g in range(batch.num_graphs)]
+    slices = {k: v.clone() for k, v in batch._slice_dict.items()}
+    packed = one_storage(batch)
     after = tensors(packed.pair_view) + [packed.x, packed.edge_index]
     assert len(after) == len(before) > 20
     for got, want in zip(after, before):
         assert got.dtype == want.dtype and torch.equal(got, want)
-    storages = {t.untyped_storage().data_ptr() for t in after}
-    assert len(storages) == len({t.dtype for t in after})
+    for key, value in slices.items():
+        assert torch.equal(packed._slice_dict[key], value)
+    for g, want in enumerate(examples):
+        got = packed.get_example(g)
+        for key in want.keys():
+            assert torch.equal(got[key], want[key]) if isinstance(
+                want[key], torch.Tensor) else got[key] == want[key], key
+    # one storage for all of them, slices and increments included
+    every = after + tensors([packed._slice_dict, packed._inc_dict])
+    assert len({t.untyped_storage().data_ptr() for t in every}) == 1
+    assert len({t.dtype for t in every}) > 2
+    assert all(t.data_ptr() % t.element_size() == 0 for t in every)
     assert packed.pair_view.planned() == batch.pair_view.planned()
+
+
+def test_one_storage_copies_shared_memory_once():
+    model = hot('kernel')
+    batch = PlannedCollate(Batch.from_data_list, ModelPlanner(model, call_hot),
+                           'cuda')(graphs())
+    view = batch.pair_view
+    pair_index = batch.pair_index
+    view.row, view.col = pair_index  # views of one tensor
+    view.extra = [pair_index.t(), pair_index[:, 1:3], pair_index[:, :0],
+                  batch.x[:, :1].expand(-1, 3)]
+    everything = tensors([value for _, value in batch.items()] +
+                         [batch._slice_dict, batch._inc_dict])
+    before = [t.clone() for t in tensors(view)] + [batch.x.clone(),
+                                                   pair_index.clone()]
+    packed = one_storage(batch, shared=True)
+    after = tensors(packed.pair_view) + [packed.x, packed.pair_index]
+    assert len(after) == len(before) > 20
+    for got, want in zip(after, before):
+        assert got.dtype == want.dtype and got.shape == want.shape
+        assert torch.equal(got, want)
+    assert all(t.is_shared() for t in after)
+    assert len({t.untyped_storage().data_ptr() for t in after}) == 1
+    # the views of pair_index read its one copy
+    new = packed.pair_view
+    assert new.row.data_ptr() == packed.pair_index.data_ptr()
+    assert new.extra[0].data_ptr() == packed.pair_index.data_ptr()
+    assert new.extra[1].data_ptr() == packed.pair_index[:, 1:].data_ptr()
+    # one copy of pair_index and its views: no more than the other tensors
+    # and pair_index itself, and each dtype's alignment
+    views = {id(t) for t in [view.row, view.col] + view.extra[:3]}
+    others = {id(t): t for t in everything if id(t) not in views}
+    dtypes = {t.dtype for t in others.values()}
+    assert packed.pair_index.untyped_storage().nbytes() <= sum(
+        t.nbytes for t in others.values()) + 64 * len(dtypes)

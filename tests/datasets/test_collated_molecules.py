@@ -73,6 +73,20 @@ def test_reads_the_molecules_without_keeping_them(ogb):
         CollatedMolecules(torch.nn.Linear(1, 1))
 
 
+def test_many_molecules_at_once_are_those_read_one_by_one(ogb):
+    molecules = CollatedMolecules(ogb)
+    idx = [7, 2, 9, 2, 0, N - 1]
+    many = molecules.get_many(idx)
+    assert len(many) == len(idx)
+    for a, i in zip(many, idx):
+        b = molecules.get(i)
+        assert list(a._store._mapping) == list(b._store._mapping)
+        _same(a, b)
+        for key in b.keys():
+            assert a[key].dtype == b[key].dtype
+    assert molecules.get_many([]) == []
+
+
 def _graphs():
     # molecules-like graphs plus an isolated node, a graph without edges,
     # a self-loop and a duplicate edge

@@ -26,3 +26,6 @@ from torch_geometric_hot.data.padding import (PadToBuckets, bucket,
                                               real_graphs)
 
 __all__ += ['PadToBuckets', 'bucket', 'real_graphs']
+from torch_geometric_hot.data.collate import collate_graphs
+
+__all__ += ['collate_graphs']

@@ -18,12 +18,14 @@ batch (``pin_memory=True``) and moved with it
 (:meth:`~torch_geometric_hot.data.PlanCache.to`).
 """
 import copy
-from typing import Any, Callable, Dict, List, Optional, Sequence, Union
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, \
+    Union
 
 import torch
 from torch_geometric.data import Batch
 from torch_geometric.loader import DataLoader
 
+from torch_geometric_hot.data.collate import GraphCollater
 from torch_geometric_hot.data.pair_view import PairView
 from torch_geometric_hot.ops.layout_device import planned_for
 from torch_geometric_hot.ops.plan_cache import PlanCache, map_tensors, \
@@ -101,16 +103,33 @@ class PlannedCollate:
                     if cache is not None:  # read by a compiled graph
                         cache.planned_for = kind
         if torch.utils.data.get_worker_info() is not None:
-            batch = one_storage_per_dtype(batch)
+            batch = one_storage(batch, shared=True)
         return batch
 
 
-def one_storage_per_dtype(batch: Batch) -> Batch:
+#: The elements [lo, hi) of its storage that a tensor reads, and the tensor.
+_Span = Tuple[int, int, torch.Tensor]
+#: Where each dtype's part of the one buffer starts (bytes).
+ALIGNMENT = 64
+
+
+def one_storage(batch: Batch, shared: bool = False) -> Batch:
     r"""The batch with every tensor it holds (those of its pair view and
-    plans included) copied into one buffer per dtype, each a view of its
-    buffer: a worker process hands a batch over in shared memory storage
-    by storage, at a cost per storage, and a planned batch holds dozens of
-    small tensors."""
+    plans, and its slices and increments, included) copied into one
+    buffer, each a view of it: a worker process hands a batch over in
+    shared memory storage by storage, at a cost per storage (a file
+    descriptor passed between the processes), and a planned batch holds
+    dozens of small tensors of several dtypes. The tensors of each dtype
+    lie in one aligned part of the buffer; tensors that read the same
+    memory (views of one tensor, such as a view's rows and columns of its
+    :obj:`pair_index`) stay views of one copy of it.
+
+    Args:
+        batch (Batch): The batch (changed in place and returned).
+        shared (bool, optional): Allocate the buffer in shared memory, as a
+            worker hands it over (then not copied again on the way).
+            (default: :obj:`False`)
+    """
     found: Dict[int, torch.Tensor] = {}
 
     def collect(t: torch.Tensor) -> torch.Tensor:
@@ -121,20 +140,82 @@ def one_storage_per_dtype(batch: Batch) -> Batch:
     stores = [(store, key, value) for store in batch.stores
               for key, value in store.items()
               if isinstance(value, (torch.Tensor, PlanCache))]
+    # PyG's slices and increments of the batch (Batch.get_example)
+    extras = {name: getattr(batch, name, None)
+              for name in ('_slice_dict', '_inc_dict')}
+    extras = {name: value for name, value in extras.items()
+              if isinstance(value, dict)}
     for _, _, value in stores:
         map_tensors(value, collect)
-    moved: Dict[int, torch.Tensor] = {}
-    by_dtype: Dict[torch.dtype, List[torch.Tensor]] = {}
+    for value in extras.values():
+        map_tensors(value, collect)
+    # per dtype and storage, the elements [lo, hi) every tensor reads
+    spans: Dict[torch.dtype, Dict[int, List[_Span]]] = {}
     for t in found.values():
-        by_dtype.setdefault(t.dtype, []).append(t)
-    for dtype, tensors in by_dtype.items():
-        buffer = torch.cat([t.reshape(-1) for t in tensors])
-        for t, part in zip(tensors, buffer.split(
-                [t.numel() for t in tensors])):
-            moved[id(t)] = part.view(t.shape)
+        lo = t.storage_offset()
+        hi = lo + 1 + sum((size - 1) * stride
+                          for size, stride in zip(t.shape, t.stride())) \
+            if t.numel() else lo
+        spans.setdefault(t.dtype, {}).setdefault(
+            t.untyped_storage().data_ptr(), []).append((lo, hi, t))
+    parts = []  # dtype, start (bytes), numel, sources, placed tensors
+    nbytes = 0
+    for dtype, by_storage in spans.items():
+        # each run of overlapping spans of a storage is copied once
+        sources: List[torch.Tensor] = []
+        placed: List[Tuple[torch.Tensor, int]] = []  # tensor, its offset
+        total = 0
+        for members in by_storage.values():
+            members.sort(key=lambda m: m[0])
+            runs: List[List] = []  # lo, hi, its tensors with their lo
+            for lo, hi, t in members:
+                if runs and lo < runs[-1][1]:
+                    runs[-1][1] = max(runs[-1][1], hi)
+                    runs[-1][2].append((lo, t))
+                else:
+                    runs.append([lo, hi, [(lo, t)]])
+            for lo, hi, run in runs:
+                if hi > lo:
+                    sources.append(run[0][1].as_strided((hi - lo, ), (1, ),
+                                                        lo))
+                placed += [(t, total + t_lo - lo) for t_lo, t in run]
+                total += hi - lo
+        start = -(-nbytes // ALIGNMENT) * ALIGNMENT
+        parts.append((dtype, start, total, sources, placed))
+        nbytes = start + total * _itemsize(dtype)
+    buffer = _buffer(nbytes, shared)
+    moved: Dict[int, torch.Tensor] = {}
+    for dtype, start, total, sources, placed in parts:
+        part = buffer.narrow(0, start, total * _itemsize(dtype)).view(dtype)
+        if sources:
+            torch.cat(sources, out=part)
+        base = part.storage_offset()
+        for t, offset in placed:
+            moved[id(t)] = part.as_strided(t.shape, t.stride(),
+                                           base + offset)
+
+    def move(t: torch.Tensor) -> torch.Tensor:
+        return moved.get(id(t), t)
+
     for store, key, value in stores:
-        store[key] = map_tensors(value, lambda t: moved.get(id(t), t))
+        store[key] = map_tensors(value, move)
+    for name, value in extras.items():
+        setattr(batch, name, map_tensors(value, move))
     return batch
+
+
+def _itemsize(dtype: torch.dtype) -> int:
+    return torch.empty(0, dtype=dtype).element_size()
+
+
+def _buffer(nbytes: int, shared: bool) -> torch.Tensor:
+    r"""An uninitialised flat byte tensor, in shared memory if
+    :obj:`shared`."""
+    if not shared or nbytes == 0:
+        return torch.empty(nbytes, dtype=torch.uint8)
+    storage = torch.UntypedStorage._new_shared(nbytes)
+    return torch.empty(0, dtype=torch.uint8).set_(storage, 0, (nbytes, ),
+                                                  (1, ))
 
 
 class PlannedLoader(DataLoader):
@@ -170,5 +251,6 @@ class PlannedLoader(DataLoader):
                  pad: Optional[Callable[[Sequence[Any]], List[Any]]] = None,
                  **kwargs) -> None:
         super().__init__(dataset, batch_size, shuffle, **kwargs)
-        self.collate_fn = PlannedCollate(self.collate_fn, planner, device,
-                                         transform, pairs, pad)
+        self.collate_fn = PlannedCollate(GraphCollater(self.collate_fn),
+                                         planner, device, transform, pairs,
+                                         pad)

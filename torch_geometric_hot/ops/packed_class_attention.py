@@ -406,19 +406,17 @@ def _build_plan(members: List[EquivariantClass], target: Target, view,
               for e in range(width) for cls, ids in zip(members, columns)]
     q_distinct, query_columns = _distinct(q_cols)
     k_distinct, key_columns = _distinct(k_cols)
-    rows = layout.slots[query_kind].slot_row
     query_ids = _id_blocks(layout, query_kind, [
-        pack(_column(c, -2, columns[0][0][0]), rows, -2)
-        for c in q_distinct])
+        _column(c, -2, columns[0][0][0]) for c in q_distinct], -2)
     per_kind = []
     for k, kind in enumerate(kinds):
         like = next(ids[0][1] for cls, ids in zip(members, columns)
                     if KEY_KIND[cls.pool[0]] == kind)
         per_kind.append(_id_blocks(layout, kind, [
-            pack(_column(c[k], -3, like), layout.slots[kind].slot_row, -3)
-            for c in k_distinct]))
-    key_ids = [torch.cat(b, -1) for b in zip(*per_kind)]
-    match = torch.arange(width, device=rows.device) == 0
+            _column(c[k], -3, like) for c in k_distinct], -3))
+    key_ids = per_kind[0] if len(per_kind) == 1 else \
+        [torch.cat(b, -1) for b in zip(*per_kind)]
+    match = torch.arange(width, device=query_columns.device) == 0
     return _GroupPlan(query_ids, key_ids, query_columns, key_columns,
                       match.view(width, 1, 1, 1, 1))
 
@@ -433,14 +431,21 @@ def _distinct(cols: List) -> Tuple[List, Tensor]:
         return a is b or (a is not None and b is not None and
                           a.shape == b.shape and torch.equal(a, b))
 
+    def identity(col) -> Hashable:
+        return tuple(map(id, col)) if isinstance(col, tuple) else id(col)
+
     distinct: List = []
     index = []
+    seen: Dict[Hashable, int] = {}  # by identity: compared once
     for col in cols:
-        found = next((u for u, d in enumerate(distinct) if same(col, d)),
-                     None)
+        found = seen.get(identity(col))
+        if found is None:
+            found = next((u for u, d in enumerate(distinct)
+                          if same(col, d)), None)
         if found is None:
             found = len(distinct)
             distinct.append(col)
+        seen[identity(col)] = found
         index.append(found)
     return distinct, torch.tensor(index, dtype=torch.long)
 
@@ -451,12 +456,14 @@ def _column(ids: Optional[Tensor], fill: int, like: Tensor) -> Tensor:
         else ids.int()
 
 
-def _id_blocks(layout: PackedLayout, kind: str,
-               packed: List[Tensor]) -> List[Tensor]:
-    r"""Packed id columns (one :obj:`[S]` each) as one block
-    :obj:`[G_b, U, L_b]` per bucket."""
-    return [b.transpose(1, 2).contiguous() for b in layout.blocks(
-        torch.stack(packed, 1), kind)]
+def _id_blocks(layout: PackedLayout, kind: str, columns: List[Tensor],
+               fill: int) -> List[Tensor]:
+    r"""Id columns (one :obj:`[rows]` each) packed, padding slots
+    :obj:`fill`, as one block :obj:`[G_b, U, L_b]` per bucket."""
+    packed = pack(torch.stack(columns, 1), layout.slots[kind].slot_row,
+                  fill)
+    return [b.transpose(1, 2).contiguous()
+            for b in layout.blocks(packed, kind)]
 
 
 def _hidden(view, key: Hashable, plan: _GroupPlan) -> List[Tensor]:

@@ -38,10 +38,27 @@ from torch_geometric_hot.transforms.data_device import edge_index_or_empty
 def _num_nodes(graph: Data) -> int:
     # Data.num_nodes infers the count from every attribute in turn; a
     # molecule's x gives it at once
+    if type(graph) is Data:  # its attributes, without PyG's key lists
+        mapping = graph._store._mapping
+        x = mapping.get('x')
+        if x is not None and 'num_nodes' not in mapping:
+            return x.size(0)
+        return int(graph.num_nodes)
     x = graph.get('x')
     if x is not None and 'num_nodes' not in graph:
         return x.size(0)
     return int(graph.num_nodes)
+
+
+def _put(graph: Data, key: str, value: torch.Tensor) -> None:
+    # graph[key] = value; into the store's mapping where the store caches
+    # nothing about its attributes (PyG's item assignment looks such a
+    # cache up at the cost of an exception per attribute)
+    store = graph._store
+    if '_cached_attr' in store.__dict__:
+        graph[key] = value
+    else:
+        store._mapping[key] = value
 
 
 def _union(graphs: List[Data], sizes: List[int]):
@@ -77,7 +94,7 @@ def laplacian_ids_of_many(transform: AddLaplacianNodeId,
     ids = batched_laplacian_node_ids(edge_index, batch, len(small),
                                      transform.k)
     for g, part in zip(small, ids.split(sizes)):
-        g[transform.attr_name] = part
+        _put(g, transform.attr_name, part)
     return graphs
 
 
@@ -106,8 +123,8 @@ def pair_views_of_many(graphs: List[Data]) -> List[Data]:
     lengths = counts.tolist()
     for g, index, trans in zip(graphs, local_index.split(lengths, dim=1),
                                local.split(lengths)):
-        g.pair_index = index
-        g.pair_transpose = trans
+        _put(g, 'pair_index', index)
+        _put(g, 'pair_transpose', trans)
     return graphs
 
 
