@@ -46,7 +46,7 @@ from torch import Tensor
 
 from torch_geometric_hot.ops import native
 from torch_geometric_hot.ops.attention.dropout import draw_seed, \
-    dropout_threshold, keep_factors
+    dropout_threshold, pair_factors
 from torch_geometric_hot.ops.native import Groups, SoftmaxGroups
 from torch_geometric_hot.ops.scatter import group_pairs, scatter_sum
 from torch_geometric_hot.ops.softmax import pair_softmax_attention
@@ -128,21 +128,13 @@ def _groups(query_rows: Tensor, query_ptr: Tensor, key_rows: Tensor,
                          max_keys, costs, key_hash)
 
 
-def _factors(query: Tensor, key: Tensor, heads: int, seed: int,
-             threshold: int, dtype: torch.dtype) -> Tensor:
-    # dropout's factors [pairs, heads] of the pairs
-    return keep_factors(query.unsqueeze(1), key.unsqueeze(1),
-                        torch.arange(heads, device=query.device), seed,
-                        threshold, dtype)
-
-
 def _attend(q: Tensor, k: Tensor, v: Tensor, groups: SoftmaxGroups,
             seed: int, threshold: int) -> Tuple[Tensor, Tensor]:
     # the forward pass with torch operations, over the enumerated pairs
     H = q.size(1)
     _check_pairs(groups, H * (q.size(-1) + k.size(-1) + v.size(-1)))
     query, key, hashed = _pairs(groups)
-    drop = None if not threshold else (lambda weights: weights * _factors(
+    drop = None if not threshold else (lambda weights: weights * pair_factors(
         query, hashed, H, seed, threshold, weights.dtype))
     out, _, lse = pair_softmax_attention(q, k, v, query, key, drop)
     return out, lse
@@ -162,8 +154,8 @@ def _attend_backward(grad: Tensor, q: Tensor, k: Tensor, v: Tensor,
     products = (g_pairs * v.index_select(0, key)).sum(-1)
     kept = weights
     if threshold:
-        factors = _factors(query, hashed, q.size(1), seed, threshold,
-                           weights.dtype)
+        factors = pair_factors(query, hashed, q.size(1), seed, threshold,
+                               weights.dtype)
         products, kept = products * factors, weights * factors
     scores = (weights * (products - delta)).unsqueeze(-1)
     return (scatter_sum(scores * k_pairs, query, q.size(0)),

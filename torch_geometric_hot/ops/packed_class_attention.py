@@ -228,11 +228,13 @@ def _packed(attention: str, on_pairs: bool, ratio: float, classes,
             v_blocks = blocks(
                 x_packed[kinds] @ group_weight.view(C * H * D, -1).t(),
                 layout.counts, widths)
-            drops: List[Optional[_Drop]] = [None] * len(v_blocks)
-            if q_rows is not None:
+            drops: List[Optional[Tensor]] = [None] * len(v_blocks)
+            if q_rows is not None:  # [G, C, H, Lq, Lk], a class at a time
                 seeds = [class_seed(seed, part_slots[c]) for c in members]
-                drops = [_Drop(q_r, k_r, seeds, dropout) for q_r, k_r in zip(
-                    q_rows, blocks(position, layout.counts, widths))]
+                drops = [torch.stack([block_factors(
+                    q_r, k_r, H, s, dropout, q.dtype) for s in seeds], 1)
+                    for q_r, k_r in zip(q_rows, blocks(
+                        position, layout.counts, widths))]
             outs_b = [
                 _attend(attention, _scores(q_b, k_b), v_b.view(
                     v_b.size(0), v_b.size(1), C, H, D).permute(0, 2, 3, 1, 4),
@@ -298,28 +300,13 @@ def _scores(q: Tensor, k: Tensor) -> Tensor:
     return torch.bmm(q, k.transpose(1, 2))
 
 
-class _Drop(NamedTuple):
-    # dropout of one bucket's softmax weights: the query rows [G, Lq], the
-    # key rows [G, Lk] (inputs) and the seed of every class of the group
-    query_rows: Tensor
-    key_rows: Tensor
-    seeds: List[Tensor]
-    p: float
-
-    def factors(self, H: int, dtype: torch.dtype) -> Tensor:
-        # [G, C, H, Lq, Lk], a class at a time (CPU seeds stay there)
-        return torch.stack([block_factors(self.query_rows, self.key_rows, H,
-                                          seed, self.p, dtype)
-                            for seed in self.seeds], 1)
-
-
 def _attend(attention: str, score: Tensor, v: Tensor, hidden: Tensor,
-            eps: float, drop: Optional[_Drop] = None) -> Tensor:
+            eps: float, drop: Optional[Tensor] = None) -> Tensor:
     r"""One bucket, all classes of a group: scores
     :obj:`[G * H, Lq, Lk]`, values :obj:`[G, C, H, Lk, D]`, the keys each
     query does not see :obj:`[G, C, 1, Lq, Lk]` ->
     :obj:`[G * Lq, C, H, D]`; softmax weights times dropout's factors
-    where :obj:`drop` is given."""
+    :obj:`drop` :obj:`[G, C, H, Lq, Lk]` where given."""
     G, C, H, Lk, D = v.shape
     Lq = score.size(-2)
     score = score.view(G, 1, H, Lq, Lk)
@@ -338,7 +325,7 @@ def _attend(attention: str, score: Tensor, v: Tensor, hidden: Tensor,
         weights = torch.softmax(score.masked_fill(
             hidden, torch.finfo(score.dtype).min), -1).masked_fill(hidden, 0)
         if drop is not None:
-            weights = weights * drop.factors(H, weights.dtype)
+            weights = weights * drop
         out = product(weights)
     return out.permute(0, 3, 1, 2, 4).reshape(G * Lq, C, H, D)
 

@@ -1,20 +1,8 @@
-r"""The one dropout of attention, on every path (``docs/design.md``,
-"Dropout").
-
-Softmax attention multiplies the weight :math:`p_{ij}` of query row
-:math:`i`, key row :math:`j` (the input row) and head :math:`h` by
-:math:`m_{ij}`: 0 where a 32-bit hash of the three and a seed is below
-:math:`t = \lfloor p\, 2^{32} \rfloor`, else
-:math:`2^{32} / (2^{32} - t) \approx 1 / (1 - p)` (:func:`keep_factors`,
-the hash of the native kernel ``grouped_softmax.c``). Kernel attention
-multiplies its output at row :math:`i`, head :math:`h` and channel
-:math:`c` by the factor of the pair :math:`(i, c)` (:func:`drop_outputs`).
-A call draws one seed from torch's default CPU generator
-(:func:`draw_seed`: no device synchronisation; :func:`torch.manual_seed`
-fixes it), and HOT's classes draw from seeds of their own
-(:func:`class_seed`), so every path draws the same factors, forward and
-backward, and no mask is kept.
-"""
+r"""The one dropout of attention, drawn alike on every path
+(``docs/design.md``, "Dropout"): factors that are hashes of the rows, the
+head and a seed drawn once per call from torch's default CPU generator,
+so that the paths agree, the backward passes draw them again and no mask
+is kept."""
 from typing import Callable, Optional, Sequence, Union
 
 import torch
@@ -70,21 +58,26 @@ def keep_factors(query: Tensor, key: Tensor, head: Tensor,
     return keep.to(dtype) * (2**32 / (2**32 - threshold))
 
 
+def pair_factors(query: Tensor, key: Tensor, heads: int,
+                 seed: Union[int, Tensor], threshold: int,
+                 dtype: torch.dtype) -> Tensor:
+    r"""Dropout's factors :obj:`[pairs, heads]` of the enumerated (query
+    row, key row) pairs :obj:`query`, :obj:`key`."""
+    return keep_factors(query.unsqueeze(1), key.unsqueeze(1),
+                        torch.arange(heads, device=query.device), seed,
+                        threshold, dtype)
+
+
 def pair_dropout(query: Tensor, key: Tensor, seed: Optional[Tensor],
                  p: float) -> Optional[Callable[[Tensor], Tensor]]:
-    r"""Dropout of the weights :obj:`[pairs, H]` of enumerated (query row,
-    key row) pairs, as a map of the weights (:obj:`None` without a
+    r"""Dropout of the weights :obj:`[pairs, H]` of enumerated pairs
+    (:func:`pair_factors`), as a map of the weights (:obj:`None` without a
     seed)."""
     if seed is None or p == 0:
         return None
-
-    def drop(weights: Tensor) -> Tensor:
-        head = torch.arange(weights.size(1), device=weights.device)
-        return weights * keep_factors(query.unsqueeze(1), key.unsqueeze(1),
-                                      head, seed, dropout_threshold(p),
-                                      weights.dtype)
-
-    return drop
+    return lambda weights: weights * pair_factors(
+        query, key, weights.size(1), seed, dropout_threshold(p),
+        weights.dtype)
 
 
 def block_factors(query_rows: Tensor, key_rows: Tensor, heads: int,

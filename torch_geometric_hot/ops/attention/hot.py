@@ -100,8 +100,7 @@ def hot_class_attention(attention: str, targets: Sequence[Target],
             device_type = problem.device_type
             results = packed_class_attention(
                 attention, part_classes, part_targets, view, in_order,
-                queries, keys, values, part_slots, exact,
-                dropout=dropout if attention == 'softmax' else 0.0,
+                queries, keys, values, part_slots, exact, dropout=dropout,
                 seed=seed, ratio=dispatch.bucket_ratio(device_type),
                 local_on_pairs=dispatch.local_softmax_on_pairs(device_type))
         else:
