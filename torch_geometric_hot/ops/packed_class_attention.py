@@ -122,8 +122,8 @@ def packed_class_attention(attention: str,
         eps (float): Floor of the kernel denominator.
         dropout (float): Dropout on the attention weights of softmax
             attention (that of kernel attention, on the outputs, is the
-            caller's: :func:`~torch_geometric_hot.ops.attention.dropout.\
-drop_outputs`).
+            caller's: ``drop_outputs`` of
+            :mod:`~torch_geometric_hot.ops.attention.dropout`).
         seed (torch.Tensor, optional): The call's seed of dropout (each
             class draws from
             :func:`~torch_geometric_hot.ops.attention.dropout.class_seed`

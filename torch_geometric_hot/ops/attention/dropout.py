@@ -18,8 +18,9 @@ def dropout_threshold(p: float) -> int:
 
 
 def _mul32(x: Tensor, c: int) -> Tensor:
-    # (x c) mod 2^32 for x in [0, 2^32), in int64 without overflow
-    return ((x & 0xFFFF) * c + (((x >> 16) * c & 0xFFFF) << 16)) & _MASK
+    # (x c) mod 2^32 for x in [0, 2^32): int64 products wrap modulo 2^64
+    # (two's complement), whose low 32 bits are the product's
+    return x * c & _MASK
 
 
 def _mix32(x: Tensor) -> Tensor:
