@@ -182,7 +182,7 @@ def local_pair_attention(q: Tensor, k: Tensor, v: Tensor,
     query, key = _class_pairs(query_group, key_group, key_position,
                               num_groups, query_ids, key_ids)
     if dropout > 0 and seed is None:
-        seed = draw_seed(dropout)
+        seed = draw_seed(dropout, q.device)
     return pair_softmax_attention(q, k, v, query, key,
                                   pair_dropout(query, key, seed, dropout))[0]
 
@@ -227,7 +227,7 @@ def softmax_class_attention(
                    f"pairs")
     p = dropout if training else 0.0
     if p > 0 and seed is None:
-        seed = draw_seed(p)
+        seed = draw_seed(p, q.device)
     out, alpha, _ = pair_softmax_attention(q, k, v, query, key,
                                            pair_dropout(query, key, seed, p))
     return out, (torch.stack([query, key]), alpha)

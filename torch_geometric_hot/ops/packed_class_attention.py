@@ -153,7 +153,7 @@ def packed_class_attention(attention: str,
     if attention != 'softmax':
         dropout = 0.0
     elif dropout > 0 and seed is None:
-        seed = draw_seed(dropout)
+        seed = draw_seed(dropout, queries.device)
     starts = [0]
     for target in targets:
         starts.append(starts[-1] + target.num_rows)

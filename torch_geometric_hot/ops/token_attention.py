@@ -164,7 +164,7 @@ def per_graph_softmax_attention(query: Tensor, key: Tensor, value: Tensor,
         'tokens', 'softmax', (query, key, value), query.device,
         planned=isinstance(layout, TokenBuckets)), path)
     scaled = query * query.size(-1)**-0.5
-    seed = draw_seed(dropout)
+    seed = draw_seed(dropout, query.device)
     if chosen in ('compiled', 'pairs'):
         # a global class without exclusions: every token over its graph's
         args = (scaled, key, value, token_batch, token_batch,

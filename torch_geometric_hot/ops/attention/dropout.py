@@ -29,20 +29,26 @@ def _mix32(x: Tensor) -> Tensor:
     return x ^ (x >> 16)
 
 
-def draw_seed(p: float) -> Optional[Tensor]:
-    r"""The seed of one call's dropout with probability :obj:`p`: a CPU
-    integer tensor in :math:`[0, 2^{32})` drawn from torch's default
-    generator, or :obj:`None` when :obj:`p` is 0."""
+def draw_seed(p: float,
+              device: Optional[torch.device] = None) -> Optional[Tensor]:
+    r"""The seed of one call's dropout with probability :obj:`p`: an
+    integer tensor in :math:`[0, 2^{32})` drawn from torch's default CPU
+    generator (in a graph that :func:`torch.compile` traces, from that of
+    :obj:`device`, the inputs': a CUDA graph holds no CPU work), or
+    :obj:`None` when :obj:`p` is 0."""
     if not 0.0 <= p < 1.0:
         raise ValueError(f"'dropout' must be in [0, 1), got {p}")
-    return torch.randint(2**32, ()) if p > 0 else None
+    if p == 0:
+        return None
+    if device is not None and torch.compiler.is_compiling():
+        return torch.randint(2**32, (), device=device)
+    return torch.randint(2**32, ())
 
 
-def class_seed(seed: Tensor, slot: Union[int, Tensor]) -> Tensor:
+def class_seed(seed: Tensor, slot: int) -> Tensor:
     r"""The seed of the class of value slot :obj:`slot` within a call of
     seed :obj:`seed` (the classes of a layer share their rows)."""
-    return _mix32((seed + _mul32(torch.as_tensor(slot) & _MASK, 0x27D4EB2F))
-                  & _MASK)
+    return _mix32((seed + (slot * 0x27D4EB2F & _MASK)) & _MASK)
 
 
 def keep_factors(query: Tensor, key: Tensor, head: Tensor,

@@ -84,7 +84,7 @@ def hot_class_attention(attention: str, targets: Sequence[Target],
                                in_order=in_order, out_order=out_order,
                                view=view, planned=is_planned(view))
     chosen = dispatch.choose(problem, path)
-    seed = draw_seed(dropout)
+    seed = draw_seed(dropout, queries.device)
     part_targets = [targets[p] for p in names]
     part_classes = [classes[p] for p in names]
     part_slots = [slots[p] for p in names]
@@ -183,4 +183,4 @@ def global_softmax_class_attention(cls: EquivariantClass, target: Target,
     p = dropout if training else 0.0
     return _softmax_class('compiled' if problem.compiling else 'padded',
                           cls, target, view, in_order, q, k, v, p, None,
-                          draw_seed(p))
+                          draw_seed(p, q.device))
