@@ -21,7 +21,7 @@ query row :obj:`[rows]`, the group and the input row of every key of the
 pool :obj:`[K]`, the number of groups, the distinct-index exclusions as
 ids (per exclusion an id per query row and one per key; a key is excluded
 for a query when they are equal), the dropout probability on the attention
-weights and its seed (a CPU tensor,
+weights and its seed (a tensor,
 :func:`~torch_geometric_hot.ops.attention.dropout.draw_seed`; the factors
 are hashes of the rows and the seed, so the recomputation draws the
 forward pass's). On tensors that the native kernels take (the CPU) both
