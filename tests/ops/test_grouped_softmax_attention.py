@@ -5,9 +5,10 @@ from torch_geometric_hot.data import PairView
 from torch_geometric_hot.nn import HOTConv
 from torch_geometric_hot.ops import softmax_class_attention, use_path
 from torch_geometric_hot.ops.grouped_class_attention import class_groups
-from torch_geometric_hot.ops.grouped_softmax_attention import (
-    dropout_threshold, grouped_softmax_attention, keep_factors,
-    softmax_groups)
+from torch_geometric_hot.ops.attention.dropout import dropout_threshold, \
+    keep_factors
+from torch_geometric_hot.ops.grouped_softmax_attention import \
+    grouped_softmax_attention, softmax_groups
 from torch_geometric_hot.ops.higher_order_attention import summary_keys
 from torch_geometric_hot.ops.native import available, use_native
 from torch_geometric_hot.testing import class_cases, skewed_batch
@@ -24,21 +25,24 @@ def assert_same(outs, expected, **tolerance):
 
 @pytest.mark.parametrize('mode', MODES)
 @pytest.mark.parametrize('orders', ORDERS)
-def test_equals_enumerated_pairs(orders, mode, device):
+@pytest.mark.parametrize('dropout', [0.0, 0.4])
+def test_equals_enumerated_pairs(orders, mode, dropout, device):
     # every local and global class, forward and backward, float64: the
     # native kernel (on, CPU) and the operator's torch implementation (off,
-    # and every other device)
+    # and every other device); with dropout, the keys of a class's groups
+    # (numbered in its pool) hashed as their input rows, as on the pairs
     in_order, out_order = orders
+    seed = torch.tensor(11)
     for cls, target, view, q, k, v in class_cases(
             skewed_batch(out_order, device=device), in_order, out_order, H,
             D):
         expected = softmax_class_attention(cls, target, view, in_order, q,
-                                           k, v)[0]
+                                           k, v, dropout, True, seed)[0]
         position = summary_keys(cls.pool[0], view, in_order).position
         with use_native(mode):
             out = grouped_softmax_attention(
                 q, k.index_select(0, position), v.index_select(0, position),
-                class_groups(cls, target, view, in_order))
+                class_groups(cls, target, view, in_order), dropout, seed)
             w = torch.randn_like(out)
             grads = torch.autograd.grad((out * w).sum(), (q, k, v))
         torch.testing.assert_close(out, expected, atol=1e-12, rtol=1e-10)
@@ -105,7 +109,8 @@ def dense_reference(q, k, v, groups, dropout: float, seed: int):
             alpha = torch.softmax((q[i] * k[rows]).sum(-1), 0)
             if dropout:
                 alpha = alpha * keep_factors(
-                    torch.full_like(rows, i), rows, q.size(1), seed,
+                    torch.tensor(i), rows.unsqueeze(1),
+                    torch.arange(q.size(1)), seed,
                     dropout_threshold(dropout), q.dtype)
             out[i] = (alpha.unsqueeze(-1) * v[rows]).sum(0)
     return out
@@ -131,25 +136,6 @@ def test_equals_dense_reference(mode, dropout):
     if dropout:  # the draws removed some weights, not all
         plain = dense_reference(q, k, v, groups, 0.0, seed=0)
         assert not torch.allclose(out, plain)
-
-
-def test_dropout_keeps_one_minus_p_in_expectation():
-    query = torch.arange(100_000)
-    key = (query * 7919) % 1000
-    for p in (0.1, 0.5, 0.9):
-        factors = keep_factors(query, key, 4, 99, dropout_threshold(p),
-                               torch.float64)
-        assert abs((factors > 0).double().mean() - (1 - p)) < 0.005
-        assert abs(factors.mean() - 1) < 0.01
-        values = factors.unique()
-        assert values.numel() == 2 and values[0] == 0
-        assert abs(values[1] - 1 / (1 - p)) < 1e-8
-    other = keep_factors(query, key, 4, 100, dropout_threshold(0.5),
-                         torch.float64)
-    same = keep_factors(query, key, 4, 99, dropout_threshold(0.5),
-                        torch.float64)
-    agreement = ((other > 0) == (same > 0)).double().mean()
-    assert abs(agreement - 0.5) < 0.01  # another seed: independent draws
 
 
 @pytest.mark.parametrize('mode', MODES)

@@ -1,7 +1,9 @@
 """Every path of the dispatch table against the reference beside it,
 forced through use_path: HOT class attention (every order the paths run,
 both attentions) and TokenGT's softmax attention, outputs and gradients in
-float64, on a batch of graphs of very different sizes."""
+float64, on a batch of graphs of very different sizes, without dropout and
+with it (one scheme on every path: the same factors for a seed fixed by
+torch.manual_seed)."""
 import pytest
 import torch
 
@@ -35,6 +37,7 @@ def hot_cases():
 def run_hot(conv: HOTConv, data, path: str, device_type=None):
     x = (data.pair_x if conv.in_order == 2 else data.x).clone()
     x.requires_grad_(True)
+    torch.manual_seed(2)  # dropout's seed
     with use_path(path, device_type=device_type):
         out = conv(x, PairView.from_data(data))
     weight = torch.randn(out.shape, dtype=out.dtype,
@@ -48,8 +51,9 @@ def run_hot(conv: HOTConv, data, path: str, device_type=None):
 @pytest.mark.parametrize('orders', ORDERS)
 @pytest.mark.parametrize('attention,path', list(hot_cases()))
 @pytest.mark.parametrize('device_type', DEVICE_TYPES)
+@pytest.mark.parametrize('dropout', [0.0, 0.3])
 def test_hot_path_equals_its_reference(orders, attention, path,
-                                       device_type):
+                                       device_type, dropout):
     in_order, out_order = orders
     if path == 'grouped' and (device_type == 'cuda'
                               or not native.available()):
@@ -57,7 +61,7 @@ def test_hot_path_equals_its_reference(orders, attention, path,
     data = testing.skewed_batch(out_order, channels=6)
     torch.manual_seed(0)
     conv = HOTConv(6, 5, in_order, out_order, heads=2, head_channels=3,
-                   attention=attention, seed=0).double()
+                   attention=attention, seed=0, dropout=dropout).double()
     with torch.no_grad():  # no zero bias: every output row is compared
         conv.bias.normal_()
     expected = run_hot(conv, data, REFERENCE[attention])
@@ -66,10 +70,18 @@ def test_hot_path_equals_its_reference(orders, attention, path,
     for a, b in zip(actual, expected):
         torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-10)
     assert expected[0].abs().sum() > 0
+    if dropout:  # dropout drew: not the output without it, nor another seed
+        conv.dropout = 0.0
+        plain = run_hot(conv, data, REFERENCE[attention])[0]
+        assert not torch.allclose(expected[0], plain)
+        conv.eval()
+        assert torch.allclose(run_hot(conv, data, path, device_type)[0],
+                              plain)
 
 
 @pytest.mark.parametrize('path', fast_paths('tokens', 'softmax'))
-def test_token_path_equals_its_reference(path):
+@pytest.mark.parametrize('dropout', [0.0, 0.3])
+def test_token_path_equals_its_reference(path, dropout):
     if path == 'grouped' and not native.available():
         pytest.skip('no native kernels')
     gen = torch.Generator().manual_seed(0)
@@ -82,13 +94,17 @@ def test_token_path_equals_its_reference(path):
                        dtype=torch.float64, requires_grad=True)
            for _ in range(3)]
 
-    def run(path):
+    def run(path, dropout=dropout):
+        torch.manual_seed(3)  # dropout's seed
         out = per_graph_softmax_attention(*qkv, token_batch, len(sizes),
-                                          path=path)
+                                          dropout, path=path)
         return [out, *torch.autograd.grad(out.square().sum(), qkv)]
 
-    for a, b in zip(run(path), run('pairs')):
+    expected = run('pairs')
+    for a, b in zip(run(path), expected):
         torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-10)
+    if dropout:  # dropout drew
+        assert not torch.allclose(expected[0], run('pairs', 0.0)[0])
 
 
 def test_forced_path_that_does_not_apply_lists_every_reason():

@@ -25,16 +25,18 @@ the form under :func:`torch.compile`):
 ``torch_geometric_hot::global_class_softmax``
 (:mod:`~torch_geometric_hot.ops.recomputed_attention`).
 """
-from typing import List, NamedTuple, Tuple
+from typing import List, NamedTuple, Optional, Tuple
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from torch_geometric_hot.ops.attention.dropout import block_factors, \
+    draw_seed
 from torch_geometric_hot.ops.recomputed_attention import \
     recomputed_attention
-from torch_geometric_hot.ops.size_buckets import Slots, bucket_layout, \
-    padded_blocks
+from torch_geometric_hot.ops.size_buckets import Slots, blocks, \
+    bucket_layout, padded_blocks
 from torch_geometric_hot.ops.validation import check_size
 
 #: Largest number of mask entries (graphs x query block x keys) per block.
@@ -83,14 +85,18 @@ def global_block_attention(q: Tensor, k: Tensor, v: Tensor,
                            query_graph: Tensor, key_graph: Tensor,
                            key_position: Tensor, num_graphs: int,
                            query_ids: List[Tensor], key_ids: List[Tensor],
-                           dropout: float = 0.0) -> Tensor:
+                           dropout: float = 0.0,
+                           seed: Optional[Tensor] = None) -> Tensor:
     r"""The attention of :func:`~torch_geometric_hot.ops.attention.hot.\
     global_softmax_class_attention` from index
     tensors: the graph of every query row :obj:`[rows]`, the graph and the
     input row of every key :obj:`[K]`, and the exclusions as ids (see
     :func:`~torch_geometric_hot.ops.higher_order_attention.exclusion_ids`),
     on the blocks of :func:`global_buckets`, one chunk of queries at a time
-    (at most ``BLOCK_ELEMENTS`` mask entries).
+    (at most ``BLOCK_ELEMENTS`` mask entries). With dropout the weights are
+    computed explicitly and multiplied by
+    :func:`~torch_geometric_hot.ops.attention.dropout.keep_factors` of
+    :obj:`seed` (:obj:`None`: drawn).
 
     :rtype: :class:`torch.Tensor` :obj:`[rows, H, d_v]`
     """
@@ -109,6 +115,11 @@ def global_block_attention(q: Tensor, k: Tensor, v: Tensor,
     id_blocks = [(padded_blocks(qi, q_slots, counts, -2),
                   padded_blocks(ki, k_slots, counts, -3))
                  for qi, ki in zip(query_ids, key_ids)]
+    drop = dropout > 0
+    if drop:  # the rows dropout hashes: the query rows, the keys' inputs
+        seed = draw_seed(dropout) if seed is None else seed
+        query_rows = blocks(q_slots.taken_row, counts, q_slots.widths)
+        key_rows = padded_blocks(key_position, k_slots, counts)
     out = []
     for b, (count, len_q, len_k) in enumerate(zip(
             counts, q_slots.widths, k_slots.widths)):
@@ -128,10 +139,19 @@ def global_block_attention(q: Tensor, k: Tensor, v: Tensor,
                 allowed &= q_ids[b][:, start:end].unsqueeze(-1) != \
                     k_ids[b].unsqueeze(1)
             allowed[..., -1] = ~allowed.any(-1)  # empty group: zero key
-            chunks.append(F.scaled_dot_product_attention(
-                query[:, :, start:end], key, value,
-                attn_mask=allowed.unsqueeze(1), dropout_p=dropout,
-                scale=1.0))  # [count, H, end - start, d_v]
+            if not drop:
+                chunks.append(F.scaled_dot_product_attention(
+                    query[:, :, start:end], key, value,
+                    attn_mask=allowed.unsqueeze(1),
+                    scale=1.0))  # [count, H, end - start, d_v]
+                continue
+            weights = torch.softmax((query[:, :, start:end] @ key.mT)
+                                    .masked_fill(~allowed.unsqueeze(1),
+                                                 -float('inf')), -1)
+            weights = weights * block_factors(
+                query_rows[b][:, start:end], key_rows[b], heads, seed,
+                dropout, weights.dtype)
+            chunks.append(weights @ value)
         block = torch.cat(chunks, 2) if len(chunks) > 1 else chunks[0]
         out.append(block.transpose(1, 2).reshape(
             count * len_q, heads, block.size(-1)))

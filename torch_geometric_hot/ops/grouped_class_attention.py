@@ -5,11 +5,12 @@ each class's key groups, built from its attention index and kept with the
 view, and the keys and values taken per kind of input the classes attend
 over.
 """
-from typing import Dict, List, Sequence
+from typing import Dict, List, Optional, Sequence
 
 import torch
 from torch import Tensor
 
+from torch_geometric_hot.ops.attention.dropout import class_seed, draw_seed
 from torch_geometric_hot.ops.basis import EquivariantClass
 from torch_geometric_hot.ops.equivariant import Target
 from torch_geometric_hot.ops.grouped_softmax_attention import \
@@ -27,14 +28,15 @@ def class_groups(cls: EquivariantClass, target: Target, view,
     r"""The groups of one aggregating class for
     :func:`grouped_softmax_attention`, its keys numbered in the order of
     its pool (:func:`~torch_geometric_hot.ops.higher_order_attention.\
-    summary_keys`: the inputs of one kind), kept with the view."""
+    summary_keys`: the inputs of one kind) and hashed by dropout as their
+    input rows, kept with the view."""
     def build() -> SoftmaxGroups:
         query_group, key_group, position, num_groups, query_ids, key_ids = \
             attention_index(cls, target, view, in_order)
         return softmax_groups(query_group, key_group,
                               torch.arange(position.numel(),
                                            device=position.device),
-                              num_groups, query_ids, key_ids)
+                              num_groups, query_ids, key_ids, position)
 
     return view_plan(view, ('grouped_softmax', in_order, target.part, cls),
                      build, keep=target.part != 'hyperedge')
@@ -45,7 +47,8 @@ def grouped_class_attention(classes: Sequence[Sequence[EquivariantClass]],
                             queries: Sequence[Tensor], keys: Tensor,
                             values: ValueProjection,
                             slots: Sequence[Sequence[int]],
-                            dropout: float = 0.0) -> List[Tensor]:
+                            dropout: float = 0.0,
+                            seed: Optional[Tensor] = None) -> List[Tensor]:
     r"""Exact softmax attention of the aggregating classes of one or more
     output parts by :func:`grouped_softmax_attention`, class by class. The
     keys and the values are taken per kind of input the classes attend
@@ -64,12 +67,17 @@ def grouped_class_attention(classes: Sequence[Sequence[EquivariantClass]],
         values (ValueProjection): The value projection of all classes.
         slots (list): Per part, per class, its value slot.
         dropout (float, optional): Dropout probability on the attention
-            weights (each class's draws seeded from torch's default
-            generator). (default: :obj:`0.0`)
+            weights. (default: :obj:`0.0`)
+        seed (torch.Tensor, optional): The call's seed of dropout (each
+            class draws from
+            :func:`~torch_geometric_hot.ops.attention.dropout.class_seed`;
+            :obj:`None`: drawn from torch's default generator).
 
     Returns:
         Per part, its classes' outputs :obj:`[rows, classes, H, d_v]`.
     """
+    if dropout > 0 and seed is None:
+        seed = draw_seed(dropout)
     H, D = values.heads, values.head_channels
     weight = values.weight.view(-1, H * D, values.x.size(-1))
     kinds: Dict[str, list] = {}
@@ -85,10 +93,11 @@ def grouped_class_attention(classes: Sequence[Sequence[EquivariantClass]],
             values.x.index_select(0, position),
             select_rows(weight, [slot for *_, slot in members]).flatten(0, 1)
         ).view(position.numel(), len(members), H, D).unbind(1)  # one backward
-        for m, (p, c, cls, _) in enumerate(members):
+        for m, (p, c, cls, slot) in enumerate(members):
             outs[p].append((c, grouped_softmax_attention(
                 queries[p], kind_keys, kind_values[m],
                 class_groups(cls, target=targets[p], view=view,
-                             in_order=in_order), dropout)))
+                             in_order=in_order), dropout,
+                None if seed is None else class_seed(seed, slot))))
     return [torch.stack([out for _, out in sorted(part, key=lambda t: t[0])],
                         1) for part in outs]

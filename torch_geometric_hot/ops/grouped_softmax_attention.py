@@ -20,13 +20,12 @@ empty. The backward pass needs only :math:`o` and :math:`l`: with
 :math:`\partial v_j = \sum_i p_{ij} g_i`.
 
 Dropout on the weights replaces :math:`p_{ij}` by :math:`m_{ij} p_{ij}`
-in :math:`o_i` (:math:`l_i` stays), where :math:`m_{ij}` is 0 or the scale
-:math:`2^{32} / (2^{32} - \lfloor p\, 2^{32} \rfloor) \approx 1 / (1 - p)`,
-drawn per (query row, key row, head) by a
-32-bit hash of the three and a seed (:func:`keep_factors`): the backward
-pass draws the same factors again instead of keeping a mask, the native
-kernel and the torch implementation draw alike, and so does any split of
-the groups across threads. Then
+in :math:`o_i` (:math:`l_i` stays), :math:`m_{ij}` the factor of
+:func:`~torch_geometric_hot.ops.attention.dropout.keep_factors` (the key
+as its hashed row, :class:`~torch_geometric_hot.ops.native.SoftmaxGroups`):
+the backward pass draws the same factors again instead of keeping a mask,
+the native kernel and the torch implementation draw alike, and so does
+any split of the groups across threads. Then
 :math:`s_{ij} = p_{ij}(m_{ij} g_i^\top v_j - \delta_i)` and
 :math:`\partial v_j = \sum_i m_{ij} p_{ij} g_i`.
 
@@ -40,28 +39,34 @@ keys), without materialising a pair. The groups
 batch's indices only and are kept with the view
 (:class:`~torch_geometric_hot.data.PlanCache`).
 """
-from typing import List, Optional, Tuple
+from typing import List, Optional, Tuple, Union
 
 import torch
 from torch import Tensor
 
 from torch_geometric_hot.ops import native
+from torch_geometric_hot.ops.attention.dropout import draw_seed, \
+    dropout_threshold, pair_factors
 from torch_geometric_hot.ops.native import Groups, SoftmaxGroups
 from torch_geometric_hot.ops.scatter import group_pairs, scatter_sum
 from torch_geometric_hot.ops.softmax import pair_softmax_attention
 from torch_geometric_hot.ops.validation import check_device, check_size, \
     validating
 
+#: A seed of dropout: an integer, or a CPU tensor of one.
+Seed = Union[int, Tensor]
+
 
 def softmax_groups(query_group: Tensor, key_group: Tensor,
                    key_position: Tensor, num_groups: int,
-                   query_ids: List[Tensor],
-                   key_ids: List[Tensor]) -> SoftmaxGroups:
+                   query_ids: List[Tensor], key_ids: List[Tensor],
+                   key_hash: Optional[Tensor] = None) -> SoftmaxGroups:
     r"""The groups of :func:`grouped_softmax_attention` from the index
     tensors of a class's attention
     (:func:`~torch_geometric_hot.ops.higher_order_attention.attention_index`:
     the group of every query row, the group and the input row of every key,
-    the number of groups, the exclusions as ids)."""
+    the number of groups, the exclusions as ids), the keys' rows dropout
+    hashes :obj:`key_hash` (:obj:`None`: :obj:`key_position`)."""
     query_runs = native.runs(query_group, num_groups)
     key_runs = native.runs(key_group, num_groups)
     queries = Groups.of(query_runs, num_groups)
@@ -81,43 +86,14 @@ def softmax_groups(query_group: Tensor, key_group: Tensor,
     return SoftmaxGroups(
         queries, keys, query_ids_.to(dtype).contiguous(),
         key_ids_.to(dtype).contiguous(), max_keys,
-        queries.ptr.diff() * (key_counts + 1))
+        queries.ptr.diff() * (key_counts + 1),
+        None if key_hash is None else
+        key_runs.through(key_hash).rows.contiguous())
 
 
-def dropout_threshold(p: float) -> int:
-    r"""The 32-bit threshold of dropout with probability :obj:`p`: a
-    weight is dropped where its hash is below it (0: no dropout)."""
-    return min(int(p * 2**32), 2**32 - 1)
-
-
-def _mul32(x: Tensor, c: int) -> Tensor:
-    # (x c) mod 2^32 for x in [0, 2^32), in int64 without overflow
-    return ((x & 0xFFFF) * c + (((x >> 16) * c & 0xFFFF) << 16)) & 0xFFFFFFFF
-
-
-def _mix32(x: Tensor) -> Tensor:
-    x = _mul32(x ^ (x >> 16), 0x7FEB352D)
-    x = _mul32(x ^ (x >> 15), 0x846CA68B)
-    return x ^ (x >> 16)
-
-
-def keep_factors(query: Tensor, key: Tensor, heads: int, seed: int,
-                 threshold: int, dtype: torch.dtype) -> Tensor:
-    r"""Dropout's factors :obj:`[pairs, heads]` of the (query row, key row)
-    pairs: :math:`2^{32} / (2^{32} - t)` where the 32-bit hash of the
-    query row, the key row, the head and :obj:`seed` is at least the
-    threshold :math:`t` (:func:`dropout_threshold`), else 0; the hash of
-    the native kernel (``grouped_softmax.c``), so both draw alike."""
-    mask = 0xFFFFFFFF
-    x = _mix32((_mul32(query & mask, 0x9E3779B1) + seed) & mask)
-    head = _mul32(torch.arange(heads, device=query.device), 0xC2B2AE3D)
-    y = (_mul32(key & mask, 0x85EBCA77).unsqueeze(1) + head) & mask
-    keep = _mix32(x.unsqueeze(1) ^ y) >= threshold
-    return keep.to(dtype) * (2**32 / (2**32 - threshold))
-
-
-def _pairs(groups: SoftmaxGroups) -> Tuple[Tensor, Tensor]:
-    # the (query row, input row) pairs that no exclusion removes
+def _pairs(groups: SoftmaxGroups) -> Tuple[Tensor, Tensor, Tensor]:
+    # the (query row, input row) pairs that no exclusion removes, and the
+    # rows dropout hashes for their keys
     num_groups = groups.queries.ptr.numel() - 1
     ids = torch.arange(num_groups, device=groups.queries.ptr.device)
     query_group = ids.repeat_interleave(groups.queries.ptr.diff())
@@ -126,7 +102,8 @@ def _pairs(groups: SoftmaxGroups) -> Tuple[Tensor, Tensor]:
         query_group, key_group, num_groups,
         groups.query_ids.index_select(1, groups.queries.rows), groups.key_ids)
     return (groups.queries.rows.index_select(0, query),
-            groups.keys.rows.index_select(0, key))
+            groups.keys.rows.index_select(0, key),
+            groups.hashed_keys().index_select(0, key))
 
 
 def pair_count(rows: int, costs: Tensor) -> int:
@@ -145,10 +122,10 @@ def _check_pairs(groups: SoftmaxGroups, width: int) -> None:
 
 def _groups(query_rows: Tensor, query_ptr: Tensor, key_rows: Tensor,
             key_ptr: Tensor, query_ids: Tensor, key_ids: Tensor,
-            max_keys: int, costs: Tensor) -> SoftmaxGroups:
+            key_hash: Tensor, max_keys: int, costs: Tensor) -> SoftmaxGroups:
     return SoftmaxGroups(Groups(query_rows, query_ptr),
                          Groups(key_rows, key_ptr), query_ids, key_ids,
-                         max_keys, costs)
+                         max_keys, costs, key_hash)
 
 
 def _attend(q: Tensor, k: Tensor, v: Tensor, groups: SoftmaxGroups,
@@ -156,9 +133,9 @@ def _attend(q: Tensor, k: Tensor, v: Tensor, groups: SoftmaxGroups,
     # the forward pass with torch operations, over the enumerated pairs
     H = q.size(1)
     _check_pairs(groups, H * (q.size(-1) + k.size(-1) + v.size(-1)))
-    query, key = _pairs(groups)
-    drop = None if not threshold else (lambda weights: weights * keep_factors(
-        query, key, H, seed, threshold, weights.dtype))
+    query, key, hashed = _pairs(groups)
+    drop = None if not threshold else (lambda weights: weights * pair_factors(
+        query, hashed, H, seed, threshold, weights.dtype))
     out, _, lse = pair_softmax_attention(q, k, v, query, key, drop)
     return out, lse
 
@@ -168,7 +145,7 @@ def _attend_backward(grad: Tensor, q: Tensor, k: Tensor, v: Tensor,
                      seed: int, threshold: int
                      ) -> Tuple[Tensor, Tensor, Tensor]:
     # the backward pass with torch operations, over the enumerated pairs
-    query, key = _pairs(groups)
+    query, key, hashed = _pairs(groups)
     q_pairs, k_pairs = q.index_select(0, query), k.index_select(0, key)
     g_pairs = grad.index_select(0, query)
     weights = ((q_pairs * k_pairs).sum(-1) -
@@ -177,7 +154,7 @@ def _attend_backward(grad: Tensor, q: Tensor, k: Tensor, v: Tensor,
     products = (g_pairs * v.index_select(0, key)).sum(-1)
     kept = weights
     if threshold:
-        factors = keep_factors(query, key, q.size(1), seed, threshold,
+        factors = pair_factors(query, hashed, q.size(1), seed, threshold,
                                weights.dtype)
         products, kept = products * factors, weights * factors
     scores = (weights * (products - delta)).unsqueeze(-1)
@@ -190,12 +167,12 @@ def _attend_backward(grad: Tensor, q: Tensor, k: Tensor, v: Tensor,
                          mutates_args=())
 def _grouped_softmax(q: Tensor, k: Tensor, v: Tensor, query_rows: Tensor,
                      query_ptr: Tensor, key_rows: Tensor, key_ptr: Tensor,
-                     query_ids: Tensor, key_ids: Tensor, max_keys: int,
-                     costs: Tensor, seed: int,
+                     query_ids: Tensor, key_ids: Tensor, key_hash: Tensor,
+                     max_keys: int, costs: Tensor, seed: int,
                      threshold: int) -> Tuple[Tensor, Tensor]:
     return _attend(q, k, v, _groups(query_rows, query_ptr, key_rows,
-                                    key_ptr, query_ids, key_ids, max_keys,
-                                    costs), seed, threshold)
+                                    key_ptr, query_ids, key_ids, key_hash,
+                                    max_keys, costs), seed, threshold)
 
 
 @_grouped_softmax.register_fake
@@ -206,7 +183,7 @@ def _(q, k, v, *args):
 
 @_grouped_softmax.register_kernel('cpu')
 def _(q, k, v, *index):
-    groups, (seed, threshold) = _groups(*index[:8]), index[8:]
+    groups, (seed, threshold) = _groups(*index[:9]), index[9:]
     if native.applies(q, k, v) and groups.key_ids.dtype == torch.int32:
         return native.grouped_softmax_attention(q, k, v, groups, seed,
                                                 threshold)
@@ -219,12 +196,12 @@ def _(q, k, v, *index):
 def _grouped_softmax_backward(
         grad: Tensor, q: Tensor, k: Tensor, v: Tensor, out: Tensor,
         lse: Tensor, query_rows: Tensor, query_ptr: Tensor, key_rows: Tensor,
-        key_ptr: Tensor, query_ids: Tensor, key_ids: Tensor, max_keys: int,
-        costs: Tensor, seed: int,
+        key_ptr: Tensor, query_ids: Tensor, key_ids: Tensor,
+        key_hash: Tensor, max_keys: int, costs: Tensor, seed: int,
         threshold: int) -> Tuple[Tensor, Tensor, Tensor]:
     return _attend_backward(grad, q, k, v, out, lse, _groups(
         query_rows, query_ptr, key_rows, key_ptr, query_ids, key_ids,
-        max_keys, costs), seed, threshold)
+        key_hash, max_keys, costs), seed, threshold)
 
 
 @_grouped_softmax_backward.register_fake
@@ -234,7 +211,7 @@ def _(grad, q, k, v, *args):
 
 @_grouped_softmax_backward.register_kernel('cpu')
 def _(grad, q, k, v, out, lse, *index):
-    groups, (seed, threshold) = _groups(*index[:8]), index[8:]
+    groups, (seed, threshold) = _groups(*index[:9]), index[9:]
     if native.applies(q, k, v, grad) and \
             groups.key_ids.dtype == torch.int32:
         return native.grouped_softmax_attention_backward(
@@ -245,16 +222,16 @@ def _(grad, q, k, v, out, lse, *index):
 
 def _setup_context(ctx, inputs, output) -> None:
     q, k, v, *index = inputs
-    ctx.max_keys, ctx.seed, ctx.threshold = index[6], index[8], index[9]
-    ctx.save_for_backward(q, k, v, *output, *index[:6], index[7])
+    ctx.max_keys, ctx.seed, ctx.threshold = index[7], index[9], index[10]
+    ctx.save_for_backward(q, k, v, *output, *index[:7], index[8])
 
 
 def _backward(ctx, grad: Tensor, _grad_lse: Optional[Tensor]):
     q, k, v, out, lse, *index = ctx.saved_tensors
     grads = _grouped_softmax_backward(
-        grad.contiguous(), q, k, v, out, lse, *index[:6], ctx.max_keys,
-        index[6], ctx.seed, ctx.threshold)
-    return (*grads, *[None] * 10)
+        grad.contiguous(), q, k, v, out, lse, *index[:7], ctx.max_keys,
+        index[7], ctx.seed, ctx.threshold)
+    return (*grads, *[None] * 11)
 
 
 _grouped_softmax.register_autograd(_backward, setup_context=_setup_context)
@@ -262,7 +239,7 @@ _grouped_softmax.register_autograd(_backward, setup_context=_setup_context)
 
 def grouped_softmax_attention(q: Tensor, k: Tensor, v: Tensor,
                               groups: SoftmaxGroups, dropout: float = 0.0,
-                              seed: Optional[int] = None) -> Tensor:
+                              seed: Optional[Seed] = None) -> Tensor:
     r"""Softmax attention of every query row over the keys of its group
     that no exclusion removes (the operator
     ``torch_geometric_hot::grouped_softmax_attention``).
@@ -274,9 +251,10 @@ def grouped_softmax_attention(q: Tensor, k: Tensor, v: Tensor,
         groups (SoftmaxGroups): The groups (:func:`softmax_groups`).
         dropout (float, optional): Dropout probability on the attention
             weights, in :math:`[0, 1)`. (default: :obj:`0.0`)
-        seed (int, optional): The seed of dropout's draws, in
-            :math:`[0, 2^{32})` (default: drawn from torch's default
-            generator, a host synchronisation).
+        seed (int or torch.Tensor, optional): The seed of dropout's
+            draws, in :math:`[0, 2^{32})`, or a CPU tensor of it (default:
+            drawn from torch's default generator,
+            :func:`~torch_geometric_hot.ops.attention.dropout.draw_seed`).
 
     :rtype: :class:`torch.Tensor` :obj:`[rows, H, d_v]`
     """
@@ -287,7 +265,7 @@ def grouped_softmax_attention(q: Tensor, k: Tensor, v: Tensor,
 
 def grouped_softmax_gradients(grad: Tensor, q: Tensor, k: Tensor, v: Tensor,
                               groups: SoftmaxGroups, dropout: float = 0.0,
-                              seed: Optional[int] = None
+                              seed: Optional[Seed] = None
                               ) -> Tuple[Tensor, Tensor, Tensor]:
     r"""The gradients of :func:`grouped_softmax_attention` with respect to
     :obj:`q`, :obj:`k` and :obj:`v` for the output gradient :obj:`grad`
@@ -305,18 +283,19 @@ def grouped_softmax_gradients(grad: Tensor, q: Tensor, k: Tensor, v: Tensor,
 def _index(groups: SoftmaxGroups) -> tuple:
     # the operators' index arguments
     return (*groups.queries, *groups.keys, groups.query_ids, groups.key_ids,
-            groups.max_keys, groups.costs)
+            groups.hashed_keys(), groups.max_keys, groups.costs)
 
 
-def _dropout(dropout: float, seed: Optional[int]) -> Tuple[int, int]:
+def _dropout(dropout: float, seed: Optional[Seed]) -> Tuple[int, int]:
     # the operators' seed and threshold (a seed drawn from the default
-    # generator when none is given: host synchronisation)
+    # CPU generator when none is given)
     if not 0.0 <= dropout < 1.0:
         raise ValueError(f"'dropout' must be in [0, 1), got {dropout}")
     threshold = dropout_threshold(dropout)
-    if seed is None:
-        seed = int(torch.randint(2**32, ())) if threshold else 0
-    elif not 0 <= seed < 2**32:
+    if not threshold:
+        return 0, 0
+    seed = int(draw_seed(dropout) if seed is None else seed)  # a CPU value
+    if not 0 <= seed < 2**32:
         raise ValueError(f"'seed' must be in [0, 2**32), got {seed}")
     return seed, threshold
 

@@ -16,12 +16,14 @@ Both take the class tables of :mod:`torch_geometric_hot.ops.basis` and the
 output :class:`~torch_geometric_hot.ops.equivariant.Target`.
 """
 from dataclasses import replace
-from typing import Callable, Dict, List, NamedTuple, Optional, Sequence, \
-    Tuple, Union
+from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple, \
+    Union
 
 import torch
 from torch import Tensor
 
+from torch_geometric_hot.ops.attention.dropout import draw_seed, \
+    pair_dropout
 from torch_geometric_hot.ops.basis import EquivariantClass
 from torch_geometric_hot.ops.class_combination import READING, SINGLE_KEY, \
     CombinationTerm
@@ -161,18 +163,16 @@ def _check_pair_count(query_group: Tensor, key_group: Tensor,
                f"{pairs:,} (query, key) pairs")
 
 
-def _dropout(p: float, training: bool) -> Callable[[Tensor], Tensor]:
-    return lambda alpha: torch.nn.functional.dropout(alpha, p, training)
-
-
 def local_pair_attention(q: Tensor, k: Tensor, v: Tensor,
                          query_group: Tensor, key_group: Tensor,
                          key_position: Tensor, num_groups: int,
                          query_ids: List[Tensor], key_ids: List[Tensor],
-                         dropout: float = 0.0) -> Tensor:
+                         dropout: float = 0.0,
+                         seed: Optional[Tensor] = None) -> Tensor:
     r"""The output of :func:`softmax_class_attention` from index tensors
     (those of the operator ``torch_geometric_hot::class_pairs``), its pairs
-    enumerated and checked against the size limit on every call.
+    enumerated and checked against the size limit on every call; dropout
+    drawn from :obj:`seed` (:obj:`None`: drawn).
 
     :rtype: :class:`torch.Tensor` :obj:`[rows, H, d_v]`
     """
@@ -181,8 +181,10 @@ def local_pair_attention(q: Tensor, k: Tensor, v: Tensor,
                       'a local class')
     query, key = _class_pairs(query_group, key_group, key_position,
                               num_groups, query_ids, key_ids)
+    if dropout > 0 and seed is None:
+        seed = draw_seed(dropout, q.device)
     return pair_softmax_attention(q, k, v, query, key,
-                                  _dropout(dropout, dropout > 0))[0]
+                                  pair_dropout(query, key, seed, dropout))[0]
 
 
 #: :func:`local_pair_attention` as one operator whose backward recomputes
@@ -193,7 +195,8 @@ local_class_softmax = recomputed_attention('local_class_softmax',
 
 def softmax_class_attention(
     cls: EquivariantClass, target: Target, view, in_order: int, q: Tensor,
-    k: Tensor, v: Tensor, dropout: float = 0.0, training: bool = False
+    k: Tensor, v: Tensor, dropout: float = 0.0, training: bool = False,
+    seed: Optional[Tensor] = None
 ) -> Tuple[Tensor, Tuple[Tensor, Tensor]]:
     r"""Exact softmax attention of one aggregating class.
 
@@ -207,6 +210,9 @@ def softmax_class_attention(
         v (torch.Tensor): Values :obj:`[inputs, H, d_v]`.
         dropout (float): Dropout on the attention weights.
         training (bool): Whether dropout is active.
+        seed (torch.Tensor, optional): The class's seed of dropout
+            (:mod:`~torch_geometric_hot.ops.attention.dropout`; :obj:`None`:
+            drawn from torch's default generator).
 
     Returns:
         The output :obj:`[rows, H, d_v]` (zero for an empty key group) and
@@ -219,8 +225,11 @@ def softmax_class_attention(
         check_size(query.numel() * width, f"softmax attention of class "
                    f"{cls.name} over its {query.numel():,} (query, key) "
                    f"pairs")
+    p = dropout if training else 0.0
+    if p > 0 and seed is None:
+        seed = draw_seed(p, q.device)
     out, alpha, _ = pair_softmax_attention(q, k, v, query, key,
-                                           _dropout(dropout, training))
+                                           pair_dropout(query, key, seed, p))
     return out, (torch.stack([query, key]), alpha)
 
 

@@ -47,6 +47,8 @@ from typing import Dict, Hashable, List, NamedTuple, Optional, Sequence, \
 import torch
 from torch import Tensor
 
+from torch_geometric_hot.ops.attention.dropout import block_factors, \
+    class_seed, draw_seed
 from torch_geometric_hot.ops.basis import EquivariantClass
 from torch_geometric_hot.ops.equivariant import Target
 from torch_geometric_hot.ops.higher_order_attention import exclusion_ids, \
@@ -92,7 +94,8 @@ def packed_class_attention(attention: str,
                            values: ValueProjection,
                            slots: Sequence[Sequence[int]],
                            exact: bool = True, eps: float = 1e-6,
-                           dropout: float = 0.0, training: bool = False,
+                           dropout: float = 0.0,
+                           seed: Optional[Tensor] = None,
                            ratio: float = BUCKET_RATIO,
                            local_on_pairs: bool = False) -> List[Tensor]:
     r"""Attention of the aggregating classes of one or more output parts
@@ -117,9 +120,14 @@ def packed_class_attention(attention: str,
         exact (bool): Keep the distinct-index exclusions (kernel
             attention; softmax attention is always exact).
         eps (float): Floor of the kernel denominator.
-        dropout (float): Dropout on the attention weights (softmax) or on
-            each class's output (kernel).
-        training (bool): Whether dropout is active.
+        dropout (float): Dropout on the attention weights of softmax
+            attention (that of kernel attention, on the outputs, is the
+            caller's: ``drop_outputs`` of
+            :mod:`~torch_geometric_hot.ops.attention.dropout`).
+        seed (torch.Tensor, optional): The call's seed of dropout (each
+            class draws from
+            :func:`~torch_geometric_hot.ops.attention.dropout.class_seed`
+            of its value slot; :obj:`None`: drawn).
         ratio (float): Largest ratio of graph sizes within one bucket.
         local_on_pairs (bool): Softmax attention's local classes on
             enumerated pairs, not on the blocks.
@@ -140,8 +148,12 @@ def packed_class_attention(attention: str,
                 queries.to(dtype), keys.to(dtype),
                 values._replace(x=values.x.to(dtype),
                                 weight=values.weight.to(dtype)), slots,
-                exact, eps, dropout, training, ratio, local_on_pairs)
+                exact, eps, dropout, seed, ratio, local_on_pairs)
     exact = exact or attention == 'softmax'
+    if attention != 'softmax':
+        dropout = 0.0
+    elif dropout > 0 and seed is None:
+        seed = draw_seed(dropout, queries.device)
     starts = [0]
     for target in targets:
         starts.append(starts[-1] + target.num_rows)
@@ -149,9 +161,9 @@ def packed_class_attention(attention: str,
     outs: List[Dict[int, Tensor]] = [{} for _ in targets]
     on_pairs = local_on_pairs and attention == 'softmax'
     _sparse(on_pairs, classes, targets, view, in_order, part_queries, keys,
-            values, slots, dropout, training, outs)
+            values, slots, dropout, seed, outs)
     _packed(attention, on_pairs, ratio, classes, targets, view, in_order,
-            part_queries, keys, values, slots, exact, eps, dropout, training,
+            part_queries, keys, values, slots, exact, eps, dropout, seed,
             outs)
     return [part[ALL_CLASSES] if ALL_CLASSES in part else
             torch.stack([part[c] for c in range(len(part))], 1)
@@ -168,7 +180,7 @@ def _packed(attention: str, on_pairs: bool, ratio: float, classes,
             targets, view, in_order: int,
             part_queries: List[Tensor], keys: Tensor,
             values: ValueProjection, slots, exact: bool, eps: float,
-            dropout: float, training: bool,
+            dropout: float, seed: Optional[Tensor],
             outs: List[Dict[int, Tensor]]) -> None:
     r"""The classes of :func:`_on_blocks` on the packed layout, into
     :obj:`outs`: per output part and group of classes
@@ -193,6 +205,9 @@ def _packed(attention: str, on_pairs: bool, ratio: float, classes,
         q_blocks = [] if making_plans_only() else [
             _heads_first(b) for b in layout.blocks(
                 q.index_select(0, layout.slots[kind].taken_row), kind)]
+        # the rows dropout hashes: the query rows, the keys' inputs
+        q_rows = layout.blocks(layout.slots[kind].taken_row, kind) \
+            if dropout > 0 else None
         for kinds, members in part_groups.items():
             position, widths = _key_rows(part_classes, view, in_order,
                                          pairs, layout, kinds)
@@ -213,13 +228,20 @@ def _packed(attention: str, on_pairs: bool, ratio: float, classes,
             v_blocks = blocks(
                 x_packed[kinds] @ group_weight.view(C * H * D, -1).t(),
                 layout.counts, widths)
+            drops: List[Optional[Tensor]] = [None] * len(v_blocks)
+            if q_rows is not None:  # [G, C, H, Lq, Lk], a class at a time
+                seeds = [class_seed(seed, part_slots[c]) for c in members]
+                drops = [torch.stack([block_factors(
+                    q_r, k_r, H, s, dropout, q.dtype) for s in seeds], 1)
+                    for q_r, k_r in zip(q_rows, blocks(
+                        position, layout.counts, widths))]
             outs_b = [
                 _attend(attention, _scores(q_b, k_b), v_b.view(
                     v_b.size(0), v_b.size(1), C, H, D).permute(0, 2, 3, 1, 4),
-                        hidden, eps, dropout, training)
-                for q_b, k_b, v_b, hidden in zip(
+                        hidden, eps, drop)
+                for q_b, k_b, v_b, hidden, drop in zip(
                     q_blocks, key_blocks[kinds], v_blocks,
-                    _hidden(view, key, plan))
+                    _hidden(view, key, plan), drops)
             ]
             if not outs_b:
                 result = q.new_zeros(target.num_rows, C, H, D)
@@ -279,11 +301,12 @@ def _scores(q: Tensor, k: Tensor) -> Tensor:
 
 
 def _attend(attention: str, score: Tensor, v: Tensor, hidden: Tensor,
-            eps: float, dropout: float, training: bool) -> Tensor:
+            eps: float, drop: Optional[Tensor] = None) -> Tensor:
     r"""One bucket, all classes of a group: scores
     :obj:`[G * H, Lq, Lk]`, values :obj:`[G, C, H, Lk, D]`, the keys each
     query does not see :obj:`[G, C, 1, Lq, Lk]` ->
-    :obj:`[G * Lq, C, H, D]`."""
+    :obj:`[G * Lq, C, H, D]`; softmax weights times dropout's factors
+    :obj:`drop` :obj:`[G, C, H, Lq, Lk]` where given."""
     G, C, H, Lk, D = v.shape
     Lq = score.size(-2)
     score = score.view(G, 1, H, Lq, Lk)
@@ -296,23 +319,21 @@ def _attend(attention: str, score: Tensor, v: Tensor, hidden: Tensor,
         weights = score.masked_fill(hidden, 0)
         den = weights.sum(-1, keepdim=True).clamp(min=eps)
         out = product(weights) / den
-        if dropout > 0:
-            out = torch.nn.functional.dropout(out, dropout, training)
     else:
         # the weights of the keys a row does not see are exactly 0, all of
         # them in a row without keys (which then outputs 0)
         weights = torch.softmax(score.masked_fill(
             hidden, torch.finfo(score.dtype).min), -1).masked_fill(hidden, 0)
-        if dropout > 0:
-            weights = torch.nn.functional.dropout(weights, dropout, training)
+        if drop is not None:
+            weights = weights * drop
         out = product(weights)
     return out.permute(0, 3, 1, 2, 4).reshape(G * Lq, C, H, D)
 
 
 def _sparse(on_pairs: bool, classes, targets, view, in_order: int,
             part_queries: List[Tensor], keys: Tensor,
-            values: ValueProjection, slots, dropout: float, training: bool,
-            outs: List[Dict[int, Tensor]]) -> None:
+            values: ValueProjection, slots, dropout: float,
+            seed: Optional[Tensor], outs: List[Dict[int, Tensor]]) -> None:
     r"""The other classes (softmax attention's local ones, where
     :obj:`on_pairs`) on enumerated pairs, into :obj:`outs`."""
     local = [[c for c, cls in enumerate(part)
@@ -333,7 +354,8 @@ def _sparse(on_pairs: bool, classes, targets, view, in_order: int,
         for c in local[p]:
             outs[p][c] = softmax_class_attention(
                 classes[p][c], targets[p], view, in_order, part_queries[p],
-                keys, v[slot], dropout, training)[0]
+                keys, v[slot], dropout, dropout > 0,
+                None if seed is None else class_seed(seed, slots[p][c]))[0]
             slot += 1
 
 

@@ -21,15 +21,15 @@ query row :obj:`[rows]`, the group and the input row of every key of the
 pool :obj:`[K]`, the number of groups, the distinct-index exclusions as
 ids (per exclusion an id per query row and one per key; a key is excluded
 for a query when they are equal), the dropout probability on the attention
-weights and a seed (a tensor, drawn by the caller when dropout is active)
-from which the forward pass and its recomputation draw the same dropout
-mask. On tensors that the native kernels take (the CPU) both run the
-grouped operator of :mod:`~torch_geometric_hot.ops.\
+weights and its seed (a tensor,
+:func:`~torch_geometric_hot.ops.attention.dropout.draw_seed`; the factors
+are hashes of the rows and the seed, so the recomputation draws the
+forward pass's). On tensors that the native kernels take (the CPU) both
+run the grouped operator of :mod:`~torch_geometric_hot.ops.\
 grouped_softmax_attention` on the groups of those index tensors, as the
 eager layers do.
 """
-import contextlib
-from typing import Callable, Iterator, List, Optional
+from typing import Callable, List, Optional
 
 import torch
 from torch import Tensor
@@ -42,29 +42,8 @@ from torch_geometric_hot.ops.validation import size_limit
 _NO_LIMIT = 2**63 - 1
 
 #: ``attend(q, k, v, query_group, key_group, key_position, num_groups,
-#: query_ids, key_ids, dropout) -> [rows, H, d_v]``, eagerly.
+#: query_ids, key_ids, dropout, seed) -> [rows, H, d_v]``, eagerly.
 Attend = Callable[..., Tensor]
-
-
-@contextlib.contextmanager
-def _seeded(seed: Optional[Tensor], device: torch.device) -> Iterator[None]:
-    # the default generators of the CPU and of the device, seeded from
-    # seed for the block and restored after it
-    if seed is None:
-        yield
-        return
-    devices = [device] if device.type != 'cpu' else []
-    with torch.random.fork_rng(devices=devices, device_type=device.type):
-        torch.manual_seed(int(seed))  # host synchronisation: the seed
-        yield
-
-
-def dropout_seed(dropout: float, device: torch.device) -> Optional[Tensor]:
-    r"""A seed for the dropout mask of a :func:`recomputed_attention`
-    operator, or :obj:`None` when :obj:`dropout` is 0."""
-    if dropout == 0.0:
-        return None
-    return torch.randint(2**62, (), device=device)
 
 
 def recomputed_attention(name: str, attend: Attend):
@@ -79,13 +58,12 @@ def recomputed_attention(name: str, attend: Attend):
                 key_group: Tensor, key_position: Tensor, num_groups: int,
                 query_ids: List[Tensor], key_ids: List[Tensor],
                 dropout: float, seed: Optional[Tensor]) -> Tensor:
-        with _seeded(seed, q.device):
-            if native.applies(q, k, v):
-                return grouped_softmax_attention(q, k, v, softmax_groups(
-                    query_group, key_group, key_position, num_groups,
-                    query_ids, key_ids), dropout)
-            return attend(q, k, v, query_group, key_group, key_position,
-                          num_groups, query_ids, key_ids, dropout)
+        if native.applies(q, k, v):
+            return grouped_softmax_attention(q, k, v, softmax_groups(
+                query_group, key_group, key_position, num_groups,
+                query_ids, key_ids), dropout, seed)
+        return attend(q, k, v, query_group, key_group, key_position,
+                      num_groups, query_ids, key_ids, dropout, seed)
 
     def backward(grad: Tensor, q: Tensor, k: Tensor, v: Tensor,
                  query_group: Tensor, key_group: Tensor,
@@ -94,19 +72,18 @@ def recomputed_attention(name: str, attend: Attend):
                  dropout: float, seed: Optional[Tensor],
                  grouped: bool) -> List[Tensor]:
         if grouped:  # as the forward pass ran (see setup_context)
-            with _seeded(seed, q.device):
-                return list(grouped_softmax_gradients(
-                    grad, q, k, v, softmax_groups(
-                        query_group, key_group, key_position, num_groups,
-                        query_ids, key_ids), dropout))
+            return list(grouped_softmax_gradients(
+                grad, q, k, v, softmax_groups(
+                    query_group, key_group, key_position, num_groups,
+                    query_ids, key_ids), dropout, seed))
 
         def run(q: Tensor, k: Tensor, v: Tensor) -> Tensor:
             # no size limit: the forward pass checked these sizes, and the
             # backward pass may run in an autograd thread (CUDA), which
             # does not see the limit set where the forward pass ran
-            with _seeded(seed, q.device), size_limit(_NO_LIMIT):
+            with size_limit(_NO_LIMIT):
                 return attend(q, k, v, query_group, key_group, key_position,
-                              num_groups, query_ids, key_ids, dropout)
+                              num_groups, query_ids, key_ids, dropout, seed)
 
         return list(torch.func.vjp(run, q, k, v)[1](grad))
 

@@ -29,6 +29,8 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from torch_geometric_hot.ops.attention import dispatch
+from torch_geometric_hot.ops.attention.dropout import block_factors, \
+    draw_seed
 from torch_geometric_hot.ops.global_softmax_attention import \
     global_class_softmax
 from torch_geometric_hot.ops.grouped_softmax_attention import \
@@ -39,9 +41,8 @@ from torch_geometric_hot.ops.kernel_attention import (gather_contract,
                                                       segment_outer_sum)
 from torch_geometric_hot.ops.native import SoftmaxGroups
 from torch_geometric_hot.ops.plan_cache import making_plans_only
-from torch_geometric_hot.ops.recomputed_attention import dropout_seed
-from torch_geometric_hot.ops.size_buckets import Slots, bucket_layout, \
-    padded_blocks
+from torch_geometric_hot.ops.size_buckets import Slots, blocks, \
+    bucket_layout, padded_blocks
 from torch_geometric_hot.ops.validation import check_size
 
 
@@ -146,7 +147,10 @@ def per_graph_softmax_attention(query: Tensor, key: Tensor, value: Tensor,
         value (torch.Tensor): Values, shape :obj:`[T, H, d_v]`.
         token_batch (torch.Tensor): Graph of every token, shape :obj:`[T]`.
         num_graphs (int): Number of graphs :math:`B`.
-        dropout (float): Dropout on the attention weights.
+        dropout (float): Dropout on the attention weights (one seed per
+            call, :mod:`~torch_geometric_hot.ops.attention.dropout`: every
+            path draws the same factors; on ``'padded'`` the weights are
+            then computed explicitly).
         layout (TokenBuckets or SoftmaxGroups, optional): The output of
             :func:`token_layout` (or of :func:`token_buckets`), to reuse it
             across layers; a path that takes the other form builds it.
@@ -160,19 +164,20 @@ def per_graph_softmax_attention(query: Tensor, key: Tensor, value: Tensor,
         'tokens', 'softmax', (query, key, value), query.device,
         planned=isinstance(layout, TokenBuckets)), path)
     scaled = query * query.size(-1)**-0.5
+    seed = draw_seed(dropout, query.device)
     if chosen in ('compiled', 'pairs'):
         # a global class without exclusions: every token over its graph's
         args = (scaled, key, value, token_batch, token_batch,
                 torch.arange(query.size(0), device=query.device),
-                num_graphs, [], [], dropout)
+                num_graphs, [], [], dropout, seed)
         if chosen == 'pairs':
             return local_pair_attention(*args)
-        return global_class_softmax(*args,
-                                    dropout_seed(dropout, query.device))
+        return global_class_softmax(*args)
     if chosen == 'grouped':
         if not isinstance(layout, SoftmaxGroups):
             layout = _token_groups(token_batch, num_graphs)
-        return grouped_softmax_attention(scaled, key, value, layout, dropout)
+        return grouped_softmax_attention(scaled, key, value, layout, dropout,
+                                         seed)
     if not isinstance(layout, TokenBuckets):
         layout = token_buckets(token_batch, num_graphs)
     heads = query.size(1)
@@ -187,14 +192,23 @@ def per_graph_softmax_attention(query: Tensor, key: Tensor, value: Tensor,
         return [block.transpose(1, 2) for block in padded_blocks(
             x, layout.slots, layout.counts)]
 
-    outs = [
-        F.scaled_dot_product_attention(q, k, v, attn_mask=mask,
-                                       dropout_p=dropout).transpose(
-                                           1, 2).reshape(-1, heads,
-                                                         value.size(-1))
-        for q, k, v, mask in zip(padded(query), padded(key), padded(value),
-                                 layout.masks)
-    ]
+    if seed is None:
+        outs = [F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+                for q, k, v, mask in zip(padded(query), padded(key),
+                                         padded(value), layout.masks)]
+    else:  # the weights explicitly, times the factors of the tokens
+        outs = []
+        for q, k, v, mask, rows in zip(
+                padded(scaled), padded(key), padded(value), layout.masks,
+                blocks(layout.slots.taken_row, layout.counts,
+                       layout.slots.widths)):
+            score = q @ k.mT
+            if mask is not None:
+                score = score.masked_fill(~mask, -float('inf'))
+            outs.append((torch.softmax(score, -1) * block_factors(
+                rows, rows, heads, seed, dropout, score.dtype)) @ v)
+    outs = [out.transpose(1, 2).reshape(-1, heads, value.size(-1))
+            for out in outs]
     return torch.cat(outs).index_select(0, layout.slots.row_slot)
 
 

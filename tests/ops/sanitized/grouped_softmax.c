@@ -45,11 +45,12 @@ static int64_t *shuffled(int64_t n, int64_t of) {
         for (int64_t i = 0; i < Q * H * DV; ++i) grad[i] = (T)(i % 5) - 2;    \
         if (grouped_softmax_##SUF(q, k, v, query_order, query_start,          \
                                   key_rows, key_start, query_ids, key_ids,    \
-                                  out, lse, 0, G, H, D, DV, ldq, ldk, ldv,    \
+                                  key_hash, out, lse, 0, G, H, D, DV, ldq, ldk, ldv,    \
                                   E, Q, K, max_keys, seed, threshold) ||      \
             grouped_softmax_backward_##SUF(                                   \
                 q, k, v, out, lse, grad, query_order, query_start, key_rows,  \
-                key_start, query_ids, key_ids, dq, dk, dv, 0, G, H, D, DV,    \
+                key_start, query_ids, key_ids, key_hash, dq, dk, dv, 0, G, H, \
+                D, DV,                                                        \
                 ldq, ldk, ldv, E, Q, K, max_keys, seed, threshold))           \
             return 1;                                                         \
         for (int64_t i = 0; i < Q * H * D; ++i)                               \
@@ -70,6 +71,7 @@ int main(void) {
         const int64_t ldv = H * DV + rand() % 3;
         int64_t *query_start = sizes(G, Q), *key_start = sizes(G, K);
         int64_t *query_order = shuffled(Q, Q), *key_rows = shuffled(K, N);
+        int64_t *key_hash = shuffled(K, K + 7);  /* the rows dropout hashes */
         int32_t *query_ids = malloc(sizeof(int32_t) * (size_t)(E * Q + 1));
         int32_t *key_ids = malloc(sizeof(int32_t) * (size_t)(E * K + 1));
         for (int64_t i = 0; i < E * Q; ++i) query_ids[i] = rand() % 5 - 1;
@@ -83,7 +85,7 @@ int main(void) {
         CASE(float, f32)
         CASE(double, f64)
         free(query_start); free(key_start); free(query_order);
-        free(key_rows); free(query_ids); free(key_ids);
+        free(key_rows); free(key_hash); free(query_ids); free(key_ids);
     }
     puts("ok");
     return 0;

@@ -8,6 +8,8 @@ import torch
 from torch import Tensor
 
 from torch_geometric_hot.ops.attention import dispatch
+from torch_geometric_hot.ops.attention.dropout import class_seed, \
+    draw_seed, drop_outputs
 from torch_geometric_hot.ops.basis import EquivariantClass
 from torch_geometric_hot.ops.equivariant import Target
 from torch_geometric_hot.ops.global_softmax_attention import \
@@ -21,7 +23,6 @@ from torch_geometric_hot.ops.packed_class_attention import \
     packed_class_attention
 from torch_geometric_hot.ops.pooled_combination import ValueProjection
 from torch_geometric_hot.ops.plan_cache import is_planned
-from torch_geometric_hot.ops.recomputed_attention import dropout_seed
 
 #: Attention weights by ``'{part}/{class}'``: (index [2, pairs],
 #: alpha [pairs, H]), the index holding (row within the part, input row).
@@ -58,7 +59,9 @@ def hot_class_attention(attention: str, targets: Sequence[Target],
             attention; softmax attention is always exact).
         dropout (float): Dropout probability on the attention weights
             (softmax) or on each class's output (kernel); 0 outside
-            training.
+            training. One seed per call, drawn from torch's default
+            generator (:mod:`~torch_geometric_hot.ops.attention.dropout`):
+            every path draws the same factors.
         weights (dict, optional): Filled with the attention weights of
             every class (softmax attention; path ``'pairs'``).
         path (str, optional): Force a path of
@@ -81,6 +84,7 @@ def hot_class_attention(attention: str, targets: Sequence[Target],
                                in_order=in_order, out_order=out_order,
                                view=view, planned=is_planned(view))
     chosen = dispatch.choose(problem, path)
+    seed = draw_seed(dropout, queries.device)
     part_targets = [targets[p] for p in names]
     part_classes = [classes[p] for p in names]
     part_slots = [slots[p] for p in names]
@@ -88,7 +92,7 @@ def hot_class_attention(attention: str, targets: Sequence[Target],
         results = grouped_class_attention(
             part_classes, part_targets, view, in_order,
             [queries[rows[p]] for p in names], keys, values, part_slots,
-            dropout)
+            dropout, seed)
     elif chosen in ('packed', 'pooled'):
         if len(names) < len(targets):  # the parts with classes only
             queries = torch.cat([queries[rows[p]] for p in names])
@@ -97,19 +101,22 @@ def hot_class_attention(attention: str, targets: Sequence[Target],
             results = packed_class_attention(
                 attention, part_classes, part_targets, view, in_order,
                 queries, keys, values, part_slots, exact, dropout=dropout,
-                training=dropout > 0,
-                ratio=dispatch.bucket_ratio(device_type),
+                seed=seed, ratio=dispatch.bucket_ratio(device_type),
                 local_on_pairs=dispatch.local_softmax_on_pairs(device_type))
         else:
-            results = [torch.nn.functional.dropout(out, dropout, dropout > 0)
-                       for out in kernel_class_attention(
-                           part_classes, part_targets, view, in_order,
-                           queries, keys, values, part_slots, exact)]
+            results = kernel_class_attention(
+                part_classes, part_targets, view, in_order, queries, keys,
+                values, part_slots, exact)
+        if attention == 'kernel' and seed is not None:
+            results = [drop_outputs(out, [class_seed(seed, slot)
+                                          for slot in part], dropout)
+                       for out, part in zip(results, part_slots)]
     else:
         v = values.values().unbind(1)  # one backward for all classes
         results = [torch.stack([
             _softmax_class(chosen, cls, targets[p], view, in_order,
-                           queries[rows[p]], keys, v[slot], dropout, weights)
+                           queries[rows[p]], keys, v[slot], dropout, weights,
+                           None if seed is None else class_seed(seed, slot))
             for cls, slot in zip(classes[p], slots[p])], 1) for p in names]
     for p, result in zip(names, results):
         outs[p] = result
@@ -118,21 +125,24 @@ def hot_class_attention(attention: str, targets: Sequence[Target],
 
 def _softmax_class(path: str, cls: EquivariantClass, target: Target, view,
                    in_order: int, q: Tensor, k: Tensor, v: Tensor,
-                   dropout: float, weights: Optional[Weights]) -> Tensor:
+                   dropout: float, weights: Optional[Weights],
+                   seed: Optional[Tensor]) -> Tensor:
     r"""Softmax attention of one class on the path ``'compiled'``,
-    ``'padded'`` (its global classes) or ``'pairs'``."""
+    ``'padded'`` (its global classes) or ``'pairs'``, dropout drawn from the
+    class's :obj:`seed`."""
     if path == 'pairs' or path == 'padded' and cls.kind != 'global':
         out, attention = softmax_class_attention(cls, target, view, in_order,
-                                                 q, k, v, dropout, dropout > 0)
+                                                 q, k, v, dropout, dropout > 0,
+                                                 seed)
         if weights is not None:
             weights[f'{target.part}/{cls.name}'] = attention
         return out
     args = (q, k, v, *attention_index(cls, target, view, in_order), dropout)
     if path == 'padded':
-        return global_block_attention(*args)
+        return global_block_attention(*args, seed)
     operator = global_class_softmax if cls.kind == 'global' else \
         local_class_softmax
-    return operator(*args, dropout_seed(dropout, q.device))
+    return operator(*args, seed)
 
 
 def global_softmax_class_attention(cls: EquivariantClass, target: Target,
@@ -170,6 +180,7 @@ def global_softmax_class_attention(cls: EquivariantClass, target: Target,
         raise ValueError(f"class {cls.name} is {cls.kind}, not global")
     problem = dispatch.problem('hot', 'softmax', (q, k, v), q.device,
                                planned=is_planned(view))
+    p = dropout if training else 0.0
     return _softmax_class('compiled' if problem.compiling else 'padded',
-                          cls, target, view, in_order, q, k, v,
-                          dropout if training else 0.0, None)
+                          cls, target, view, in_order, q, k, v, p, None,
+                          draw_seed(p, q.device))

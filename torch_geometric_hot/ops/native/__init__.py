@@ -82,8 +82,8 @@ _FUNCTIONS = {  # name: (pointer arguments, integer arguments)
     'outer_sum_backward': (8, 7),
     'direct_read': (12, 7),
     'direct_read_backward': (15, 7),
-    'grouped_softmax': (11, 14),
-    'grouped_softmax_backward': (15, 14),
+    'grouped_softmax': (12, 14),
+    'grouped_softmax_backward': (16, 14),
 }
 
 
@@ -937,14 +937,22 @@ class SoftmaxGroups(NamedTuple):
     exclusions as int32 ids (:obj:`query_ids [E, rows]` by query row,
     :obj:`key_ids [E, K]` in the order of :obj:`keys.rows`; a key is
     excluded for a query when an id pair is equal), the most keys of a
-    group, and the cost of every group (its queries times its keys plus
-    one), by which calls split the groups across threads."""
+    group, the cost of every group (its queries times its keys plus
+    one), by which calls split the groups across threads, and the row
+    dropout hashes for every key, in the order of :obj:`keys.rows`
+    (:obj:`None`: the key's data row)."""
     queries: Groups
     keys: Groups
     query_ids: Tensor
     key_ids: Tensor
     max_keys: int
     costs: Tensor
+    key_hash: Optional[Tensor] = None
+
+    def hashed_keys(self) -> Tensor:
+        r"""The rows dropout hashes for the keys, in the order of
+        :obj:`keys.rows`."""
+        return self.keys.rows if self.key_hash is None else self.key_hash
 
 
 def _grouped_call(name: str, groups: SoftmaxGroups, q: Tensor, k: Tensor,
@@ -956,7 +964,8 @@ def _grouped_call(name: str, groups: SoftmaxGroups, q: Tensor, k: Tensor,
     function = _function(name, q.dtype)
     H, D, DV = q.size(1), q.size(2), v.size(2)
     indices = [groups.queries.rows, groups.queries.ptr, groups.keys.rows,
-               groups.keys.ptr, groups.query_ids, groups.key_ids]
+               groups.keys.ptr, groups.query_ids, groups.key_ids,
+               groups.hashed_keys()]
 
     def run(start: int, stop: int) -> int:
         return function(*(_ptr(t) for t in pointers),
@@ -987,8 +996,9 @@ def grouped_softmax_attention(q: Tensor, k: Tensor, v: Tensor,
     D]`, :obj:`k [N, H, D]`, :obj:`v [N, H, DV]` (rows may be strided);
     the indices long and in range. With :obj:`threshold` :math:`> 0`,
     dropout on the weights, drawn by :obj:`seed` (the weight of query row
-    :math:`i`, key row :math:`j`, head :math:`h` is dropped where the
-    kernel's 32-bit hash of the four is below :obj:`threshold`)."""
+    :math:`i`, key :math:`j`, head :math:`h` is dropped where the
+    kernel's 32-bit hash of the four, the key as its hashed row, is below
+    :obj:`threshold`)."""
     q, k, v = _rows_of_heads(q), _rows_of_heads(k), _rows_of_heads(v)
     # every query row is some group's: the kernel writes all of out, lse
     out = q.new_empty(q.size(0), q.size(1), v.size(2))

@@ -26,13 +26,14 @@
  * own, so a caller may split the groups across threads.
  *
  * Dropout on the weights (threshold > 0): the weight of query row i, key
- * row j and head h is kept when its 32-bit hash (keep_hashes: the four
+ * j (hashed as key_hash[j], its input row, in the order of key_rows) and
+ * head h is kept when its 32-bit hash (keep_hashes: the four
  * mixed) is at least threshold (= p 2^32) and then scaled by
  * 2^32 / (2^32 - threshold), else dropped; l_i stays that of the weights
  * before dropout. The backward pass draws the same keeps: with m_ij the
  * keep's factor, dv_j = sum_i p_ij m_ij g_i and the scores are
- * p_ij (m_ij g_i . v_j - delta_i). The draws depend on the rows and the
- * seed only, so any split of the groups draws the same.
+ * p_ij (m_ij g_i . v_j - delta_i). The draws depend on the rows, their
+ * hashed ids and the seed only, so any split of the groups draws the same.
  *
  * q, k, v are [rows, H, D or DV] with row strides ldq, ldk, ldv; out,
  * grad [Q, H, DV], lse [Q, H], dq [Q, H, D] are contiguous (out, lse and
@@ -442,11 +443,12 @@ static void fill_##SUF(const T *k, const T *v, const int64_t *rows,          \
 }                                                                             \
                                                                               \
 /* A group of n <= SMALL_KEYS keys in row layout: its nq queries          \
-   queries[0, nq), its keys (data rows) rows[0, n) with ids key_ids[e * K + \
-   j]. */                                                                     \
+   queries[0, nq), its keys (data rows) rows[0, n), hashed as         \
+   hash_rows[0, n), with ids key_ids[e * K + j]. */                          \
 static void small_group_##SUF(                                                \
         const T *q, const T *k, const T *v, const int64_t *queries,          \
-        int64_t nq, const int64_t *rows, const int32_t *key_ids,             \
+        int64_t nq, const int64_t *rows, const int64_t *hash_rows,            \
+        const int32_t *key_ids,                                               \
         const int32_t *query_ids, T *out, T *lse, int64_t n, int64_t H,      \
         int64_t D, int64_t DV, int64_t ldq, int64_t ldk, int64_t ldv,        \
         int64_t E, int64_t Q, int64_t K, const dropout_t *dr) {               \
@@ -466,7 +468,8 @@ static void small_group_##SUF(                                                \
                 continue;                                                     \
             }                                                                 \
             const T total = weights_##SUF(s, nb, m), inv = 1 / total;         \
-            if (dr->threshold) drop_##SUF(dr, i, rows, n, h, hashes, s, s);   \
+            if (dr->threshold)                                                \
+                drop_##SUF(dr, i, hash_rows, n, h, hashes, s, s);             \
             for (int64_t j = 0; j < n; ++j)                                   \
                 axpy_##SUF(o, s[j] * inv, v + rows[j] * ldv + h * DV, DV);    \
             lse[i * H + h] = m + LOG(total);                                  \
@@ -479,7 +482,8 @@ static void small_group_##SUF(                                                \
 static void small_group_backward_##SUF(                                       \
         const T *q, const T *k, const T *v, const T *out, const T *lse,      \
         const T *grad, const int64_t *queries, int64_t nq,                   \
-        const int64_t *rows, const int32_t *key_ids,                          \
+        const int64_t *rows, const int64_t *hash_rows,                        \
+        const int32_t *key_ids,                                               \
         const int32_t *query_ids, T *dq, T *dk, T *dv, int64_t n, int64_t H, \
         int64_t D, int64_t DV, int64_t ldq, int64_t ldk, int64_t ldv,        \
         int64_t E, int64_t Q, int64_t K, const dropout_t *dr) {               \
@@ -501,7 +505,7 @@ static void small_group_backward_##SUF(                                       \
             const T delta = dot_##SUF(gi, out + (i * H + h) * DV, DV);        \
             const T *pm = s;  /* the weights after dropout */                 \
             if (dr->threshold) {                                              \
-                drop_##SUF(dr, i, rows, n, h, hashes, s, kept);               \
+                drop_##SUF(dr, i, hash_rows, n, h, hashes, s, kept);          \
                 pm = kept;                                                    \
             }                                                                 \
             for (int64_t j = 0; j < n; ++j) {                                 \
@@ -522,7 +526,8 @@ int grouped_softmax_##SUF(                                                    \
         const T *q, const T *k, const T *v, const int64_t *query_order,      \
         const int64_t *query_start, const int64_t *key_rows,                  \
         const int64_t *key_start, const int32_t *query_ids,                   \
-        const int32_t *key_ids, T *out, T *lse, int64_t g_lo, int64_t g_hi,  \
+        const int32_t *key_ids, const int64_t *key_hash, T *out, T *lse,     \
+        int64_t g_lo, int64_t g_hi,                                           \
         int64_t H, int64_t D, int64_t DV, int64_t ldq, int64_t ldk,          \
         int64_t ldv, int64_t E, int64_t Q, int64_t K, int64_t max_keys,      \
         int64_t seed, int64_t threshold) {                                    \
@@ -552,7 +557,8 @@ int grouped_softmax_##SUF(                                                    \
                               query_start, key_rows, key_start, query_side,   \
                               qld, qb, 2, 1, key_side, kld, kb, 2, 0);        \
             small_group_##SUF(q, k, v, query_order + q0, q1 - q0,            \
-                              key_rows + k0, key_ids + k0, query_ids, out,    \
+                              key_rows + k0, key_hash + k0, key_ids + k0,     \
+                              query_ids, out,                                 \
                               lse, n, H, D, DV, ldq, ldk, ldv, E, Q, K, &dr); \
             continue;                                                         \
         }                                                                     \
@@ -581,7 +587,7 @@ int grouped_softmax_##SUF(                                                    \
                     T *su = s + u * nb;                                       \
                     const T total = weights_##SUF(su, nb, m[u]);              \
                     if (dr.threshold)                                         \
-                        drop_##SUF(&dr, i, key_rows + k0, n, h, hashes, su,   \
+                        drop_##SUF(&dr, i, key_hash + k0, n, h, hashes, su,   \
                                    su);                                       \
                     weighted_rows_##SUF(su, vr, n, DV, DVP, 1 / total, o);    \
                     lse[i * H + h] = m[u] + LOG(total);                       \
@@ -600,7 +606,8 @@ int grouped_softmax_backward_##SUF(                                           \
         const T *grad, const int64_t *query_order,                            \
         const int64_t *query_start, const int64_t *key_rows,                  \
         const int64_t *key_start, const int32_t *query_ids,                   \
-        const int32_t *key_ids, T *dq, T *dk, T *dv, int64_t g_lo,           \
+        const int32_t *key_ids, const int64_t *key_hash, T *dq, T *dk,       \
+        T *dv, int64_t g_lo,                                                  \
         int64_t g_hi, int64_t H, int64_t D, int64_t DV, int64_t ldq,         \
         int64_t ldk, int64_t ldv, int64_t E, int64_t Q, int64_t K,           \
         int64_t max_keys, int64_t seed, int64_t threshold) {                  \
@@ -639,7 +646,8 @@ int grouped_softmax_backward_##SUF(                                           \
                               qld, qb, 4, 1, key_side, kld, kb, 4, 2);        \
             small_group_backward_##SUF(                                       \
                 q, k, v, out, lse, grad, query_order + q0, q1 - q0,          \
-                key_rows + k0, key_ids + k0, query_ids, dq, dk, dv, n, H, D, \
+                key_rows + k0, key_hash + k0, key_ids + k0, query_ids, dq,   \
+                dk, dv, n, H, D,                                              \
                 DV, ldq, ldk, ldv, E, Q, K, &dr);                             \
             continue;                                                         \
         }                                                                     \
@@ -675,7 +683,7 @@ int grouped_softmax_backward_##SUF(                                           \
                     }                                                         \
                     weights_##SUF(su, nb, lse[rows[u] * H + h]);              \
                     if (pm != s) {                                            \
-                        drop_##SUF(&dr, rows[u], key_rows + k0, n, h, hashes, \
+                        drop_##SUF(&dr, rows[u], key_hash + k0, n, h, hashes, \
                                    su, pm + u * nb);                          \
                         for (int64_t j = n; j < nb; ++j) pm[u * nb + j] = 0;  \
                     }                                                         \
