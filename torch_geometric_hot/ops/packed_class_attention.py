@@ -426,8 +426,9 @@ def _build_plan(members: List[EquivariantClass], target: Target, view,
                     KEY_KIND[cls.pool[0]] == kind else None
                     for kind in kinds)
               for e in range(width) for cls, ids in zip(members, columns)]
-    q_distinct, query_columns = _distinct(q_cols)
-    k_distinct, key_columns = _distinct(k_cols)
+    device = columns[0][0][0].device
+    q_distinct, query_columns = _distinct(q_cols, device)
+    k_distinct, key_columns = _distinct(k_cols, device)
     query_ids = _id_blocks(layout, query_kind, [
         _column(c, -2, columns[0][0][0]) for c in q_distinct], -2)
     per_kind = []
@@ -443,10 +444,10 @@ def _build_plan(members: List[EquivariantClass], target: Target, view,
                       match.view(width, 1, 1, 1, 1))
 
 
-def _distinct(cols: List) -> Tuple[List, Tensor]:
+def _distinct(cols: List, device: torch.device) -> Tuple[List, Tensor]:
     r"""The distinct columns of :obj:`cols` (id tensors, :obj:`None` for
     padding, or tuples of them), by identity then by value, and the
-    distinct column of each."""
+    distinct column of each (on :obj:`device`)."""
     def same(a, b) -> bool:
         if isinstance(a, tuple):
             return all(same(x, y) for x, y in zip(a, b))
@@ -469,7 +470,7 @@ def _distinct(cols: List) -> Tuple[List, Tensor]:
             distinct.append(col)
         seen[identity(col)] = found
         index.append(found)
-    return distinct, torch.tensor(index, dtype=torch.long)
+    return distinct, torch.tensor(index, dtype=torch.long, device=device)
 
 
 def _column(ids: Optional[Tensor], fill: int, like: Tensor) -> Tensor:
