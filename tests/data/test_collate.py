@@ -51,8 +51,8 @@ def assert_same(got, want, where):
         assert got == want, where
 
 
-def test_collate_graphs_is_pygs_batch():
-    data_list = molecules()
+def test_collate_graphs_is_pygs_batch(device):
+    data_list = [data.to(device) for data in molecules()]
     assert _plan(data_list) is not None  # collated on whole attributes
     assert_same_batch(collate_graphs(data_list),
                       Batch.from_data_list(data_list))

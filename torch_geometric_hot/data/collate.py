@@ -75,7 +75,8 @@ def collate_graphs(data_list: Sequence[Any],
                 shape[dim] = value.size(dim)
                 step = torch.repeat_interleave(
                     incs, torch.tensor(sizes, dtype=torch.long))
-                value = value.to(dtype) + step.to(dtype).view(shape)
+                value = value.to(dtype) + step.to(value.device, dtype).view(
+                    shape)
         else:
             if zero_incs is None:
                 zero_incs = torch.zeros(len(stores), dtype=torch.long)
@@ -84,9 +85,12 @@ def collate_graphs(data_list: Sequence[Any],
         slice_dict[key] = slices
         inc_dict[key] = incs
     if _can_infer_num_nodes(keys):
-        counts = torch.tensor(nodes, dtype=torch.long)
+        # on the graphs' device, as PyG's
+        device = out_store[keys[-1]].device
+        counts = torch.tensor(nodes, dtype=torch.long, device=device)
         out_store['batch'] = torch.repeat_interleave(
-            torch.arange(len(nodes)), counts)
+            torch.arange(len(nodes), device=device), counts,
+            output_size=sum(nodes))
         out_store['ptr'] = cumsum(counts)
     out._num_graphs = len(data_list)
     out._slice_dict = slice_dict
