@@ -182,11 +182,11 @@ def one_storage(batch: Batch, shared: bool = False) -> Batch:
                 total += hi - lo
         start = -(-nbytes // ALIGNMENT) * ALIGNMENT
         parts.append((dtype, start, total, sources, placed))
-        nbytes = start + total * _itemsize(dtype)
+        nbytes = start + total * dtype.itemsize
     buffer = _buffer(nbytes, shared)
     moved: Dict[int, torch.Tensor] = {}
     for dtype, start, total, sources, placed in parts:
-        part = buffer.narrow(0, start, total * _itemsize(dtype)).view(dtype)
+        part = buffer.narrow(0, start, total * dtype.itemsize).view(dtype)
         if sources:
             torch.cat(sources, out=part)
         base = part.storage_offset()
@@ -202,10 +202,6 @@ def one_storage(batch: Batch, shared: bool = False) -> Batch:
     for name, value in extras.items():
         setattr(batch, name, map_tensors(value, move))
     return batch
-
-
-def _itemsize(dtype: torch.dtype) -> int:
-    return torch.empty(0, dtype=dtype).element_size()
 
 
 def _buffer(nbytes: int, shared: bool) -> torch.Tensor:
