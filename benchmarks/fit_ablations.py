@@ -3,7 +3,7 @@ the training command's models trained side by side through the unmodified
 command (``python -m torch_geometric_hot.train``) on offline targets, with
 the final training loss (the mean over the last epoch's steps, as the
 command logs it), the fitted loss (the last weights' error on the training
-set in evaluation mode, :func:`fitted_loss`), the test metric and the
+set in evaluation mode, as the command measures it), the test metric and the
 seconds per epoch of every variant and target in one table.
 
 Every variant is a model of the command with some constructor arguments
@@ -93,6 +93,9 @@ def variants() -> Dict[str, zoo.ModelSpec]:
         'hot-softmax+bn-readout': _with(
             soft, 'HOT softmax attention, layer norm in the blocks, batch '
             'norm before the head', norm='layer', readout_norm='batch'),
+        'hot-softmax+bn-blocks': _with(
+            soft, 'HOT softmax attention, batch norm in the blocks, layer '
+            'norm before the head', norm='batch', readout_norm='layer'),
         'hot-softmax+paper-norm': _with(
             soft, 'HOT softmax attention, layer norm in the blocks and '
             'before the head (HOT)', norm='layer', readout_norm='layer'),
@@ -117,33 +120,6 @@ def _final_loss(run_dir: str) -> float:
     return records[-1]['loss']
 
 
-def fitted_loss(run_dir: str, root: str, batch_size: int = 128) -> float:
-    r"""How well the last weights of the run in :obj:`run_dir` fit its
-    training set: the mean squared error of the standardised targets over
-    the training split, in evaluation mode (batch norms on their running
-    statistics, no dropout). The loss the command logs is the mean over
-    the epoch's steps in training mode, where batch norm normalises by the
-    statistics of each batch of 32: on targets that need precise graph
-    vectors (``fsp3``) that noise, not the fit, makes most of it."""
-    from torch_geometric.loader import DataLoader
-
-    from torch_geometric_hot.train.plots import rebuild_run
-    from torch_geometric_hot.train.zoo import predict
-    run, _ = rebuild_run(run_dir, 'last', root=root, offline=True)
-    run.model.eval()
-    index = run.bench.split['train']
-    total, count = 0.0, 0
-    with torch.no_grad():
-        for batch in DataLoader(run.bench.dataset[index],
-                                batch_size=batch_size):
-            pred = predict(run.model, run.spec, batch)
-            error = (pred - run.scale.scale(batch.y.view_as(pred))).square()
-            known = ~error.isnan()
-            total += float(error[known].sum())
-            count += int(known.sum())
-    return total / max(count, 1)
-
-
 def _mean(values: List[float]) -> float:
     values = [v for v in values if not math.isnan(v)]
     return sum(values) / len(values) if values else float('nan')
@@ -159,9 +135,7 @@ def _target_rows(args, target: str, names: List[str],
             'target': target, 'variant': name, 'seeds': len(runs),
             'final_train_loss': _mean([_final_loss(osp.join(
                 out, f"{name}_seed{s['seed']}")) for s in runs]),
-            'fitted_train_loss': _mean([fitted_loss(osp.join(
-                out, f"{name}_seed{s['seed']}"), osp.join(
-                    args.root, target)) for s in runs]),
+            'fitted_train_loss': _mean([s['fitted_loss'] for s in runs]),
             'test': _mean([s['test'] for s in runs]),
             'metric': runs[0]['metric'],
             'seconds_per_epoch': _mean([s['seconds_per_epoch']

@@ -10,6 +10,7 @@ import sys
 
 import pytest
 import torch
+from torch_geometric.data import Batch
 
 pytest.importorskip('rdkit')
 pytest.importorskip('ogb')
@@ -225,3 +226,42 @@ def test_compiled_run_pads_and_compiles_once_per_bucket_and_mode(
                  for part in ('valid', 'test')] for line in open(path)]
 
     assert counts('compiled') == counts('eager')
+
+
+def test_fit_is_the_last_weights_error_on_training_molecules(root, tmp_path):
+    # the oracle: the last checkpoint rebuilt, in evaluation mode, on the
+    # first molecules of the training split, one molecule at a time
+    from torch_geometric_hot.train.plots import rebuild_run
+    from torch_geometric_hot.train.zoo import predict
+    [summary] = run_cli(root, tmp_path, '--dataset', 'ogbg-molesol',
+                        '--model', 'hot-kernel', '--fit-molecules', '24')
+    run, _ = rebuild_run(str(tmp_path / 'hot-kernel_seed0'), 'last',
+                         root=root, offline=True)
+    run.model.eval()
+    errors, targets, preds = [], [], []
+    with torch.no_grad():
+        for i in run.bench.split['train'][:24].tolist():
+            data = run.bench.dataset[i]
+            batch = Batch.from_data_list([data])
+            out = predict(run.model, run.spec, batch).view(1, -1)
+            y = data.y.view(1, -1).float()
+            errors.append(out - run.scale.scale(y))
+            preds.append(run.scale.unscale(out))
+            targets.append(y)
+    mse = float(torch.cat(errors).square().mean())
+    rmse = float((torch.cat(preds) - torch.cat(targets)).square().mean()
+                 .sqrt())
+    assert summary['fitted_loss'] == pytest.approx(mse, rel=1e-4)
+    assert summary['fitted_train'] == pytest.approx(rmse, rel=1e-4)
+    # the logged loss is another quantity: training mode, weights moving
+    assert summary['fitted_loss'] != summary['final_loss']
+
+
+def test_fit_can_be_skipped(root, tmp_path, capsys):
+    [summary] = run_cli(root, tmp_path, '--dataset', 'ogbg-molesol',
+                        '--model', 'gin', '--fit-molecules', '0')
+    assert summary['fitted_loss'] is None and summary['fitted_train'] is None
+    assert 'fit of the last weights' not in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        run_cli(root, tmp_path, '--model', 'gin', '--fit-molecules', '-1')
+    assert "'--fit-molecules' must be at least 0" in capsys.readouterr().err

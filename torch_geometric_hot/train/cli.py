@@ -270,6 +270,14 @@ def build_parser() -> argparse.ArgumentParser:
                      'the run\'s): the schedule is rebuilt for the new '
                      'length from the step reached, and the run\'s summary '
                      'records the extension')
+    run.add_argument('--fit-molecules', type=int, default=10000,
+                     metavar='N',
+                     help='after training, the fit of the last weights: '
+                     'their loss and metric in evaluation mode on the first '
+                     'N molecules of the training split (the logged loss is '
+                     'the mean over the last epoch\'s steps in training '
+                     'mode, where batch norm uses each batch\'s '
+                     'statistics); 0: not measured (default: 10000)')
     run.add_argument('--no-progress', action='store_true',
                      help='no progress bars')
     return parser
@@ -296,6 +304,9 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     if args.smoke and 'epochs' not in given:
         args.epochs = 2
     args.explicit = sorted(given)
+    if args.fit_molecules < 0:
+        parser.error(f"'--fit-molecules' must be at least 0, got "
+                     f"{args.fit_molecules}")
     if not 0.0 <= args.dropout < 1.0:
         parser.error(f"'--dropout' must be in [0, 1), got {args.dropout}")
     if args.num_workers < 0:

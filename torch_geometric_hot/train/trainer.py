@@ -155,6 +155,7 @@ class Run:
         self.epoch = 0
         self.step = 0
         self._planning: Optional[ModelPlanner] = None
+        self.fitted: Optional[Dict] = None
 
     # ------------------------------------------------------------------
     def _load(self) -> MoleculeBenchmark:
@@ -183,11 +184,14 @@ class Run:
             views=getattr(args, 'views', 'auto'))
 
     def _indices(self, part: str) -> Tensor:
-        index = self.bench.split[part]
+        # 'fit': the first --fit-molecules molecules of the training split
+        index = self.bench.split['train' if part == 'fit' else part]
         if self.args.smoke:
-            batches = SMOKE_TRAIN_BATCHES if part == 'train' else \
-                SMOKE_EVAL_BATCHES
+            batches = SMOKE_EVAL_BATCHES if part in ('valid', 'test') else \
+                SMOKE_TRAIN_BATCHES
             index = index[:batches * self.args.batch_size]
+        if part == 'fit':
+            index = index[:self.args.fit_molecules]
         return index
 
     def _batches(self, part: str) -> int:
@@ -362,7 +366,22 @@ class Run:
         pred = torch.cat([p[1] for p in parts])[order]
         true = torch.cat([p[2] for p in parts])[order]
         return {'metric': self.bench.evaluate(true, pred),
+                'loss': float(_loss(self.loss, self.scale.scale(pred),
+                                    self.scale.scale(true))),
                 'count': int(true.size(0))}
+
+    def measure_fit(self) -> Optional[Dict]:
+        r"""The fit of the current weights: their loss (in the units of the
+        logged loss) and metric in evaluation mode on the first
+        ``--fit-molecules`` molecules of the training split; :obj:`None`
+        where that is 0. The logged loss is the mean over an epoch's steps
+        in training mode, where every batch norm normalises by the batch's
+        own statistics and dropout is on."""
+        if not self.args.fit_molecules:
+            return None
+        result = self.evaluate('fit')
+        return {'loss': result['loss'], 'metric': result['metric'],
+                'count': result['count']}
 
     # ------------------------------------------------------------------
     def _is_better(self, value: float, best: Optional[float]) -> bool:
@@ -463,6 +482,13 @@ class Run:
             self.history.append(record)
             self._write_epoch(record, improved)
             self._log(record)
+        self.fitted = self.measure_fit()
+        if self.fitted is not None and self.ctx.is_main:
+            print(f"{self.config['model']:<22} seed {self.seed}  fit of the "
+                  f"last weights on {self.fitted['count']:,} training "
+                  f"molecules: loss {self.fitted['loss']:.4f}  "
+                  f"{self.bench.metric} {self.fitted['metric']:.4f}",
+                  flush=True)
         return self.summary()
 
     def summary(self) -> Dict:
@@ -477,6 +503,10 @@ class Run:
                'higher_is_better': self.bench.higher_is_better,
                'epochs': len(self.history), 'best_epoch': best['epoch'],
                'final_loss': self.history[-1]['loss'],
+               'fitted_loss': None if self.fitted is None else
+               self.fitted['loss'],
+               'fitted_train': None if self.fitted is None else
+               self.fitted['metric'],
                'valid': best['valid'], 'test': best['test'],
                'mean_predictor_test': mean_pred,
                'parameters': self.num_parameters,
