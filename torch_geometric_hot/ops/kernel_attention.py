@@ -109,16 +109,6 @@ def _unneeded(t: Tensor) -> Tensor:
                          mutates_args=())
 def _segment_outer_sum(k: Tensor, v: Tensor, index: Tensor,
                        num_groups: int) -> Tensor:
-    return _outer_sum(k, v, index, num_groups)
-
-
-@_segment_outer_sum.register_fake
-def _(k, v, index, num_groups):
-    return k.new_empty(num_groups, k.size(1), k.size(2), v.size(-1))
-
-
-@_segment_outer_sum.register_kernel('cpu')
-def _(k, v, index, num_groups):
     runs = _native_runs(index, num_groups, k, v)
     if runs is None:
         return _outer_sum(k, v, index, num_groups)
@@ -127,13 +117,9 @@ def _(k, v, index, num_groups):
                             v.size(-1), _all_columns(v), False)
 
 
-def _outer_sum_adjoint(grad: Tensor, k: Tensor, v: Tensor, index: Tensor,
-                       need_k: bool, need_v: bool) -> Tuple[Tensor, Tensor]:
-    # the gradients of _outer_sum with torch operations
-    grad_k = _contract(v, grad.transpose(-1, -2).contiguous(), index) \
-        if need_k else _unneeded(k)
-    grad_v = _contract(k, grad, index) if need_v else _unneeded(v)
-    return grad_k, grad_v
+@_segment_outer_sum.register_fake
+def _(k, v, index, num_groups):
+    return k.new_empty(num_groups, k.size(1), k.size(2), v.size(-1))
 
 
 @torch.library.custom_op('torch_geometric_hot::segment_outer_sum_backward',
@@ -141,20 +127,11 @@ def _outer_sum_adjoint(grad: Tensor, k: Tensor, v: Tensor, index: Tensor,
 def _segment_outer_sum_backward(grad: Tensor, k: Tensor, v: Tensor,
                                 index: Tensor, need_k: bool,
                                 need_v: bool) -> Tuple[Tensor, Tensor]:
-    return _outer_sum_adjoint(grad, k, v, index, need_k, need_v)
-
-
-@_segment_outer_sum_backward.register_fake
-def _(grad, k, v, index, need_k, need_v):
-    return (torch.empty_like(k) if need_k else _unneeded(k),
-            torch.empty_like(v) if need_v else _unneeded(v))
-
-
-@_segment_outer_sum_backward.register_kernel('cpu')
-def _(grad, k, v, index, need_k, need_v):
     runs = _native_runs(index, grad.size(0), k, v, grad)
-    if runs is None:
-        return _outer_sum_adjoint(grad, k, v, index, need_k, need_v)
+    if runs is None:  # the adjoint with torch operations
+        return (_contract(v, grad.transpose(-1, -2).contiguous(), index)
+                if need_k else _unneeded(k),
+                _contract(k, grad, index) if need_v else _unneeded(v))
     k, v = k.contiguous(), v.contiguous()
     grad_k = torch.zeros_like(k) if need_k else None
     grad_v = torch.zeros_like(v) if need_v else None
@@ -163,6 +140,12 @@ def _(grad, k, v, index, need_k, need_v):
         grad_k, None if grad_v is None else grad_v.flatten(1))
     return (_unneeded(k) if grad_k is None else grad_k,
             _unneeded(v) if grad_v is None else grad_v)
+
+
+@_segment_outer_sum_backward.register_fake
+def _(grad, k, v, index, need_k, need_v):
+    return (torch.empty_like(k) if need_k else _unneeded(k),
+            torch.empty_like(v) if need_v else _unneeded(v))
 
 
 def _segment_outer_sum_setup(ctx, inputs, output) -> None:
@@ -186,7 +169,10 @@ _segment_outer_sum.register_autograd(_segment_outer_sum_grad,
 @torch.library.custom_op('torch_geometric_hot::gather_contract',
                          mutates_args=())
 def _gather_contract(q: Tensor, summary: Tensor, index: Tensor) -> Tensor:
-    return _contract(q, summary, index)
+    runs = _native_runs(index, summary.size(0), q, summary)
+    if runs is None:
+        return _contract(q, summary, index)
+    return native.contract(q, summary, runs, _all_columns(summary))
 
 
 @_gather_contract.register_fake
@@ -194,46 +180,17 @@ def _(q, summary, index):
     return q.new_empty(q.size(0), q.size(1), summary.size(-1))
 
 
-@_gather_contract.register_kernel('cpu')
-def _(q, summary, index):
-    runs = _native_runs(index, summary.size(0), q, summary)
-    if runs is None:
-        return _contract(q, summary, index)
-    return native.contract(q, summary, runs, _all_columns(summary))
-
-
-def _contract_adjoint(grad: Tensor, q: Tensor, summary: Tensor,
-                      index: Tensor, need_q: bool,
-                      need_summary: bool) -> Tuple[Tensor, Tensor]:
-    # the gradients of _contract with torch operations
-    grad_q = _contract(grad, summary.transpose(-1, -2).contiguous(),
-                       index) if need_q else _unneeded(q)
-    grad_s = _outer_sum(q, grad, index, summary.size(0)) if need_summary \
-        else _unneeded(summary)
-    return grad_q, grad_s
-
-
 @torch.library.custom_op('torch_geometric_hot::gather_contract_backward',
                          mutates_args=())
 def _gather_contract_backward(grad: Tensor, q: Tensor, summary: Tensor,
                               index: Tensor, need_q: bool,
                               need_summary: bool) -> Tuple[Tensor, Tensor]:
-    return _contract_adjoint(grad, q, summary, index, need_q, need_summary)
-
-
-@_gather_contract_backward.register_fake
-def _(grad, q, summary, index, need_q, need_summary):
-    return (torch.empty_like(q) if need_q else _unneeded(q),
-            torch.empty_like(summary) if need_summary else
-            _unneeded(summary))
-
-
-@_gather_contract_backward.register_kernel('cpu')
-def _(grad, q, summary, index, need_q, need_summary):
     runs = _native_runs(index, summary.size(0), q, summary, grad)
-    if runs is None:
-        return _contract_adjoint(grad, q, summary, index, need_q,
-                                 need_summary)
+    if runs is None:  # the adjoint with torch operations
+        return (_contract(grad, summary.transpose(-1, -2).contiguous(), index)
+                if need_q else _unneeded(q),
+                _outer_sum(q, grad, index, summary.size(0)) if need_summary
+                else _unneeded(summary))
     q, summary = q.contiguous(), summary.contiguous()
     grad_q = q.new_empty(q.shape) if need_q else None
     grad_s = summary.new_empty(summary.shape) if need_summary else None
@@ -241,6 +198,13 @@ def _(grad, q, summary, index, need_q, need_summary):
                              grad_q, grad_s)
     return (_unneeded(q) if grad_q is None else grad_q,
             _unneeded(summary) if grad_s is None else grad_s)
+
+
+@_gather_contract_backward.register_fake
+def _(grad, q, summary, index, need_q, need_summary):
+    return (torch.empty_like(q) if need_q else _unneeded(q),
+            torch.empty_like(summary) if need_summary else
+            _unneeded(summary))
 
 
 def _gather_contract_setup(ctx, inputs, output) -> None:
