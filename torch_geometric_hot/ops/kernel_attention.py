@@ -16,16 +16,10 @@ are switched on: each pass visits the rows group by group, and each
 backward is one fused pass.
 
 The pools and readings of kernel attention (:class:`SummaryKeys`,
-:class:`Reading`; their meaning is the oracle
-:func:`~torch_geometric_hot.testing.pool_readings_reference`), their torch
-backend (:func:`torch_pool_readings`) and the native kernels' index
-work for them (:func:`plan_pool_readings`) live here too: a group of few
-keys (a node's row or column in a sparse graph) is read straight from its
-keys, :math:`o = \sum_j (q^\top k_j) [v_j, 1]`, where that costs fewer
-products than its summary, natively and by the torch operations alike,
-each by its cost ratio of
-:class:`~torch_geometric_hot.ops.attention.dispatch.DirectReadings`.
-The naive references of all three are in :mod:`torch_geometric_hot.testing`.
+:class:`Reading`, their oracle
+:func:`~torch_geometric_hot.testing.pool_readings_reference`) live here
+too, with groups of few keys read straight from their keys
+(``docs/design.md``, "Kernel attention").
 """
 from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 
@@ -266,29 +260,6 @@ class SummaryKeys(NamedTuple):
     slots: Tuple[int, ...] = ()
 
 
-def _check_pools(k: Tensor, values: Tensor, pools: Sequence[SummaryKeys],
-                 ranges: bool) -> None:
-    # ranges: check the positions and slots too (the native kernels use
-    # them as memory offsets; the torch path's gathers check them)
-    if values.dim() != 4 or k.dim() != 3 or k.shape[:2] != (
-            values.size(0), values.size(2)):
-        raise ValueError(f"'k' [P, H, R] and 'values' [P, slots, H, D] must "
-                         f"agree, got {tuple(k.shape)} and "
-                         f"{tuple(values.shape)}")
-    for pool in pools:
-        if pool.position.shape != pool.group.shape or not pool.slots:
-            raise ValueError('a pool needs one group per position and at '
-                             'least one slot')
-        if not ranges:
-            continue
-        if pool.position.numel() and (int(pool.position.min()) < 0 or int(
-                pool.position.max()) >= values.size(0)):
-            raise IndexError(f'pool position out of range [0, '
-                             f'{values.size(0)})')
-        if min(pool.slots) < 0 or max(pool.slots) >= values.size(1):
-            raise IndexError(f'pool slot out of range [0, {values.size(1)})')
-
-
 class Reading(NamedTuple):
     r"""One reading of kernel attention's summaries: the pool whose
     summaries the query rows read, the group of every query row
@@ -317,27 +288,6 @@ def read_columns(pool: SummaryKeys, read: Reading, D: int) -> Tensor:
     return torch.cat([(first.view(-1, 1) + torch.arange(
         D, device=device)).view(-1), torch.tensor([len(pool.slots) * D],
                                                   device=device)])
-
-
-def _check_readings(q: Tensor, k: Tensor, pools: Sequence[SummaryKeys],
-                    reads: Sequence[Reading]) -> None:
-    if q.dim() != 3 or q.shape[1:] != k.shape[1:]:
-        raise ValueError(f"'q' must be [rows, H, R] with the keys' H, R "
-                         f"{tuple(k.shape[1:])}, got {tuple(q.shape)}")
-    for read in reads:
-        if not 0 <= read.pool < len(pools):
-            raise IndexError(f'reading of pool {read.pool}, but there are '
-                             f'{len(pools)} pools')
-        if read.group.dim() != 1 or read.start < 0 or \
-                read.start + read.group.numel() > q.size(0):
-            raise ValueError(f'a reading needs one group per query row it '
-                             f'reads, from its start ({read.start}) within '
-                             f'the {q.size(0)} rows, got '
-                             f'{tuple(read.group.shape)}')
-        if read.slots is not None and (not read.slots or not set(
-                read.slots) <= set(pools[read.pool].slots)):
-            raise ValueError(f'a reading reads some of its pool\'s slots '
-                             f'{pools[read.pool].slots}, got {read.slots}')
 
 
 class DirectGroups(NamedTuple):
@@ -745,10 +695,42 @@ def check_pool_readings(k: Tensor, values: Tensor, q: Tensor,
                         pools: Sequence[SummaryKeys], reads: Sequence[Reading],
                         ranges: bool) -> None:
     r"""The argument checks of the pool readings (with
-    :obj:`ranges`, also the positions and slots the native kernels use as
-    offsets)."""
-    _check_pools(k, values, pools, ranges)
-    _check_readings(q, k, pools, reads)
+    :obj:`ranges`, also the positions, slots and groups the native kernels
+    use as memory offsets; the torch path's gathers check them)."""
+    if values.dim() != 4 or k.dim() != 3 or k.shape[:2] != (
+            values.size(0), values.size(2)):
+        raise ValueError(f"'k' [P, H, R] and 'values' [P, slots, H, D] must "
+                         f"agree, got {tuple(k.shape)} and "
+                         f"{tuple(values.shape)}")
+    for pool in pools:
+        if pool.position.shape != pool.group.shape or not pool.slots:
+            raise ValueError('a pool needs one group per position and at '
+                             'least one slot')
+        if not ranges:
+            continue
+        if pool.position.numel() and (int(pool.position.min()) < 0 or int(
+                pool.position.max()) >= values.size(0)):
+            raise IndexError(f'pool position out of range [0, '
+                             f'{values.size(0)})')
+        if min(pool.slots) < 0 or max(pool.slots) >= values.size(1):
+            raise IndexError(f'pool slot out of range [0, {values.size(1)})')
+    if q.dim() != 3 or q.shape[1:] != k.shape[1:]:
+        raise ValueError(f"'q' must be [rows, H, R] with the keys' H, R "
+                         f"{tuple(k.shape[1:])}, got {tuple(q.shape)}")
+    for read in reads:
+        if not 0 <= read.pool < len(pools):
+            raise IndexError(f'reading of pool {read.pool}, but there are '
+                             f'{len(pools)} pools')
+        if read.group.dim() != 1 or read.start < 0 or \
+                read.start + read.group.numel() > q.size(0):
+            raise ValueError(f'a reading needs one group per query row it '
+                             f'reads, from its start ({read.start}) within '
+                             f'the {q.size(0)} rows, got '
+                             f'{tuple(read.group.shape)}')
+        if read.slots is not None and (not read.slots or not set(
+                read.slots) <= set(pools[read.pool].slots)):
+            raise ValueError(f'a reading reads some of its pool\'s slots '
+                             f'{pools[read.pool].slots}, got {read.slots}')
     if ranges:
         for index, num_groups in [*((p.group, p.num_groups) for p in pools),
                                   *((r.group, pools[r.pool].num_groups)

@@ -4,17 +4,11 @@ output parts (``docs/design.md``, "Kernel attention") as one operator,
 :func:`~torch_geometric_hot.testing.pool_readings_reference`,
 then per part the combination of
 :func:`~torch_geometric_hot.ops.class_combination.torch_combine_classes`.
-
-The operator is a :func:`torch.library.custom_op`: its plain-torch
-implementation serves every device, a fake implementation lets
-:func:`torch.compile` trace through it, and its backward pass is the
-operator ``torch_geometric_hot::pooled_combination_backward``, written by
-hand (plain autograd through the torch forward pass takes 1.6x its time on
-molecule batches, 3.2x on a graph of :math:`10^5` edges,
-``benchmarks/torch_paths.py``). On CPU
-(float32/float64, native kernels built and switched on, see
-:mod:`torch_geometric_hot.ops.native`) both run as the native kernels,
-inside compiled graphs too:
+Its backward operator, ``torch_geometric_hot::pooled_combination_backward``,
+is written by hand (plain autograd through the torch forward pass takes
+1.6x its time on molecule batches, 3.2x on a graph of :math:`10^5` edges,
+``benchmarks/torch_paths.py``). Where the native kernels apply (see
+:mod:`torch_geometric_hot.ops.native`), both run as them:
 
 * the backward pass shares the gradient buffers of the keys, values and
   queries: the combinations write the query gradient and add to the
@@ -304,10 +298,8 @@ def _native_applies(phi_k, phi_q, values, weight, pools, reads) -> bool:
 def _native_plan(pools, reads, parts, index, structure, phi_q, phi_k,
                  shape, direct) -> Tuple[List, PoolPlan]:
     # the index work of the native kernels, kept with the operator's index
-    # tensors (the layers of a model that share a batch's indices, and each
-    # layer's backward pass, build it once): the checks of the positions
-    # and slots they use as offsets, the parts' combination tables and the
-    # pools' plan
+    # tensors: the checks of the positions and slots they use as offsets,
+    # the parts' combination tables and the pools' plan
     def build() -> Tuple[List, PoolPlan]:
         values = torch.empty(shape, dtype=phi_k.dtype, device='meta')
         check_pool_readings(phi_k, values, phi_q, pools, reads, True)
