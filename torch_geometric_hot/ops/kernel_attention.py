@@ -303,12 +303,11 @@ class PoolPlan(NamedTuple):
     pool the visits and value columns of its summarised groups
     (renumbered), their number, and its directly read groups; per reading
     the visits and summary columns of its queries in summarised groups and
-    its queries by group; and the summaries, once computed."""
+    its queries by group."""
     pools: List[Tuple[native.Runs, Tensor]]
     summary_groups: List[int]
     read_runs: List[native.Runs]
     read_columns: List[Tensor]
-    summaries: List[Tensor]
     direct: List[Optional[DirectGroups]]
     read_queries: List[native.Groups]
 
@@ -379,30 +378,24 @@ def plan_pool_readings(pools: Sequence[SummaryKeys], reads: Sequence[Reading],
     read_runs = [runs if summarised[read.pool] is None else _restrict(
         runs, summarised[read.pool]) for read, runs in zip(reads, read_visits)]
     columns = [read_columns(pools[read.pool], read, D) for read in reads]
-    return PoolPlan(plans, groups, read_runs, columns, [], direct_groups,
+    return PoolPlan(plans, groups, read_runs, columns, direct_groups,
                     read_queries)
 
 
-def native_pool_readings(k: Tensor, values: Tensor, q: Tensor,
-                         pools: Sequence[SummaryKeys],
-                         reads: Sequence[Reading], direct: DirectReadings,
+def native_pool_readings(plan: PoolPlan, k: Tensor, values: Tensor,
+                         q: Tensor, reads: Sequence[Reading],
                          scratch: Optional[native.Scratch] = None,
-                         plan: Optional[PoolPlan] = None,
                          buffers: Optional[Sequence[Tensor]] = None
-                         ) -> Tuple[List[Tensor], PoolPlan]:
-    r"""The pool readings by the native
-    kernels, without autograd (inputs contiguous and checked; temporaries
-    taken from :obj:`scratch` when given), and the plan of their backward
-    pass (:func:`native_pool_readings_backward`), :obj:`plan` (from
-    :func:`plan_pool_readings`, made when not given) with the summaries.
-    Groups with few keys (by :obj:`direct`) are read from their keys, the
-    others through their summaries, written to the first rows of
-    :obj:`buffers` (per pool, :obj:`[groups, H, R, C]`) when given."""
+                         ) -> Tuple[List[Tensor], List[Tensor]]:
+    r"""The pool readings by the native kernels as :obj:`plan` (from
+    :func:`plan_pool_readings`) says, without autograd (inputs contiguous
+    and checked; temporaries taken from :obj:`scratch` when given), and the
+    summaries their backward pass (:func:`native_pool_readings_backward`)
+    reads: those of the groups not read from their keys, written to the
+    first rows of :obj:`buffers` (per pool, :obj:`[groups, H, R, C]`) when
+    given."""
     P, _, H, D = values.shape
     flat = values.view(P, -1)
-    if plan is None:
-        plan = plan_pool_readings(pools, reads, k.dtype, H, k.size(-1), D,
-                                  direct)
     summaries = [native.outer_sum(
         k, flat, runs, num_groups, D, columns, True,
         None if buffers is None else buffers[p][:num_groups])
@@ -414,13 +407,12 @@ def native_pool_readings(k: Tensor, values: Tensor, q: Tensor,
                                            columns.numel()), q.dtype))
             for read, runs, columns in zip(reads, plan.read_runs,
                                            plan.read_columns)]
-    plan = plan._replace(summaries=summaries)
     for p, part in enumerate(plan.direct):
         if part is not None:
             native.direct_read(k, flat, q, part.keys, part.groups, D,
                                plan.pools[p][1], _direct_readings(
                                    plan, reads, p, outs))
-    return outs, plan
+    return outs, summaries
 
 
 def _direct_readings(plan: PoolPlan, reads: Sequence[Reading], pool: int,
@@ -434,20 +426,21 @@ def _direct_readings(plan: PoolPlan, reads: Sequence[Reading], pool: int,
             if read.pool == pool]
 
 
-def native_pool_readings_backward(plan: PoolPlan, k: Tensor, values: Tensor,
-                                  q: Tensor, reads: Sequence[Reading],
+def native_pool_readings_backward(plan: PoolPlan, summaries: List[Tensor],
+                                  k: Tensor, values: Tensor, q: Tensor,
+                                  reads: Sequence[Reading],
                                   grads: Sequence[Optional[Tensor]],
                                   grad_k: Optional[Tensor],
                                   grad_v: Optional[Tensor],
                                   grad_q: Optional[Tensor],
                                   scratch: native.Scratch) -> None:
-    r"""The backward pass of :func:`native_pool_readings` for the readings'
-    gradients :obj:`grads` (:obj:`None`: zero): adds to :obj:`grad_k`,
+    r"""The backward pass of :func:`native_pool_readings` (with the
+    summaries it returned) for the readings' gradients :obj:`grads`
+    (:obj:`None`: zero): adds to :obj:`grad_k`,
     :obj:`grad_v` and :obj:`grad_q` (laid out as :obj:`k`, :obj:`values`
     and :obj:`q`; each skipped when :obj:`None`), with temporaries from
     :obj:`scratch`."""
     need_s = grad_k is not None or grad_v is not None
-    summaries = plan.summaries
     flat = values.view(values.size(0), -1)
     flat_grad_v = None if grad_v is None else grad_v.view(grad_v.size(0), -1)
     # one gradient buffer for every pool's summaries in turn: the first

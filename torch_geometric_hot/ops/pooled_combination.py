@@ -252,9 +252,8 @@ def _pooled_combination(phi_k: Tensor, phi_q: Tensor, values: Tensor,
         with native.workspace() as scratch:  # the readings: temporaries
             data = values if projection is None else \
                 projection.values_into(scratch)
-            readings, plan = native_pool_readings(
-                phi_k, data, phi_q, pools, reads, _rule(direct), scratch,
-                plan, buffers)
+            readings, _ = native_pool_readings(plan, phi_k, data, phi_q,
+                                               reads, scratch, buffers)
             results = [native.combine(
                 table, [readings[r] for r in part.readings],
                 phi_q[part.rows], phi_k,
@@ -460,8 +459,8 @@ def _native_backward(grads, outs, dens, summaries, phi_k, phi_q, values,
                 grad_readings[r] = g
         partials.add()
         native_pool_readings_backward(
-            plan._replace(summaries=list(summaries)), phi_k, values, phi_q,
-            reads, grad_readings, grad_k, grad_v, grad_q, scratch)
+            plan, list(summaries), phi_k, values, phi_q, reads,
+            grad_readings, grad_k, grad_v, grad_q, scratch)
         grad_w = None
         if projection is not None and grad_v is not None:
             flat = grad_v.view(values.size(0), -1)
