@@ -142,24 +142,6 @@ def _(grad, k, v, index, need_k, need_v):
             torch.empty_like(v) if need_v else _unneeded(v))
 
 
-def _segment_outer_sum_setup(ctx, inputs, output) -> None:
-    k, v, index, _ = inputs
-    ctx.save_for_backward(k, v, index)
-
-
-def _segment_outer_sum_grad(ctx, grad):
-    k, v, index = ctx.saved_tensors
-    need_k, need_v = ctx.needs_input_grad[:2]
-    grad_k, grad_v = _segment_outer_sum_backward(grad.contiguous(), k, v,
-                                                 index, need_k, need_v)
-    return (grad_k if need_k else None, grad_v if need_v else None, None,
-            None)
-
-
-_segment_outer_sum.register_autograd(_segment_outer_sum_grad,
-                                     setup_context=_segment_outer_sum_setup)
-
-
 @torch.library.custom_op('torch_geometric_hot::gather_contract',
                          mutates_args=())
 def _gather_contract(q: Tensor, summary: Tensor, index: Tensor) -> Tensor:
@@ -201,20 +183,24 @@ def _(grad, q, summary, index, need_q, need_summary):
             _unneeded(summary))
 
 
-def _gather_contract_setup(ctx, inputs, output) -> None:
-    ctx.save_for_backward(*inputs)
+def _register_autograd(op, backward) -> None:
+    # the autograd of either operator: its two operands and the index kept,
+    # their gradients from its backward operator
+    def setup(ctx, inputs, output) -> None:
+        ctx.save_for_backward(*inputs[:3])
+
+    def grad(ctx, grad):
+        need_a, need_b = ctx.needs_input_grad[:2]
+        grad_a, grad_b = backward(grad.contiguous(), *ctx.saved_tensors,
+                                  need_a, need_b)
+        return (grad_a if need_a else None, grad_b if need_b else None,
+                *[None] * (len(ctx.needs_input_grad) - 2))
+
+    op.register_autograd(grad, setup_context=setup)
 
 
-def _gather_contract_grad(ctx, grad):
-    q, summary, index = ctx.saved_tensors
-    need_q, need_s = ctx.needs_input_grad[:2]
-    grad_q, grad_s = _gather_contract_backward(grad.contiguous(), q, summary,
-                                               index, need_q, need_s)
-    return grad_q if need_q else None, grad_s if need_s else None, None
-
-
-_gather_contract.register_autograd(_gather_contract_grad,
-                                   setup_context=_gather_contract_setup)
+_register_autograd(_segment_outer_sum, _segment_outer_sum_backward)
+_register_autograd(_gather_contract, _gather_contract_backward)
 
 
 def segment_outer_sum(k: Tensor, v: Tensor, index: Tensor,
