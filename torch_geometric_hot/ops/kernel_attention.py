@@ -278,7 +278,8 @@ def read_columns(pool: SummaryKeys, read: Reading, D: int) -> Tensor:
 
 class DirectGroups(NamedTuple):
     r"""The groups of a pool that :func:`native_pool_readings` reads
-    directly: the pool's key rows by group, and the groups read so."""
+    directly: the pool's key rows by group (``native.Groups``, all
+    groups) and the ids of the groups read so."""
     keys: native.Groups
     groups: Tensor
 

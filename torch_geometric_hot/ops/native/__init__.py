@@ -250,9 +250,11 @@ def applies(*tensors: Tensor) -> bool:
 
 
 class Runs(NamedTuple):
-    r"""The order in which a kernel visits rows: :obj:`rows[t]` is the data
-    row of visit :obj:`t` and :obj:`groups[t]` its group (sorted, so the
-    visits of a group form a run)."""
+    r"""The order in which a summary kernel visits rows: :obj:`rows[t]` is
+    the data row of visit :obj:`t` and :obj:`groups[t]` its group (sorted,
+    so the visits of a group form a run). The same rows with a pointer per
+    group instead of a group per visit are :class:`Groups`
+    (:meth:`Groups.of`), what the kernels that index by group read."""
     rows: Tensor
     groups: Tensor
 
