@@ -328,14 +328,15 @@ def _pool_run(k, values, q, pools, reads, grads, needs=(True, True, True)):
             [g for _, g in graded]))
     ka.check_pool_readings(k, values, q, pools, reads, True)
     k, values, q = k.contiguous(), values.contiguous(), q.contiguous()
-    outs, plan = ka.native_pool_readings(k, values, q, pools, reads,
-                                         direct_readings())
+    plan = ka.plan_pool_readings(pools, reads, k.dtype, k.size(1), k.size(2),
+                                 values.size(-1), direct_readings())
+    outs, summaries = ka.native_pool_readings(plan, k, values, q, reads)
     outs = [o.clone() for o in outs]
     inputs = [torch.zeros_like(t) if need else None
               for t, need in zip((k, values, q), needs)]
     with native.workspace() as scratch:
-        ka.native_pool_readings_backward(plan, k, values, q, reads, grads,
-                                         *inputs, scratch)
+        ka.native_pool_readings_backward(plan, summaries, k, values, q,
+                                         reads, grads, *inputs, scratch)
     return outs + [g for g in inputs if g is not None]
 
 

@@ -5,7 +5,7 @@ from torch_geometric.data import Batch
 from torch_geometric_hot.data import PairView
 from torch_geometric_hot.ops import native
 from torch_geometric_hot.ops.pair_light_linear import (
-    _entry_gather, _entry_scatter, pair_light_linear)
+    _gather, _scatter, pair_light_linear)
 from torch_geometric_hot.testing import (attach_order_inputs,
                                          complete_graph, edge_case_graphs,
                                          pair_light_linear_reference,
@@ -86,9 +86,10 @@ def test_entry_scatter_is_the_adjoint_of_entry_gather(native_mode,
     nodes = torch.randn(view.num_nodes, 3 * C, generator=gen,
                         dtype=torch.float64)
     g = torch.randn(view.num_entries, C, generator=gen, dtype=torch.float64)
+    indices = view.row, view.col, view.transpose, view.diag_pos
     with native.use_native(native_mode):
-        out = _entry_gather(y, nodes, view)
-        grad_y, grad_nodes = _entry_scatter(g, view)
+        out = _gather(y, nodes, *indices)
+        grad_y, grad_nodes = _scatter(g, *indices, view.num_nodes)
     assert grad_y.shape == y.shape and grad_nodes.shape == nodes.shape
     torch.testing.assert_close((out * g).sum(), (y * grad_y).sum() +
                                (nodes * grad_nodes).sum())
@@ -107,8 +108,14 @@ def test_entry_gather_and_scatter_across_threads(monkeypatch):
     y = torch.randn(view.num_entries, 8, generator=gen)
     nodes = torch.randn(view.num_nodes, 12, generator=gen)
     g = torch.randn(view.num_entries, 4, generator=gen)
+    indices = view.row, view.col, view.transpose, view.diag_pos
+
+    def passes():
+        return [_gather(y, nodes, *indices),
+                *_scatter(g, *indices, view.num_nodes)]
+
     with native.use_native('off'):
-        expected = [_entry_gather(y, nodes, view), *_entry_scatter(g, view)]
+        expected = passes()
     splits = []
     in_threads = native._in_threads
     monkeypatch.setattr(native, '_in_threads', lambda run, bounds, *rest: (
@@ -117,7 +124,7 @@ def test_entry_gather_and_scatter_across_threads(monkeypatch):
     try:
         torch.set_num_threads(2)
         with native.use_native('on') as on:
-            got = [_entry_gather(y, nodes, view), *_entry_scatter(g, view)]
+            got = passes()
     finally:
         torch.set_num_threads(threads)
     assert splits == ([2, 2] if on else [])

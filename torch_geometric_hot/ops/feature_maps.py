@@ -93,34 +93,16 @@ def _favor_stabiliser(logits: Tensor, is_query: bool,
     return stab.unsqueeze(-1) if stab.dim() else stab
 
 
-def _favor_features(x: Tensor, projection: Tensor, is_query: bool,
-                    group: Optional[Tensor],
-                    num_groups: Optional[int]) -> Tensor:
-    # the features with torch operations, in place on one buffer
-    log_scale = -0.5 * math.log(projection.size(0))
-    logits = _favor_logits(x, projection)
-    out = logits.sub_(_favor_stabiliser(logits, is_query, group,
-                                        num_groups) - log_scale)
-    return out.exp_()
-
-
 @torch.library.custom_op('torch_geometric_hot::favor_plus', mutates_args=())
 def _favor_plus(x: Tensor, projection: Tensor, is_query: bool,
                 group: Optional[Tensor], num_groups: Optional[int]) -> Tensor:
-    return _favor_features(x, projection, is_query, group, num_groups)
-
-
-@_favor_plus.register_fake
-def _(x, projection, is_query, group, num_groups):
-    return x.new_empty(x.shape[:-1] + (projection.size(0), ))
-
-
-@_favor_plus.register_kernel('cpu')
-def _(x, projection, is_query, group, num_groups):
-    if not native.applies(x):
-        return _favor_features(x, projection, is_query, group, num_groups)
-    # logits and shift natively, then exp in place
+    # in place on one buffer: the logits and their shift (natively where
+    # the kernels apply), then exp
     log_scale = -0.5 * math.log(projection.size(0))
+    if not native.applies(x):
+        logits = _favor_logits(x, projection)
+        return logits.sub_(_favor_stabiliser(logits, is_query, group,
+                                             num_groups) - log_scale).exp_()
     out, row_max = native.favor_logits(x.contiguous(), projection, is_query,
                                        log_scale)
     if not is_query:
@@ -130,8 +112,18 @@ def _(x, projection, is_query, group, num_groups):
     return out.exp_()
 
 
-def _favor_gradient(x: Tensor, projection: Tensor, out: Tensor,
-                    grad: Tensor) -> Tensor:
+@_favor_plus.register_fake
+def _(x, projection, is_query, group, num_groups):
+    return x.new_empty(x.shape[:-1] + (projection.size(0), ))
+
+
+@torch.library.custom_op('torch_geometric_hot::favor_plus_backward',
+                         mutates_args=())
+def _favor_plus_backward(x: Tensor, projection: Tensor, out: Tensor,
+                         grad: Tensor) -> Tensor:
+    if native.applies(x, out, grad):
+        return native.favor_backward(x.contiguous(), projection,
+                                     out.contiguous(), grad.contiguous())
     # d phi_r / dx = phi_r (w_r - s x) s, s = d^{-1/4}
     # in the features' dtype (under autocast the logits' product ran in a
     # lower precision than x's), the gradient in x's
@@ -143,24 +135,9 @@ def _favor_gradient(x: Tensor, projection: Tensor, out: Tensor,
     return grad_x.mul_(s).to(x.dtype)
 
 
-@torch.library.custom_op('torch_geometric_hot::favor_plus_backward',
-                         mutates_args=())
-def _favor_plus_backward(x: Tensor, projection: Tensor, out: Tensor,
-                         grad: Tensor) -> Tensor:
-    return _favor_gradient(x, projection, out, grad)
-
-
 @_favor_plus_backward.register_fake
 def _(x, projection, out, grad):
     return torch.empty_like(x)
-
-
-@_favor_plus_backward.register_kernel('cpu')
-def _(x, projection, out, grad):
-    if not native.applies(x, out, grad):
-        return _favor_gradient(x, projection, out, grad)
-    return native.favor_backward(x.contiguous(), projection, out.contiguous(),
-                                 grad.contiguous())
 
 
 def _favor_plus_setup(ctx, inputs, output) -> None:

@@ -15,9 +15,9 @@ by attention over the *same* group, distinct-index exclusions included:
 Both take the class tables of :mod:`torch_geometric_hot.ops.basis` and the
 output :class:`~torch_geometric_hot.ops.equivariant.Target`.
 """
+import functools
 from dataclasses import replace
-from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple, \
-    Union
+from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 import torch
 from torch import Tensor
@@ -287,7 +287,10 @@ def kernel_class_attention(classes: Sequence[Sequence[EquivariantClass]],
     device = phi_q.device.type
     if torch.is_autocast_enabled(device) or phi_q.dtype != phi_k.dtype:
         # sums over whole graphs: in the widest input dtype, not autocast's
-        dtype = _widest(phi_q, phi_k, values)
+        dtype = functools.reduce(torch.promote_types, [
+            phi_q.dtype, phi_k.dtype, *((values.x.dtype, values.weight.dtype)
+                                        if isinstance(values, ValueProjection)
+                                        else (values.dtype, ))])
         if isinstance(values, ValueProjection):
             values = values._replace(x=values.x.to(dtype),
                                      weight=values.weight.to(dtype))
@@ -301,51 +304,26 @@ def kernel_class_attention(classes: Sequence[Sequence[EquivariantClass]],
         return [phi_q.new_zeros(target.num_rows, len(part), phi_q.size(1),
                                 values.shape[-1])
                 for part, target in zip(classes, targets)]
-    plan = _kernel_plan(classes, targets, view, in_order, slots, exact,
-                        values.shape[-1])
-    return pooled_combination(plan.parts, plan.pools, plan.reads, phi_q,
-                              phi_k, values, eps)
-
-
-def _widest(*tensors: Union[Tensor, ValueProjection]) -> torch.dtype:
-    dtypes = [t for x in tensors for t in ((x.x.dtype, x.weight.dtype)
-                                           if isinstance(x, ValueProjection)
-                                           else (x.dtype, ))]
-    widest = dtypes[0]
-    for dtype in dtypes[1:]:
-        widest = torch.promote_types(widest, dtype)
-    return widest
-
-
-class _KernelPlan(NamedTuple):
-    # the operation of kernel_class_attention without its tensors
-    pools: List[SummaryKeys]
-    reads: List[Reading]
-    parts: List[CombinationPart]
+    # the operation without its tensors, kept with the view (see
+    # data.PlanCache) unless a part's rows are hyperedges, which the view
+    # does not know
+    d_v = values.shape[-1]
+    parts, pools, reads = view_plan(
+        view, ('kernel_class_attention', in_order,
+               tuple(t.part for t in targets),
+               tuple(tuple(part) for part in classes),
+               tuple(tuple(part) for part in slots), exact, d_v),
+        lambda: _kernel_plan(classes, targets, view, in_order, slots, exact,
+                             d_v),
+        keep=all(t.part != 'hyperedge' for t in targets))
+    return pooled_combination(parts, pools, reads, phi_q, phi_k, values, eps)
 
 
 def _kernel_plan(classes: Sequence[Sequence[EquivariantClass]],
                  targets: Sequence[Target], view, in_order: int,
-                 slots: Sequence[Sequence[int]], exact: bool,
-                 d_v: int) -> _KernelPlan:
-    # kept with the view (see data.PlanCache) unless a part's rows are
-    # hyperedges, which the view does not know
-    def build() -> _KernelPlan:
-        return _build_kernel_plan(classes, targets, view, in_order, slots,
-                                  exact, d_v)
-
-    return view_plan(view, ('kernel_class_attention', in_order,
-                            tuple(t.part for t in targets),
-                            tuple(tuple(part) for part in classes),
-                            tuple(tuple(part) for part in slots), exact,
-                            d_v), build,
-                     keep=all(t.part != 'hyperedge' for t in targets))
-
-
-def _build_kernel_plan(classes: Sequence[Sequence[EquivariantClass]],
-                       targets: Sequence[Target], view, in_order: int,
-                       slots: Sequence[Sequence[int]], exact: bool,
-                       d_v: int) -> _KernelPlan:
+                 slots: Sequence[Sequence[int]], exact: bool, d_v: int
+                 ) -> Tuple[List[CombinationPart], List[SummaryKeys],
+                            List[Reading]]:
     if not exact:
         classes = [[replace(cls, terms=cls.terms[:1]) for cls in part]
                    for part in classes]
@@ -372,7 +350,7 @@ def _build_kernel_plan(classes: Sequence[Sequence[EquivariantClass]],
                                        part_slots, pool_of, reads, start,
                                        d_v))
         start += target.num_rows
-    return _KernelPlan(pools, reads, parts)
+    return parts, pools, reads
 
 
 def _combination_part(classes: Sequence[EquivariantClass], target: Target,

@@ -16,16 +16,10 @@ are switched on: each pass visits the rows group by group, and each
 backward is one fused pass.
 
 The pools and readings of kernel attention (:class:`SummaryKeys`,
-:class:`Reading`; their meaning is the oracle
-:func:`~torch_geometric_hot.testing.pool_readings_reference`), their torch
-backend (:func:`torch_pool_readings`) and the native kernels' index
-work for them (:func:`plan_pool_readings`) live here too: a group of few
-keys (a node's row or column in a sparse graph) is read straight from its
-keys, :math:`o = \sum_j (q^\top k_j) [v_j, 1]`, where that costs fewer
-products than its summary, natively and by the torch operations alike,
-each by its cost ratio of
-:class:`~torch_geometric_hot.ops.attention.dispatch.DirectReadings`.
-The naive references of all three are in :mod:`torch_geometric_hot.testing`.
+:class:`Reading`, their oracle
+:func:`~torch_geometric_hot.testing.pool_readings_reference`) live here
+too, with groups of few keys read straight from their keys
+(``docs/design.md``, "Kernel attention").
 """
 from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 
@@ -109,16 +103,6 @@ def _unneeded(t: Tensor) -> Tensor:
                          mutates_args=())
 def _segment_outer_sum(k: Tensor, v: Tensor, index: Tensor,
                        num_groups: int) -> Tensor:
-    return _outer_sum(k, v, index, num_groups)
-
-
-@_segment_outer_sum.register_fake
-def _(k, v, index, num_groups):
-    return k.new_empty(num_groups, k.size(1), k.size(2), v.size(-1))
-
-
-@_segment_outer_sum.register_kernel('cpu')
-def _(k, v, index, num_groups):
     runs = _native_runs(index, num_groups, k, v)
     if runs is None:
         return _outer_sum(k, v, index, num_groups)
@@ -127,13 +111,9 @@ def _(k, v, index, num_groups):
                             v.size(-1), _all_columns(v), False)
 
 
-def _outer_sum_adjoint(grad: Tensor, k: Tensor, v: Tensor, index: Tensor,
-                       need_k: bool, need_v: bool) -> Tuple[Tensor, Tensor]:
-    # the gradients of _outer_sum with torch operations
-    grad_k = _contract(v, grad.transpose(-1, -2).contiguous(), index) \
-        if need_k else _unneeded(k)
-    grad_v = _contract(k, grad, index) if need_v else _unneeded(v)
-    return grad_k, grad_v
+@_segment_outer_sum.register_fake
+def _(k, v, index, num_groups):
+    return k.new_empty(num_groups, k.size(1), k.size(2), v.size(-1))
 
 
 @torch.library.custom_op('torch_geometric_hot::segment_outer_sum_backward',
@@ -141,20 +121,11 @@ def _outer_sum_adjoint(grad: Tensor, k: Tensor, v: Tensor, index: Tensor,
 def _segment_outer_sum_backward(grad: Tensor, k: Tensor, v: Tensor,
                                 index: Tensor, need_k: bool,
                                 need_v: bool) -> Tuple[Tensor, Tensor]:
-    return _outer_sum_adjoint(grad, k, v, index, need_k, need_v)
-
-
-@_segment_outer_sum_backward.register_fake
-def _(grad, k, v, index, need_k, need_v):
-    return (torch.empty_like(k) if need_k else _unneeded(k),
-            torch.empty_like(v) if need_v else _unneeded(v))
-
-
-@_segment_outer_sum_backward.register_kernel('cpu')
-def _(grad, k, v, index, need_k, need_v):
     runs = _native_runs(index, grad.size(0), k, v, grad)
-    if runs is None:
-        return _outer_sum_adjoint(grad, k, v, index, need_k, need_v)
+    if runs is None:  # the adjoint with torch operations
+        return (_contract(v, grad.transpose(-1, -2).contiguous(), index)
+                if need_k else _unneeded(k),
+                _contract(k, grad, index) if need_v else _unneeded(v))
     k, v = k.contiguous(), v.contiguous()
     grad_k = torch.zeros_like(k) if need_k else None
     grad_v = torch.zeros_like(v) if need_v else None
@@ -165,28 +136,19 @@ def _(grad, k, v, index, need_k, need_v):
             _unneeded(v) if grad_v is None else grad_v)
 
 
-def _segment_outer_sum_setup(ctx, inputs, output) -> None:
-    k, v, index, _ = inputs
-    ctx.save_for_backward(k, v, index)
-
-
-def _segment_outer_sum_grad(ctx, grad):
-    k, v, index = ctx.saved_tensors
-    need_k, need_v = ctx.needs_input_grad[:2]
-    grad_k, grad_v = _segment_outer_sum_backward(grad.contiguous(), k, v,
-                                                 index, need_k, need_v)
-    return (grad_k if need_k else None, grad_v if need_v else None, None,
-            None)
-
-
-_segment_outer_sum.register_autograd(_segment_outer_sum_grad,
-                                     setup_context=_segment_outer_sum_setup)
+@_segment_outer_sum_backward.register_fake
+def _(grad, k, v, index, need_k, need_v):
+    return (torch.empty_like(k) if need_k else _unneeded(k),
+            torch.empty_like(v) if need_v else _unneeded(v))
 
 
 @torch.library.custom_op('torch_geometric_hot::gather_contract',
                          mutates_args=())
 def _gather_contract(q: Tensor, summary: Tensor, index: Tensor) -> Tensor:
-    return _contract(q, summary, index)
+    runs = _native_runs(index, summary.size(0), q, summary)
+    if runs is None:
+        return _contract(q, summary, index)
+    return native.contract(q, summary, runs, _all_columns(summary))
 
 
 @_gather_contract.register_fake
@@ -194,46 +156,17 @@ def _(q, summary, index):
     return q.new_empty(q.size(0), q.size(1), summary.size(-1))
 
 
-@_gather_contract.register_kernel('cpu')
-def _(q, summary, index):
-    runs = _native_runs(index, summary.size(0), q, summary)
-    if runs is None:
-        return _contract(q, summary, index)
-    return native.contract(q, summary, runs, _all_columns(summary))
-
-
-def _contract_adjoint(grad: Tensor, q: Tensor, summary: Tensor,
-                      index: Tensor, need_q: bool,
-                      need_summary: bool) -> Tuple[Tensor, Tensor]:
-    # the gradients of _contract with torch operations
-    grad_q = _contract(grad, summary.transpose(-1, -2).contiguous(),
-                       index) if need_q else _unneeded(q)
-    grad_s = _outer_sum(q, grad, index, summary.size(0)) if need_summary \
-        else _unneeded(summary)
-    return grad_q, grad_s
-
-
 @torch.library.custom_op('torch_geometric_hot::gather_contract_backward',
                          mutates_args=())
 def _gather_contract_backward(grad: Tensor, q: Tensor, summary: Tensor,
                               index: Tensor, need_q: bool,
                               need_summary: bool) -> Tuple[Tensor, Tensor]:
-    return _contract_adjoint(grad, q, summary, index, need_q, need_summary)
-
-
-@_gather_contract_backward.register_fake
-def _(grad, q, summary, index, need_q, need_summary):
-    return (torch.empty_like(q) if need_q else _unneeded(q),
-            torch.empty_like(summary) if need_summary else
-            _unneeded(summary))
-
-
-@_gather_contract_backward.register_kernel('cpu')
-def _(grad, q, summary, index, need_q, need_summary):
     runs = _native_runs(index, summary.size(0), q, summary, grad)
-    if runs is None:
-        return _contract_adjoint(grad, q, summary, index, need_q,
-                                 need_summary)
+    if runs is None:  # the adjoint with torch operations
+        return (_contract(grad, summary.transpose(-1, -2).contiguous(), index)
+                if need_q else _unneeded(q),
+                _outer_sum(q, grad, index, summary.size(0)) if need_summary
+                else _unneeded(summary))
     q, summary = q.contiguous(), summary.contiguous()
     grad_q = q.new_empty(q.shape) if need_q else None
     grad_s = summary.new_empty(summary.shape) if need_summary else None
@@ -243,20 +176,31 @@ def _(grad, q, summary, index, need_q, need_summary):
             _unneeded(summary) if grad_s is None else grad_s)
 
 
-def _gather_contract_setup(ctx, inputs, output) -> None:
-    ctx.save_for_backward(*inputs)
+@_gather_contract_backward.register_fake
+def _(grad, q, summary, index, need_q, need_summary):
+    return (torch.empty_like(q) if need_q else _unneeded(q),
+            torch.empty_like(summary) if need_summary else
+            _unneeded(summary))
 
 
-def _gather_contract_grad(ctx, grad):
-    q, summary, index = ctx.saved_tensors
-    need_q, need_s = ctx.needs_input_grad[:2]
-    grad_q, grad_s = _gather_contract_backward(grad.contiguous(), q, summary,
-                                               index, need_q, need_s)
-    return grad_q if need_q else None, grad_s if need_s else None, None
+def _register_autograd(op, backward) -> None:
+    # the autograd of either operator: its two operands and the index kept,
+    # their gradients from its backward operator
+    def setup(ctx, inputs, output) -> None:
+        ctx.save_for_backward(*inputs[:3])
+
+    def grad(ctx, grad):
+        need_a, need_b = ctx.needs_input_grad[:2]
+        grad_a, grad_b = backward(grad.contiguous(), *ctx.saved_tensors,
+                                  need_a, need_b)
+        return (grad_a if need_a else None, grad_b if need_b else None,
+                *[None] * (len(ctx.needs_input_grad) - 2))
+
+    op.register_autograd(grad, setup_context=setup)
 
 
-_gather_contract.register_autograd(_gather_contract_grad,
-                                   setup_context=_gather_contract_setup)
+_register_autograd(_segment_outer_sum, _segment_outer_sum_backward)
+_register_autograd(_gather_contract, _gather_contract_backward)
 
 
 def segment_outer_sum(k: Tensor, v: Tensor, index: Tensor,
@@ -302,29 +246,6 @@ class SummaryKeys(NamedTuple):
     slots: Tuple[int, ...] = ()
 
 
-def _check_pools(k: Tensor, values: Tensor, pools: Sequence[SummaryKeys],
-                 ranges: bool) -> None:
-    # ranges: check the positions and slots too (the native kernels use
-    # them as memory offsets; the torch path's gathers check them)
-    if values.dim() != 4 or k.dim() != 3 or k.shape[:2] != (
-            values.size(0), values.size(2)):
-        raise ValueError(f"'k' [P, H, R] and 'values' [P, slots, H, D] must "
-                         f"agree, got {tuple(k.shape)} and "
-                         f"{tuple(values.shape)}")
-    for pool in pools:
-        if pool.position.shape != pool.group.shape or not pool.slots:
-            raise ValueError('a pool needs one group per position and at '
-                             'least one slot')
-        if not ranges:
-            continue
-        if pool.position.numel() and (int(pool.position.min()) < 0 or int(
-                pool.position.max()) >= values.size(0)):
-            raise IndexError(f'pool position out of range [0, '
-                             f'{values.size(0)})')
-        if min(pool.slots) < 0 or max(pool.slots) >= values.size(1):
-            raise IndexError(f'pool slot out of range [0, {values.size(1)})')
-
-
 class Reading(NamedTuple):
     r"""One reading of kernel attention's summaries: the pool whose
     summaries the query rows read, the group of every query row
@@ -355,30 +276,10 @@ def read_columns(pool: SummaryKeys, read: Reading, D: int) -> Tensor:
                                                   device=device)])
 
 
-def _check_readings(q: Tensor, k: Tensor, pools: Sequence[SummaryKeys],
-                    reads: Sequence[Reading]) -> None:
-    if q.dim() != 3 or q.shape[1:] != k.shape[1:]:
-        raise ValueError(f"'q' must be [rows, H, R] with the keys' H, R "
-                         f"{tuple(k.shape[1:])}, got {tuple(q.shape)}")
-    for read in reads:
-        if not 0 <= read.pool < len(pools):
-            raise IndexError(f'reading of pool {read.pool}, but there are '
-                             f'{len(pools)} pools')
-        if read.group.dim() != 1 or read.start < 0 or \
-                read.start + read.group.numel() > q.size(0):
-            raise ValueError(f'a reading needs one group per query row it '
-                             f'reads, from its start ({read.start}) within '
-                             f'the {q.size(0)} rows, got '
-                             f'{tuple(read.group.shape)}')
-        if read.slots is not None and (not read.slots or not set(
-                read.slots) <= set(pools[read.pool].slots)):
-            raise ValueError(f'a reading reads some of its pool\'s slots '
-                             f'{pools[read.pool].slots}, got {read.slots}')
-
-
 class DirectGroups(NamedTuple):
     r"""The groups of a pool that :func:`native_pool_readings` reads
-    directly: the pool's key rows by group, and the groups read so."""
+    directly: the pool's key rows by group (``native.Groups``, all
+    groups) and the ids of the groups read so."""
     keys: native.Groups
     groups: Tensor
 
@@ -389,12 +290,11 @@ class PoolPlan(NamedTuple):
     pool the visits and value columns of its summarised groups
     (renumbered), their number, and its directly read groups; per reading
     the visits and summary columns of its queries in summarised groups and
-    its queries by group; and the summaries, once computed."""
+    its queries by group."""
     pools: List[Tuple[native.Runs, Tensor]]
     summary_groups: List[int]
     read_runs: List[native.Runs]
     read_columns: List[Tensor]
-    summaries: List[Tensor]
     direct: List[Optional[DirectGroups]]
     read_queries: List[native.Groups]
 
@@ -465,30 +365,24 @@ def plan_pool_readings(pools: Sequence[SummaryKeys], reads: Sequence[Reading],
     read_runs = [runs if summarised[read.pool] is None else _restrict(
         runs, summarised[read.pool]) for read, runs in zip(reads, read_visits)]
     columns = [read_columns(pools[read.pool], read, D) for read in reads]
-    return PoolPlan(plans, groups, read_runs, columns, [], direct_groups,
+    return PoolPlan(plans, groups, read_runs, columns, direct_groups,
                     read_queries)
 
 
-def native_pool_readings(k: Tensor, values: Tensor, q: Tensor,
-                         pools: Sequence[SummaryKeys],
-                         reads: Sequence[Reading], direct: DirectReadings,
+def native_pool_readings(plan: PoolPlan, k: Tensor, values: Tensor,
+                         q: Tensor, reads: Sequence[Reading],
                          scratch: Optional[native.Scratch] = None,
-                         plan: Optional[PoolPlan] = None,
                          buffers: Optional[Sequence[Tensor]] = None
-                         ) -> Tuple[List[Tensor], PoolPlan]:
-    r"""The pool readings by the native
-    kernels, without autograd (inputs contiguous and checked; temporaries
-    taken from :obj:`scratch` when given), and the plan of their backward
-    pass (:func:`native_pool_readings_backward`), :obj:`plan` (from
-    :func:`plan_pool_readings`, made when not given) with the summaries.
-    Groups with few keys (by :obj:`direct`) are read from their keys, the
-    others through their summaries, written to the first rows of
-    :obj:`buffers` (per pool, :obj:`[groups, H, R, C]`) when given."""
+                         ) -> Tuple[List[Tensor], List[Tensor]]:
+    r"""The pool readings by the native kernels as :obj:`plan` (from
+    :func:`plan_pool_readings`) says, without autograd (inputs contiguous
+    and checked; temporaries taken from :obj:`scratch` when given), and the
+    summaries their backward pass (:func:`native_pool_readings_backward`)
+    reads: those of the groups not read from their keys, written to the
+    first rows of :obj:`buffers` (per pool, :obj:`[groups, H, R, C]`) when
+    given."""
     P, _, H, D = values.shape
     flat = values.view(P, -1)
-    if plan is None:
-        plan = plan_pool_readings(pools, reads, k.dtype, H, k.size(-1), D,
-                                  direct)
     summaries = [native.outer_sum(
         k, flat, runs, num_groups, D, columns, True,
         None if buffers is None else buffers[p][:num_groups])
@@ -500,13 +394,12 @@ def native_pool_readings(k: Tensor, values: Tensor, q: Tensor,
                                            columns.numel()), q.dtype))
             for read, runs, columns in zip(reads, plan.read_runs,
                                            plan.read_columns)]
-    plan = plan._replace(summaries=summaries)
     for p, part in enumerate(plan.direct):
         if part is not None:
             native.direct_read(k, flat, q, part.keys, part.groups, D,
                                plan.pools[p][1], _direct_readings(
                                    plan, reads, p, outs))
-    return outs, plan
+    return outs, summaries
 
 
 def _direct_readings(plan: PoolPlan, reads: Sequence[Reading], pool: int,
@@ -520,20 +413,21 @@ def _direct_readings(plan: PoolPlan, reads: Sequence[Reading], pool: int,
             if read.pool == pool]
 
 
-def native_pool_readings_backward(plan: PoolPlan, k: Tensor, values: Tensor,
-                                  q: Tensor, reads: Sequence[Reading],
+def native_pool_readings_backward(plan: PoolPlan, summaries: List[Tensor],
+                                  k: Tensor, values: Tensor, q: Tensor,
+                                  reads: Sequence[Reading],
                                   grads: Sequence[Optional[Tensor]],
                                   grad_k: Optional[Tensor],
                                   grad_v: Optional[Tensor],
                                   grad_q: Optional[Tensor],
                                   scratch: native.Scratch) -> None:
-    r"""The backward pass of :func:`native_pool_readings` for the readings'
-    gradients :obj:`grads` (:obj:`None`: zero): adds to :obj:`grad_k`,
+    r"""The backward pass of :func:`native_pool_readings` (with the
+    summaries it returned) for the readings' gradients :obj:`grads`
+    (:obj:`None`: zero): adds to :obj:`grad_k`,
     :obj:`grad_v` and :obj:`grad_q` (laid out as :obj:`k`, :obj:`values`
     and :obj:`q`; each skipped when :obj:`None`), with temporaries from
     :obj:`scratch`."""
     need_s = grad_k is not None or grad_v is not None
-    summaries = plan.summaries
     flat = values.view(values.size(0), -1)
     flat_grad_v = None if grad_v is None else grad_v.view(grad_v.size(0), -1)
     # one gradient buffer for every pool's summaries in turn: the first
@@ -781,10 +675,42 @@ def check_pool_readings(k: Tensor, values: Tensor, q: Tensor,
                         pools: Sequence[SummaryKeys], reads: Sequence[Reading],
                         ranges: bool) -> None:
     r"""The argument checks of the pool readings (with
-    :obj:`ranges`, also the positions and slots the native kernels use as
-    offsets)."""
-    _check_pools(k, values, pools, ranges)
-    _check_readings(q, k, pools, reads)
+    :obj:`ranges`, also the positions, slots and groups the native kernels
+    use as memory offsets; the torch path's gathers check them)."""
+    if values.dim() != 4 or k.dim() != 3 or k.shape[:2] != (
+            values.size(0), values.size(2)):
+        raise ValueError(f"'k' [P, H, R] and 'values' [P, slots, H, D] must "
+                         f"agree, got {tuple(k.shape)} and "
+                         f"{tuple(values.shape)}")
+    for pool in pools:
+        if pool.position.shape != pool.group.shape or not pool.slots:
+            raise ValueError('a pool needs one group per position and at '
+                             'least one slot')
+        if not ranges:
+            continue
+        if pool.position.numel() and (int(pool.position.min()) < 0 or int(
+                pool.position.max()) >= values.size(0)):
+            raise IndexError(f'pool position out of range [0, '
+                             f'{values.size(0)})')
+        if min(pool.slots) < 0 or max(pool.slots) >= values.size(1):
+            raise IndexError(f'pool slot out of range [0, {values.size(1)})')
+    if q.dim() != 3 or q.shape[1:] != k.shape[1:]:
+        raise ValueError(f"'q' must be [rows, H, R] with the keys' H, R "
+                         f"{tuple(k.shape[1:])}, got {tuple(q.shape)}")
+    for read in reads:
+        if not 0 <= read.pool < len(pools):
+            raise IndexError(f'reading of pool {read.pool}, but there are '
+                             f'{len(pools)} pools')
+        if read.group.dim() != 1 or read.start < 0 or \
+                read.start + read.group.numel() > q.size(0):
+            raise ValueError(f'a reading needs one group per query row it '
+                             f'reads, from its start ({read.start}) within '
+                             f'the {q.size(0)} rows, got '
+                             f'{tuple(read.group.shape)}')
+        if read.slots is not None and (not read.slots or not set(
+                read.slots) <= set(pools[read.pool].slots)):
+            raise ValueError(f'a reading reads some of its pool\'s slots '
+                             f'{pools[read.pool].slots}, got {read.slots}')
     if ranges:
         for index, num_groups in [*((p.group, p.num_groups) for p in pools),
                                   *((r.group, pools[r.pool].num_groups)

@@ -14,14 +14,14 @@ one operator, ``torch_geometric_hot::pair_light_linear``: two matrix
 products, the entry-wise :math:`Y = A [W_2 \,|\, W_3]` and the node-wise
 :math:`N = A_{\text{diag}} [W_1 \,|\, W_4 \,|\, W_5]`, then one pass
 over the entries in which every entry gathers its terms from them
-(:func:`_entry_gather`). Its backward operator,
+(:func:`_gather`). Its backward operator,
 ``torch_geometric_hot::pair_light_linear_backward``, is the same shape
-transposed: one pass (:func:`_entry_scatter`) lays out every entry's
+transposed: one pass (:func:`_scatter`) lays out every entry's
 gradient next to its transpose's and sums the gradients of every node's
 row and column, then one product per gradient asked for. Nothing is kept
 for the backward pass beyond the input and the weights. The passes are a
-few gathers and scatters in torch (any device) and, in the operators' CPU
-kernels, one native loop over the entries each
+few gathers and scatters in torch (any device) and one native loop over
+the entries each
 (:mod:`torch_geometric_hot.ops.native`, ``pair_entries.c``) where the
 native kernels take the tensors. Under :func:`torch.compile` a light layer
 is one node of the graph. The oracle is the class-by-class sum
@@ -73,7 +73,14 @@ def _pair_scatter(grad: Tensor, row: Tensor, col: Tensor, transpose: Tensor,
 
 def _gather(y: Tensor, nodes: Tensor, row: Tensor, col: Tensor,
             transpose: Tensor, diag_pos: Tensor) -> Tensor:
-    # the native pass where it takes the tensors, else torch's
+    r"""Every entry's light 2→2 output :obj:`[P, C]` from the entry-wise
+    products :obj:`y = [A W_2, A W_3]` :obj:`[P, 2C]` and the node-wise
+    ones :obj:`nodes = [A_d W_1 + b_1, A_d W_4 + b_2, A_d W_5]`
+    :obj:`[n, 3C]`: a diagonal entry :math:`(i, i)` takes its node's first
+    block, an off-diagonal :math:`(i, j)` adds its own first block of
+    :obj:`y`, its transpose's second and the second and third node blocks
+    of :math:`i` and :math:`j` (natively where the kernels take the
+    tensors)."""
     if not native.applies(y, nodes):
         return _pair_gather(y, nodes, row, col, transpose, diag_pos)
     return native.pair_gather(y.contiguous(), nodes.contiguous(),
@@ -83,34 +90,15 @@ def _gather(y: Tensor, nodes: Tensor, row: Tensor, col: Tensor,
 
 def _scatter(grad: Tensor, row: Tensor, col: Tensor, transpose: Tensor,
              diag_pos: Tensor, num_nodes: int) -> Tuple[Tensor, Tensor]:
+    r"""The adjoint of :func:`_gather`: the gradients of :obj:`y` (every
+    off-diagonal entry's gradient and its transpose's; zero on the
+    diagonal) and of :obj:`nodes` (per node, its diagonal entry's gradient
+    and the sums over its row's and its column's off-diagonal entries)."""
     if not native.applies(grad):
         return _pair_scatter(grad, row, col, transpose, diag_pos, num_nodes)
     return native.pair_scatter(grad.contiguous(), row.contiguous(),
                                col.contiguous(), transpose.contiguous(),
                                num_nodes)
-
-
-def _indices(view) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
-    return view.row, view.col, view.transpose, view.diag_pos
-
-
-def _entry_gather(y: Tensor, nodes: Tensor, view) -> Tensor:
-    r"""Every entry's light 2→2 output :obj:`[P, C]` from the entry-wise
-    products :obj:`y = [A W_2, A W_3]` :obj:`[P, 2C]` and the node-wise
-    ones :obj:`nodes = [A_d W_1 + b_1, A_d W_4 + b_2, A_d W_5]`
-    :obj:`[n, 3C]`: a diagonal entry :math:`(i, i)` takes its node's first
-    block, an off-diagonal :math:`(i, j)` adds its own first block of
-    :obj:`y`, its transpose's second and the second and third node blocks
-    of :math:`i` and :math:`j` (natively on CPU)."""
-    return _gather(y, nodes, *_indices(view))
-
-
-def _entry_scatter(grad: Tensor, view) -> Tuple[Tensor, Tensor]:
-    r"""The adjoint of :func:`_entry_gather`: the gradients of :obj:`y`
-    (every off-diagonal entry's gradient and its transpose's; zero on the
-    diagonal) and of :obj:`nodes` (per node, its diagonal entry's gradient
-    and the sums over its row's and its column's off-diagonal entries)."""
-    return _scatter(grad, *_indices(view), view.num_nodes)
 
 
 def _blocks(weight: Tensor) -> Tuple[Tensor, Tensor]:
@@ -121,26 +109,35 @@ def _blocks(weight: Tensor) -> Tuple[Tensor, Tensor]:
             torch.cat([w_diag, w_i, w_j], dim=1))
 
 
-def _forward(gather, x: Tensor, weight: Tensor, bias: Optional[Tensor],
-             row: Tensor, col: Tensor, transpose: Tensor,
-             diag_pos: Tensor) -> Tensor:
-    # two products, then one pass over the entries (gather)
+@torch.library.custom_op('torch_geometric_hot::pair_light_linear',
+                         mutates_args=())
+def _light_op(x: Tensor, weight: Tensor, bias: Optional[Tensor],
+              row: Tensor, col: Tensor, transpose: Tensor,
+              diag_pos: Tensor) -> Tensor:
+    # two products, then one pass over the entries
     x = x.contiguous()
     entry_w, node_w = _blocks(weight)
     y = x @ entry_w  # [P, 2C']
     nodes = x.index_select(0, diag_pos) @ node_w  # [n, 3C']
     if bias is not None:
         nodes[:, :2 * weight.size(-1)] += bias.view(1, -1)
-    return gather(y, nodes, row, col, transpose, diag_pos)
+    return _gather(y, nodes, row, col, transpose, diag_pos)
 
 
-def _backward(scatter, grad: Tensor, x: Tensor, weight: Tensor, row: Tensor,
-              col: Tensor, transpose: Tensor, diag_pos: Tensor,
-              need_x: bool, need_weight: bool,
-              need_bias: bool) -> List[Tensor]:
-    # one pass over the entries (scatter), then one product per gradient
-    grad_y, grad_nodes = scatter(grad.contiguous(), row, col, transpose,
-                                 diag_pos, diag_pos.size(0))
+@_light_op.register_fake
+def _(x, weight, bias, row, col, transpose, diag_pos):
+    return x.new_empty(x.size(0), weight.size(-1))
+
+
+@torch.library.custom_op('torch_geometric_hot::pair_light_linear_backward',
+                         mutates_args=())
+def _light_backward_op(grad: Tensor, x: Tensor, weight: Tensor, row: Tensor,
+                       col: Tensor, transpose: Tensor, diag_pos: Tensor,
+                       need_x: bool, need_weight: bool,
+                       need_bias: bool) -> List[Tensor]:
+    # one pass over the entries, then one product per gradient
+    grad_y, grad_nodes = _scatter(grad.contiguous(), row, col, transpose,
+                                  diag_pos, diag_pos.size(0))
     grads = []
     if need_x:
         entry_w, node_w = _blocks(weight)
@@ -155,42 +152,6 @@ def _backward(scatter, grad: Tensor, x: Tensor, weight: Tensor, row: Tensor,
     if need_bias:
         grads.append(grad_nodes[:, :2 * weight.size(-1)].sum(0).view(2, -1))
     return grads
-
-
-@torch.library.custom_op('torch_geometric_hot::pair_light_linear',
-                         mutates_args=())
-def _light_op(x: Tensor, weight: Tensor, bias: Optional[Tensor],
-              row: Tensor, col: Tensor, transpose: Tensor,
-              diag_pos: Tensor) -> Tensor:
-    return _forward(_pair_gather, x, weight, bias, row, col, transpose,
-                    diag_pos)
-
-
-@_light_op.register_kernel('cpu')
-def _(x, weight, bias, row, col, transpose, diag_pos):
-    return _forward(_gather, x, weight, bias, row, col, transpose, diag_pos)
-
-
-@_light_op.register_fake
-def _(x, weight, bias, row, col, transpose, diag_pos):
-    return x.new_empty(x.size(0), weight.size(-1))
-
-
-@torch.library.custom_op('torch_geometric_hot::pair_light_linear_backward',
-                         mutates_args=())
-def _light_backward_op(grad: Tensor, x: Tensor, weight: Tensor, row: Tensor,
-                       col: Tensor, transpose: Tensor, diag_pos: Tensor,
-                       need_x: bool, need_weight: bool,
-                       need_bias: bool) -> List[Tensor]:
-    return _backward(_pair_scatter, grad, x, weight, row, col, transpose,
-                     diag_pos, need_x, need_weight, need_bias)
-
-
-@_light_backward_op.register_kernel('cpu')
-def _(grad, x, weight, row, col, transpose, diag_pos, need_x, need_weight,
-      need_bias):
-    return _backward(_scatter, grad, x, weight, row, col, transpose,
-                     diag_pos, need_x, need_weight, need_bias)
 
 
 @_light_backward_op.register_fake
@@ -251,7 +212,7 @@ def pair_light_linear(x: Tensor, view, weight: Tensor,
         raise ValueError(f"'bias' must be [2, {weight.size(-1)}], got "
                          f"{list(bias.shape)}")
     view.check_entries(x)
-    indices = _indices(view)
     if making_plans_only():  # index work only: none here
         return x.new_zeros(x.size(0), weight.size(-1))
-    return _light_op(x, weight, bias, *indices)
+    return _light_op(x, weight, bias, view.row, view.col, view.transpose,
+                     view.diag_pos)

@@ -4,17 +4,11 @@ output parts (``docs/design.md``, "Kernel attention") as one operator,
 :func:`~torch_geometric_hot.testing.pool_readings_reference`,
 then per part the combination of
 :func:`~torch_geometric_hot.ops.class_combination.torch_combine_classes`.
-
-The operator is a :func:`torch.library.custom_op`: its plain-torch
-implementation serves every device, a fake implementation lets
-:func:`torch.compile` trace through it, and its backward pass is the
-operator ``torch_geometric_hot::pooled_combination_backward``, written by
-hand (plain autograd through the torch forward pass takes 1.6x its time on
-molecule batches, 3.2x on a graph of :math:`10^5` edges,
-``benchmarks/torch_paths.py``). On CPU
-(float32/float64, native kernels built and switched on, see
-:mod:`torch_geometric_hot.ops.native`) both run as the native kernels,
-inside compiled graphs too:
+Its backward operator, ``torch_geometric_hot::pooled_combination_backward``,
+is written by hand (plain autograd through the torch forward pass takes
+1.6x its time on molecule batches, 3.2x on a graph of :math:`10^5` edges,
+``benchmarks/torch_paths.py``). Where the native kernels apply (see
+:mod:`torch_geometric_hot.ops.native`), both run as them:
 
 * the backward pass shares the gradient buffers of the keys, values and
   queries: the combinations write the query gradient and add to the
@@ -214,31 +208,18 @@ def _torch_splits(pools: Sequence[SummaryKeys], reads: Sequence[Reading],
             for p, pool in enumerate(pools)]
 
 
-def _direct(direct: Sequence[float]) -> DirectReadings:
+def _rule(direct: Sequence[float]) -> DirectReadings:
     # the operators' argument as the rule
     return DirectReadings(int(direct[0]), direct[1], direct[2])
 
 
-def _torch_forward(phi_k: Tensor, phi_q: Tensor, values: Tensor,
-                   pools: Sequence[SummaryKeys], reads: Sequence[Reading],
-                   parts: Sequence[_Part], eps: float,
-                   direct: DirectReadings, buffers: Sequence[Tensor]
-                   ) -> Tuple[List[Tensor], List[Tensor]]:
-    # the classes and denominators with torch operations, the summaries
-    # written to the first rows of the buffers
-    readings = torch_pool_readings(
-        phi_k, values, phi_q, pools, reads,
-        _torch_splits(pools, reads, phi_k.size(-1), values.size(-1),
-                      direct), buffers)
-    outs, dens = [], []
-    for part in parts:
-        out, den = torch_combine_classes(
-            part.terms, [readings[r] for r in part.readings],
-            phi_q[part.rows], phi_k, part.positions, values, part.slots,
-            part.nonempty, eps, with_denominators=True)
-        outs.append(out)
-        dens.append(den)
-    return outs, dens
+#: The implementations that may have made the summaries a backward pass
+#: reads, each by its own rule for the groups it reads directly: the torch
+#: one (:func:`~torch_geometric_hot.ops.kernel_attention.torch_pool`) and
+#: the native one (:func:`~torch_geometric_hot.ops.kernel_attention.\
+#: plan_pool_readings`). Either writes the summaries of the other groups,
+#: renumbered, to the first rows; the others are not written.
+TORCH, NATIVE = 0, 1
 
 
 @torch.library.custom_op('torch_geometric_hot::pooled_combination',
@@ -252,40 +233,44 @@ def _pooled_combination(phi_k: Tensor, phi_q: Tensor, values: Tensor,
     # values: the values or, with a weight, the input of their projection;
     # direct: the DirectReadings
     pools, reads, parts = _decode(index, structure)
-    return _torch_outputs(phi_k, phi_q, values, weight, pools, reads, parts,
-                          heads, head_channels, eps, direct)
-
-
-#: The implementations that may have made the summaries a backward pass
-#: reads, each by its own rule for the groups it reads directly: the torch
-#: one (:func:`~torch_geometric_hot.ops.kernel_attention.torch_pool`) and
-#: the native one (:func:`~torch_geometric_hot.ops.kernel_attention.\
-#: plan_pool_readings`). Either writes the summaries of the other groups,
-#: renumbered, to the first rows; the others are not written.
-TORCH, NATIVE = 0, 1
-
-
-def _torch_outputs(phi_k, phi_q, values, weight, pools, reads, parts, heads,
-                   head_channels, eps, direct) -> List[Tensor]:
     buffers = _summary_buffers(phi_q, pools, head_channels)
-    outs, dens = _torch_forward(
-        phi_k, phi_q, _values(values, weight, heads, head_channels), pools,
-        reads, parts, eps, _direct(direct), buffers)
-    return outs + dens + buffers + [
-        torch.full((1, ), TORCH, dtype=torch.long, device=phi_q.device)]
+    if not _native_applies(phi_k, phi_q, values, weight, pools, reads):
+        values = _values(values, weight, heads, head_channels)
+        readings = torch_pool_readings(
+            phi_k, values, phi_q, pools, reads, _torch_splits(
+                pools, reads, phi_k.size(-1), head_channels,
+                _rule(direct)), buffers)
+        results = [torch_combine_classes(
+            part.terms, [readings[r] for r in part.readings],
+            phi_q[part.rows], phi_k, part.positions, values, part.slots,
+            part.nonempty, eps, with_denominators=True) for part in parts]
+        made_by = TORCH
+    else:
+        phi_k, phi_q, values, projection, tables, plan = _native_inputs(
+            phi_k, phi_q, values, weight, pools, reads, parts, index,
+            structure, heads, head_channels, direct)
+        with native.workspace() as scratch:  # the readings: temporaries
+            data = values if projection is None else \
+                projection.values_into(scratch)
+            readings, _ = native_pool_readings(plan, phi_k, data, phi_q,
+                                               reads, scratch, buffers)
+            results = [native.combine(
+                table, [readings[r] for r in part.readings],
+                phi_q[part.rows], phi_k,
+                [p.contiguous() for p in part.positions], data, part.slots,
+                part.nonempty.to(torch.uint8).contiguous(), eps)
+                for table, part in zip(tables, parts)]
+        made_by = NATIVE
+    return [out for out, _ in results] + [den for _, den in results] + \
+        buffers + [torch.full((1, ), made_by, dtype=torch.long,
+                              device=phi_q.device)]
 
 
 @_pooled_combination.register_fake
 def _(phi_k, phi_q, values, weight, index, structure, heads, head_channels,
       eps, direct):
     pools, _, parts = _decode(index, structure)
-    return _empty_outputs(phi_q, pools, parts, head_channels)
-
-
-def _empty_outputs(phi_q: Tensor, pools: Sequence[SummaryKeys],
-                   parts: Sequence[_Part], D: int) -> List[Tensor]:
-    # the operator's outputs, uninitialised
-    H = phi_q.size(1)
+    H, D = phi_q.size(1), head_channels
     outs = [phi_q.new_empty(p.nonempty.size(0), p.nonempty.size(1), H, D)
             for p in parts]
     dens = [phi_q.new_empty(p.nonempty.size(0), p.nonempty.size(1), H)
@@ -309,35 +294,29 @@ def _native_applies(phi_k, phi_q, values, weight, pools, reads) -> bool:
                        *([] if weight is None else [weight]))
 
 
-def _build_native_plan(pools: Sequence[SummaryKeys], reads: Sequence[Reading],
-                       parts: Sequence[_Part], phi_q: Tensor, phi_k: Tensor,
-                       shape: torch.Size,
-                       direct: DirectReadings) -> Tuple[List, PoolPlan]:
-    # the index work of the native kernels: the checks of the positions and
-    # slots they use as offsets, the parts' combination tables and the
-    # pools' plan
-    values = torch.empty(shape, dtype=phi_k.dtype, device='meta')
-    check_pool_readings(phi_k, values, phi_q, pools, reads, True)
-    D = shape[-1]
-    widths = [len(r.slots) * D + 1 for r in reads]
-    tables = []
-    for part in parts:
-        check_combination(part.terms, [widths[r] for r in part.readings],
-                          phi_q[part.rows], phi_k, part.positions, values,
-                          part.slots, part.nonempty)
-        tables.append(combination_table(part.terms, part.nonempty.device))
-    return tables, plan_pool_readings(pools, reads, phi_k.dtype, shape[2],
-                                      phi_k.size(-1), D, direct)
-
-
 def _native_plan(pools, reads, parts, index, structure, phi_q, phi_k,
-                 shape, direct):
-    # kept with the operator's index tensors: the layers of a model that
-    # share a batch's indices, and each layer's backward pass, build it once
+                 shape, direct) -> Tuple[List, PoolPlan]:
+    # the index work of the native kernels, kept with the operator's index
+    # tensors: the checks of the positions and slots they use as offsets,
+    # the parts' combination tables and the pools' plan
+    def build() -> Tuple[List, PoolPlan]:
+        values = torch.empty(shape, dtype=phi_k.dtype, device='meta')
+        check_pool_readings(phi_k, values, phi_q, pools, reads, True)
+        widths = [len(r.slots) * shape[-1] + 1 for r in reads]
+        tables = []
+        for part in parts:
+            check_combination(part.terms, [widths[r] for r in part.readings],
+                              phi_q[part.rows], phi_k, part.positions, values,
+                              part.slots, part.nonempty)
+            tables.append(combination_table(part.terms,
+                                            part.nonempty.device))
+        return tables, plan_pool_readings(pools, reads, phi_k.dtype,
+                                          shape[2], phi_k.size(-1),
+                                          shape[-1], _rule(direct))
+
     key = ('native_combination', tuple(structure), phi_k.dtype, phi_q.shape,
            phi_k.shape, shape, tuple(direct))
-    return plans_for(index).plan(key, lambda: _build_native_plan(
-        pools, reads, parts, phi_q, phi_k, shape, _direct(direct)))
+    return plans_for(index).plan(key, build)
 
 
 def _native_inputs(phi_k, phi_q, values, weight, pools, reads, parts, index,
@@ -354,32 +333,6 @@ def _native_inputs(phi_k, phi_q, values, weight, pools, reads, parts, index,
     return phi_k, phi_q, values, projection, tables, plan
 
 
-@_pooled_combination.register_kernel('cpu')
-def _(phi_k, phi_q, values, weight, index, structure, heads, head_channels,
-      eps, direct):
-    pools, reads, parts = _decode(index, structure)
-    if not _native_applies(phi_k, phi_q, values, weight, pools, reads):
-        return _torch_outputs(phi_k, phi_q, values, weight, pools, reads,
-                              parts, heads, head_channels, eps, direct)
-    phi_k, phi_q, values, projection, tables, plan = _native_inputs(
-        phi_k, phi_q, values, weight, pools, reads, parts, index, structure,
-        heads, head_channels, direct)
-    buffers = _summary_buffers(phi_q, pools, head_channels)
-    with native.workspace() as scratch:  # the readings: temporaries
-        data = values if projection is None else \
-            projection.values_into(scratch)
-        readings, plan = native_pool_readings(phi_k, data, phi_q, pools,
-                                              reads, _direct(direct), scratch,
-                                              plan, buffers)
-        results = [native.combine(
-            table, [readings[r] for r in part.readings], phi_q[part.rows],
-            phi_k, [p.contiguous() for p in part.positions], data,
-            part.slots, part.nonempty.to(torch.uint8).contiguous(), eps)
-            for table, part in zip(tables, parts)]
-    return [out for out, _ in results] + [den for _, den in results] + \
-        buffers + [torch.full((1, ), NATIVE, dtype=torch.long)]
-
-
 @torch.library.custom_op('torch_geometric_hot::pooled_combination_backward',
                          mutates_args=())
 def _pooled_combination_backward(
@@ -390,8 +343,18 @@ def _pooled_combination_backward(
         head_channels: int, eps: float, direct: List[float],
         needs: List[bool]) -> List[Tensor]:
     # the gradients of phi_k, phi_q, values (or the projection's input)
-    # and the weight (when there is one); [0]-shaped where not needed
+    # and the weight (when there is one); [0]-shaped where not needed; each
+    # implementation reads the summaries of its own forward pass (the
+    # native one whatever the native mode is by now)
     pools, reads, parts = _decode(index, structure)
+    if phi_q.device.type == 'cpu' and int(made_by) == NATIVE:
+        phi_k, phi_q, values, projection, tables, plan = _native_inputs(
+            phi_k, phi_q, values, weight, pools, reads, parts, index,
+            structure, heads, head_channels, direct)
+        return _native_backward(
+            grads, outs, dens, [s[:n] for s, n in zip(
+                summaries, plan.summary_groups)], phi_k, phi_q, values,
+            projection, parts, tables, plan, reads, eps, needs)
     return _torch_backward(grads, outs, dens, summaries, phi_k, phi_q, values,
                            weight, pools, reads, parts, heads, head_channels,
                            eps, direct, needs)
@@ -408,8 +371,8 @@ def _(grads, outs, dens, summaries, made_by, phi_k, phi_q, values, weight,
 def _torch_backward(grads, outs, dens, summaries, phi_k, phi_q, x, weight,
                     pools, reads, parts, heads, head_channels, eps, direct,
                     needs) -> List[Tensor]:
-    # the adjoint of _torch_forward, step by step in reverse (the summaries
-    # those of _torch_forward)
+    # the adjoint of the torch forward pass, step by step in reverse (the
+    # summaries those it wrote)
     values = _values(x, weight, heads, head_channels)
     D = values.size(-1)
     grad_k, grad_q = torch.zeros_like(phi_k), torch.zeros_like(phi_q)
@@ -444,7 +407,7 @@ def _torch_backward(grads, outs, dens, summaries, phi_k, phi_q, x, weight,
                     0, position, t.sign * dot.unsqueeze(-1) * g_num)
     torch_pool_readings_backward(
         phi_k, values, phi_q, pools, reads,
-        _torch_splits(pools, reads, phi_k.size(-1), D, _direct(direct)),
+        _torch_splits(pools, reads, phi_k.size(-1), D, _rule(direct)),
         summaries,
         grad_readings, grad_k, grad_v, grad_q)
     if weight is None:
@@ -453,24 +416,6 @@ def _torch_backward(grads, outs, dens, summaries, phi_k, phi_q, x, weight,
         flat = grad_v.view(x.size(0), -1)
         result = [grad_k, grad_q, flat @ weight, flat.t() @ x]
     return [g if need else g.new_empty(0) for g, need in zip(result, needs)]
-
-
-@_pooled_combination_backward.register_kernel('cpu')
-def _(grads, outs, dens, summaries, made_by, phi_k, phi_q, values, weight,
-      index, structure, heads, head_channels, eps, direct, needs):
-    pools, reads, parts = _decode(index, structure)
-    # each implementation reads the summaries of its own forward pass
-    if int(made_by) == NATIVE:  # whatever the native mode is by now
-        phi_k, phi_q, values, projection, tables, plan = _native_inputs(
-            phi_k, phi_q, values, weight, pools, reads, parts, index,
-            structure, heads, head_channels, direct)
-        return _native_backward(
-            grads, outs, dens, [s[:n] for s, n in zip(
-                summaries, plan.summary_groups)], phi_k, phi_q, values,
-            projection, parts, tables, plan, reads, eps, needs)
-    return _torch_backward(grads, outs, dens, summaries, phi_k, phi_q, values,
-                           weight, pools, reads, parts, heads, head_channels,
-                           eps, direct, needs)
 
 
 def _native_backward(grads, outs, dens, summaries, phi_k, phi_q, values,
@@ -514,8 +459,8 @@ def _native_backward(grads, outs, dens, summaries, phi_k, phi_q, values,
                 grad_readings[r] = g
         partials.add()
         native_pool_readings_backward(
-            plan._replace(summaries=list(summaries)), phi_k, values, phi_q,
-            reads, grad_readings, grad_k, grad_v, grad_q, scratch)
+            plan, list(summaries), phi_k, values, phi_q, reads,
+            grad_readings, grad_k, grad_v, grad_q, scratch)
         grad_w = None
         if projection is not None and grad_v is not None:
             flat = grad_v.view(values.size(0), -1)

@@ -1,21 +1,8 @@
 r"""Optional native kernels for kernel and softmax attention, compiled from
-the C sources next to this file at first use:
-
-* ``kernel_attention.c``: the two sparse primitives of
-  :mod:`torch_geometric_hot.ops.kernel_attention` (per-group key--value
-  summaries and their readings) and their fused backward passes;
-* ``class_combination.c``: the per-class combination of
-  :mod:`torch_geometric_hot.ops.class_combination` (signed sums of terms,
-  division by the denominator) and its backward pass;
-* ``feature_maps.c``: the FAVOR+ logits, their stabilising shift and the
-  backward pass of :func:`torch_geometric_hot.ops.feature_maps.favor_plus`;
-* ``direct_readings.c``: readings of small key groups straight from their
-  keys (no summary), forward and backward;
-* ``pair_entries.c``: the entry-wise gather and scatter of
-  :mod:`torch_geometric_hot.ops.pair_light_linear`;
-* ``grouped_softmax.c``: softmax attention within key groups, exclusions
-  included (:mod:`torch_geometric_hot.ops.grouped_softmax_attention`),
-  and its backward pass.
+the C sources next to this file at first use, one per family of kernels
+(``kernel_attention.c``, ``class_combination.c``, ``feature_maps.c``,
+``direct_readings.c``, ``pair_entries.c``, ``grouped_softmax.c``; each
+source's header says what it computes), bound here with :mod:`ctypes`.
 
 The sources are plain C11 without torch headers. At first use they are
 compiled with the system C compiler (``$CC`` or ``cc``), one object per
@@ -32,18 +19,11 @@ The choice can be forced with the environment variable
 ``TORCH_GEOMETRIC_HOT_NATIVE`` (``"auto"``: use the kernels when they build;
 ``"off"``; ``"on"``: fail when they do not build) or, at run time, with
 :func:`use_native` (per thread). The kernels run on contiguous
-float32/float64 CPU tensors, as the CPU implementation of the package's
+float32/float64 CPU tensors inside the package's
 :func:`torch.library.custom_op` operators (anything else takes their
-torch implementation); compiled graphs call them as they are. The summary
-kernels split their rows across
-``torch.get_num_threads()`` threads at group boundaries (no two threads
-write the same summary block), the direct readings their groups (at
-equal estimated costs, :data:`QUERY_COST`), the
-FAVOR+ kernels and the pair gather their rows; the class combination
-splits its rows across them, backward too (each thread past the first
-adds to zeroed key and value gradients of its own, added after: rows share
-keys); the pair scatter runs on one thread (its time is the page faults of
-its fresh output, which more threads do not shorten).
+torch implementation), in compiled graphs too. Every
+binding splits its work across ``torch.get_num_threads()`` threads through
+:func:`_split_rows`, as its docstring says.
 """
 import contextlib
 import contextvars
@@ -270,9 +250,11 @@ def applies(*tensors: Tensor) -> bool:
 
 
 class Runs(NamedTuple):
-    r"""The order in which a kernel visits rows: :obj:`rows[t]` is the data
-    row of visit :obj:`t` and :obj:`groups[t]` its group (sorted, so the
-    visits of a group form a run)."""
+    r"""The order in which a summary kernel visits rows: :obj:`rows[t]` is
+    the data row of visit :obj:`t` and :obj:`groups[t]` its group (sorted,
+    so the visits of a group form a run). The same rows with a pointer per
+    group instead of a group per visit are :class:`Groups`
+    (:meth:`Groups.of`), what the kernels that index by group read."""
     rows: Tensor
     groups: Tensor
 
@@ -770,25 +752,6 @@ def direct_max_keys(dtype: torch.dtype) -> int:
 QUERY_COST = 32
 
 
-def _direct_call(name: str, dtype: torch.dtype, keys: Groups,
-                 groups: Tensor, readings: Sequence['DirectReading'],
-                 pointers: Sequence, integers: Sequence[int],
-                 split: bool = True) -> None:
-    # pointers: the data before the group list, then after it; the group
-    # list is split across threads (groups write disjoint rows) unless
-    # split is False, at equal costs (QUERY_COST)
-    function = _function(name, dtype)
-
-    def run(start: int, stop: int) -> int:
-        return function(*pointers[0], groups[start:].data_ptr(),
-                        *pointers[1], stop - start, *integers)
-
-    queries = sum(r.queries.ptr.diff().index_select(0, groups)
-                  for r in readings)
-    costs = queries * (keys.ptr.diff().index_select(0, groups) + QUERY_COST)
-    _split_rows(run, groups.numel(), name, split, costs, fine=True)
-
-
 class DirectReading(NamedTuple):
     r"""One reading of :func:`direct_read`: its query rows by group (rows
     of :obj:`q[start:]`), the columns it reads (indices into the pool's
@@ -800,16 +763,34 @@ class DirectReading(NamedTuple):
     start: int = 0
 
 
-def _reading_pointers(readings: Sequence[DirectReading],
-                      q: Tensor) -> list:
-    # the per-reading pointer arrays: query rows, their group starts, the
-    # columns read, their counts, the outputs or gradients, the queries
+def _direct_call(name: str, dtype: torch.dtype, keys: Groups,
+                 groups: Tensor, readings: Sequence[DirectReading],
+                 k: Tensor, v: Tensor, q: Tensor, head_stride: int,
+                 columns: Tensor, after: Sequence = (),
+                 split: bool = True) -> None:
+    # the direct kernels' call (after: the pointers past the readings');
+    # the group list is split across threads (groups write disjoint rows)
+    # unless split is False, at equal costs (QUERY_COST)
+    function = _function(name, dtype)
     counts = torch.tensor([r.sel.numel() for r in readings] or [0])
-    return [_pointers([r.queries.rows for r in readings]),
-            _pointers([r.queries.ptr for r in readings]),
-            _pointers([r.sel for r in readings]), counts,
-            _pointers([r.data for r in readings]),
-            _rows(q, [r.start for r in readings])]
+    before = [k.data_ptr(), v.data_ptr(), _rows(q, [r.start for r in
+                                                    readings]),
+              keys.rows.data_ptr(), keys.ptr.data_ptr()]
+    after = [columns.data_ptr(), _pointers([r.queries.rows for r in readings]),
+             _pointers([r.queries.ptr for r in readings]),
+             _pointers([r.sel for r in readings]), counts.data_ptr(),
+             _pointers([r.data for r in readings]), *after]
+    sizes = [len(readings), *k.shape[1:], columns.numel(), v.size(1),
+             head_stride]
+
+    def run(start: int, stop: int) -> int:
+        return function(*before, groups[start:].data_ptr(), *after,
+                        stop - start, *sizes)
+
+    queries = sum(r.queries.ptr.diff().index_select(0, groups)
+                  for r in readings)
+    costs = queries * (keys.ptr.diff().index_select(0, groups) + QUERY_COST)
+    _split_rows(run, groups.numel(), name, split, costs, fine=True)
 
 
 def _rows(t: Optional[Tensor], starts: Sequence[int]) -> ctypes.Array:
@@ -828,13 +809,8 @@ def direct_read(k: Tensor, v: Tensor, q: Tensor, keys: Groups,
     :obj:`g`, computed from the keys without the summary. :obj:`k [P, H,
     R]`, :obj:`v [P, L]`, :obj:`q [rows, H, R]` and the outputs
     contiguous."""
-    (_, H, R), C = k.shape, columns.numel()
-    arrays = _reading_pointers(readings, q)
-    _direct_call('direct_read', k.dtype, keys, groups, readings, [
-        [k.data_ptr(), v.data_ptr(), arrays[5], keys.rows.data_ptr(),
-         keys.ptr.data_ptr()],
-        [columns.data_ptr(), *arrays[:3], arrays[3].data_ptr(), arrays[4]]],
-        [len(readings), H, R, C, v.size(1), head_stride])
+    _direct_call('direct_read', k.dtype, keys, groups, readings, k, v, q,
+                 head_stride, columns)
 
 
 def _query_gradient_targets(readings: Sequence[DirectReading],
@@ -875,16 +851,12 @@ def direct_read_backward(k: Tensor, v: Tensor, q: Tensor, keys: Groups,
     rows overlap an earlier one's adds its query gradients to zeroed rows
     of its own, added after the call: the two may list one query row in
     groups that two threads run at once."""
-    (_, H, R), C = k.shape, columns.numel()
-    arrays = _reading_pointers(readings, q)
     split = _may_split_adds(keys.rows)
     targets, own = _query_gradient_targets(readings, grad_q, split)
-    _direct_call('direct_read_backward', k.dtype, keys, groups, readings, [
-        [k.data_ptr(), v.data_ptr(), arrays[5], keys.rows.data_ptr(),
-         keys.ptr.data_ptr()],
-        [columns.data_ptr(), *arrays[:3], arrays[3].data_ptr(), arrays[4],
-         _pointers(targets), _ptr(grad_k), _ptr(grad_v)]],
-        [len(readings), H, R, C, v.size(1), head_stride], split)
+    _direct_call('direct_read_backward', k.dtype, keys, groups, readings, k,
+                 v, q, head_stride, columns, [_pointers(targets),
+                                              _ptr(grad_k), _ptr(grad_v)],
+                 split)
     for i in own:
         start = readings[i].start
         grad_q[start:start + targets[i].size(0)].add_(targets[i])
