@@ -1,43 +1,12 @@
 r"""Softmax attention of a class of the equivariant basis within its key
-groups, as one operator with an explicit backward pass
-(``docs/design.md``, "Softmax attention").
-
-Every query row :math:`i` of group :math:`g` (its graph for a global
-class, its node's row or column for a local one) attends over the keys of
-:math:`g` that no distinct-index exclusion removes:
-
-.. math::
-    o_i = \sum_{j \in K(i)} p_{ij} v_j, \qquad
-    p_{ij} = \exp(q_i^\top k_j - l_i), \qquad
-    l_i = \log \sum_{j \in K(i)} \exp(q_i^\top k_j),
-
-with :math:`o_i = 0` and :math:`l_i = -\infty` when :math:`K(i)` is
-empty. The backward pass needs only :math:`o` and :math:`l`: with
-:math:`\delta_i = g_i^\top o_i` and
-:math:`s_{ij} = p_{ij}(g_i^\top v_j - \delta_i)`,
-:math:`\partial q_i = \sum_j s_{ij} k_j`,
-:math:`\partial k_j = \sum_i s_{ij} q_i` and
-:math:`\partial v_j = \sum_i p_{ij} g_i`.
-
-Dropout on the weights replaces :math:`p_{ij}` by :math:`m_{ij} p_{ij}`
-in :math:`o_i` (:math:`l_i` stays), :math:`m_{ij}` the factor of
-:func:`~torch_geometric_hot.ops.attention.dropout.keep_factors` (the key
-as its hashed row, :class:`~torch_geometric_hot.ops.native.SoftmaxGroups`):
-the backward pass draws the same factors again instead of keeping a mask,
-the native kernel and the torch implementation draw alike, and so does
-any split of the groups across threads. Then
-:math:`s_{ij} = p_{ij}(m_{ij} g_i^\top v_j - \delta_i)` and
-:math:`\partial v_j = \sum_i m_{ij} p_{ij} g_i`.
-
-The operator ``torch_geometric_hot::grouped_softmax_attention`` (and its
-backward pass, ``torch_geometric_hot::grouped_softmax_attention_backward``)
-enumerates the (query, key) pairs with torch operations on any device; on
-the CPU the native kernel (``ops/native/grouped_softmax.c``) runs it
-instead, a group at a time (a large group on cache-resident panels of its
-keys), without materialising a pair. The groups
+groups, as one operator with an explicit backward pass,
+``torch_geometric_hot::grouped_softmax_attention``: the native kernel
+(``ops/native/grouped_softmax.c``) on the CPU, the enumerated pairs of
+:func:`~torch_geometric_hot.ops.softmax.pair_softmax_attention` elsewhere
+(``docs/design.md``, "Softmax attention", which gives its backward pass
+and dropout). The groups
 (:class:`~torch_geometric_hot.ops.native.SoftmaxGroups`) depend on the
-batch's indices only and are kept with the view
-(:class:`~torch_geometric_hot.data.PlanCache`).
+batch's indices only and are kept with the view.
 """
 from typing import List, Optional, Tuple, Union
 
@@ -48,7 +17,7 @@ from torch_geometric_hot.ops import native
 from torch_geometric_hot.ops.attention.dropout import draw_seed, \
     dropout_threshold, pair_factors
 from torch_geometric_hot.ops.native import Groups, SoftmaxGroups
-from torch_geometric_hot.ops.scatter import group_pairs, scatter_sum
+from torch_geometric_hot.ops.scatter import group_pairs
 from torch_geometric_hot.ops.softmax import pair_softmax_attention
 from torch_geometric_hot.ops.validation import check_device, check_size, \
     validating
@@ -86,9 +55,8 @@ def softmax_groups(query_group: Tensor, key_group: Tensor,
     return SoftmaxGroups(
         queries, keys, query_ids_.to(dtype).contiguous(),
         key_ids_.to(dtype).contiguous(), max_keys,
-        queries.ptr.diff() * (key_counts + 1),
-        None if key_hash is None else
-        key_runs.through(key_hash).rows.contiguous())
+        queries.ptr.diff() * (key_counts + 1), keys.rows if key_hash is None
+        else key_runs.through(key_hash).rows.contiguous())
 
 
 def _pairs(groups: SoftmaxGroups) -> Tuple[Tensor, Tensor, Tensor]:
@@ -103,7 +71,7 @@ def _pairs(groups: SoftmaxGroups) -> Tuple[Tensor, Tensor, Tensor]:
         groups.query_ids.index_select(1, groups.queries.rows), groups.key_ids)
     return (groups.queries.rows.index_select(0, query),
             groups.keys.rows.index_select(0, key),
-            groups.hashed_keys().index_select(0, key))
+            groups.key_hash.index_select(0, key))
 
 
 def pair_count(rows: int, costs: Tensor) -> int:
@@ -129,10 +97,12 @@ def _groups(query_rows: Tensor, query_ptr: Tensor, key_rows: Tensor,
 
 
 def _attend(q: Tensor, k: Tensor, v: Tensor, groups: SoftmaxGroups,
-            seed: int, threshold: int) -> Tuple[Tensor, Tensor]:
+            seed: int, threshold: int,
+            check: bool = True) -> Tuple[Tensor, Tensor]:
     # the forward pass with torch operations, over the enumerated pairs
     H = q.size(1)
-    _check_pairs(groups, H * (q.size(-1) + k.size(-1) + v.size(-1)))
+    if check:  # the forward pass (its backward pass holds as many pairs)
+        _check_pairs(groups, H * (q.size(-1) + k.size(-1) + v.size(-1)))
     query, key, hashed = _pairs(groups)
     drop = None if not threshold else (lambda weights: weights * pair_factors(
         query, hashed, H, seed, threshold, weights.dtype))
@@ -141,26 +111,11 @@ def _attend(q: Tensor, k: Tensor, v: Tensor, groups: SoftmaxGroups,
 
 
 def _attend_backward(grad: Tensor, q: Tensor, k: Tensor, v: Tensor,
-                     out: Tensor, lse: Tensor, groups: SoftmaxGroups,
-                     seed: int, threshold: int
+                     groups: SoftmaxGroups, seed: int, threshold: int
                      ) -> Tuple[Tensor, Tensor, Tensor]:
-    # the backward pass with torch operations, over the enumerated pairs
-    query, key, hashed = _pairs(groups)
-    q_pairs, k_pairs = q.index_select(0, query), k.index_select(0, key)
-    g_pairs = grad.index_select(0, query)
-    weights = ((q_pairs * k_pairs).sum(-1) -
-               lse.index_select(0, query)).exp()
-    delta = (grad * out).sum(-1).index_select(0, query)
-    products = (g_pairs * v.index_select(0, key)).sum(-1)
-    kept = weights
-    if threshold:
-        factors = pair_factors(query, hashed, q.size(1), seed, threshold,
-                               weights.dtype)
-        products, kept = products * factors, weights * factors
-    scores = (weights * (products - delta)).unsqueeze(-1)
-    return (scatter_sum(scores * k_pairs, query, q.size(0)),
-            scatter_sum(scores * q_pairs, key, k.size(0)),
-            scatter_sum(kept.unsqueeze(-1) * g_pairs, key, v.size(0)))
+    # the backward pass with torch operations: that of the forward pass's
+    return torch.func.vjp(lambda q, k, v: _attend(
+        q, k, v, groups, seed, threshold, False)[0], q, k, v)[1](grad)
 
 
 @torch.library.custom_op('torch_geometric_hot::grouped_softmax_attention',
@@ -199,7 +154,7 @@ def _grouped_softmax_backward(
         key_ptr: Tensor, query_ids: Tensor, key_ids: Tensor,
         key_hash: Tensor, max_keys: int, costs: Tensor, seed: int,
         threshold: int) -> Tuple[Tensor, Tensor, Tensor]:
-    return _attend_backward(grad, q, k, v, out, lse, _groups(
+    return _attend_backward(grad, q, k, v, _groups(
         query_rows, query_ptr, key_rows, key_ptr, query_ids, key_ids,
         key_hash, max_keys, costs), seed, threshold)
 
@@ -216,8 +171,7 @@ def _(grad, q, k, v, out, lse, *index):
             groups.key_ids.dtype == torch.int32:
         return native.grouped_softmax_attention_backward(
             grad, q, k, v, out, lse, groups, seed, threshold)
-    return _attend_backward(grad, q, k, v, out, lse, groups, seed,
-                            threshold)
+    return _attend_backward(grad, q, k, v, groups, seed, threshold)
 
 
 def _setup_context(ctx, inputs, output) -> None:
@@ -240,9 +194,15 @@ _grouped_softmax.register_autograd(_backward, setup_context=_setup_context)
 def grouped_softmax_attention(q: Tensor, k: Tensor, v: Tensor,
                               groups: SoftmaxGroups, dropout: float = 0.0,
                               seed: Optional[Seed] = None) -> Tensor:
-    r"""Softmax attention of every query row over the keys of its group
-    that no exclusion removes (the operator
-    ``torch_geometric_hot::grouped_softmax_attention``).
+    r"""Softmax attention of every query row :math:`i` over the keys
+    :math:`K(i)` of its group that no exclusion removes (the operator
+    ``torch_geometric_hot::grouped_softmax_attention``):
+
+    .. math::
+        o_i = \sum_{j \in K(i)} \exp(q_i^\top k_j - l_i)\, v_j, \qquad
+        l_i = \log \sum_{j \in K(i)} \exp(q_i^\top k_j),
+
+    :math:`o_i = 0` where :math:`K(i)` is empty.
 
     Args:
         q (torch.Tensor): Queries :obj:`[rows, H, d]` (already scaled).
@@ -283,7 +243,7 @@ def grouped_softmax_gradients(grad: Tensor, q: Tensor, k: Tensor, v: Tensor,
 def _index(groups: SoftmaxGroups) -> tuple:
     # the operators' index arguments
     return (*groups.queries, *groups.keys, groups.query_ids, groups.key_ids,
-            groups.hashed_keys(), groups.max_keys, groups.costs)
+            groups.key_hash, groups.max_keys, groups.costs)
 
 
 def _dropout(dropout: float, seed: Optional[Seed]) -> Tuple[int, int]:
