@@ -15,12 +15,12 @@ from torch import Tensor
 
 from torch_geometric_hot.ops import native
 from torch_geometric_hot.ops.attention.dropout import draw_seed, \
-    dropout_threshold, pair_factors
+    dropout_threshold, pair_dropout
 from torch_geometric_hot.ops.native import Groups, SoftmaxGroups
 from torch_geometric_hot.ops.scatter import group_pairs
-from torch_geometric_hot.ops.softmax import pair_softmax_attention
-from torch_geometric_hot.ops.validation import check_device, check_size, \
-    validating
+from torch_geometric_hot.ops.softmax import check_pairs, \
+    pair_softmax_attention
+from torch_geometric_hot.ops.validation import check_device, validating
 
 #: A seed of dropout: an integer, or a CPU tensor of one.
 Seed = Union[int, Tensor]
@@ -81,13 +81,6 @@ def pair_count(rows: int, costs: Tensor) -> int:
     return int(costs.sum()) - rows
 
 
-def _check_pairs(groups: SoftmaxGroups, width: int) -> None:
-    # the size limit on the enumerated pairs
-    pairs = pair_count(groups.queries.rows.numel(), groups.costs)
-    check_size(pairs * width, f"grouped softmax attention over its "
-               f"{pairs:,} (query, key) pairs")
-
-
 def _groups(query_rows: Tensor, query_ptr: Tensor, key_rows: Tensor,
             key_ptr: Tensor, query_ids: Tensor, key_ids: Tensor,
             key_hash: Tensor, max_keys: int, costs: Tensor) -> SoftmaxGroups:
@@ -102,11 +95,12 @@ def _attend(q: Tensor, k: Tensor, v: Tensor, groups: SoftmaxGroups,
     # the forward pass with torch operations, over the enumerated pairs
     H = q.size(1)
     if check:  # the forward pass (its backward pass holds as many pairs)
-        _check_pairs(groups, H * (q.size(-1) + k.size(-1) + v.size(-1)))
+        check_pairs(pair_count(groups.queries.rows.numel(), groups.costs),
+                    H * (q.size(-1) + k.size(-1) + v.size(-1)),
+                    'its key groups')
     query, key, hashed = _pairs(groups)
-    drop = None if not threshold else (lambda weights: weights * pair_factors(
-        query, hashed, H, seed, threshold, weights.dtype))
-    out, _, lse = pair_softmax_attention(q, k, v, query, key, drop)
+    out, _, lse = pair_softmax_attention(
+        q, k, v, query, key, pair_dropout(query, hashed, seed, threshold))
     return out, lse
 
 
