@@ -48,10 +48,11 @@ def global_buckets(query_graph: Tensor, key_graph: Tensor, num_graphs: int,
 
 def global_block_attention(q: Tensor, k: Tensor, v: Tensor,
                            query_graph: Tensor, key_graph: Tensor,
-                           key_position: Tensor, num_graphs: int,
+                           key_position: Optional[Tensor], num_graphs: int,
                            query_ids: List[Tensor], key_ids: List[Tensor],
                            dropout: float = 0.0,
-                           seed: Optional[Tensor] = None) -> Tensor:
+                           seed: Optional[Tensor] = None,
+                           layout: Optional[BucketLayout] = None) -> Tensor:
     r"""The attention of :func:`~torch_geometric_hot.ops.attention.hot.\
     global_softmax_class_attention` from index
     tensors: the graph of every query row :obj:`[rows]`, the graph and the
@@ -61,59 +62,70 @@ def global_block_attention(q: Tensor, k: Tensor, v: Tensor,
     (at most ``BLOCK_ELEMENTS`` mask entries). With dropout the weights are
     computed explicitly and multiplied by
     :func:`~torch_geometric_hot.ops.attention.dropout.keep_factors` of
-    :obj:`seed` (:obj:`None`: drawn).
+    :obj:`seed` (:obj:`None`: drawn). Self-attention without exclusions
+    (TokenGT's) takes no :obj:`key_position` (the keys are the queries'
+    rows) and a :obj:`layout` of one kind ``'token'``, its key-padding
+    masks the only ones.
 
     :rtype: :class:`torch.Tensor` :obj:`[rows, H, d_v]`
     """
     rows, heads = q.size(0), q.size(1)
     if rows == 0:
         return v.new_zeros(0, heads, v.size(-1))
-    layout = global_buckets(query_graph, key_graph, num_graphs, (
-        heads * q.size(-1), heads * (k.size(-1) + v.size(-1))))
-    q_slots = layout.slots['query']
-    queries = padded_blocks(q, layout, 'query')
-    keys = padded_blocks(k.index_select(0, key_position), layout, 'key')
-    values = padded_blocks(v.index_select(0, key_position), layout, 'key')
+    if layout is None:
+        layout = global_buckets(query_graph, key_graph, num_graphs, (
+            heads * q.size(-1), heads * (k.size(-1) + v.size(-1))))
+    q_kind, k_kind = ('query', 'key') if key_position is not None else \
+        ('token', 'token')
+    q_slots = layout.slots[q_kind]
+    if key_position is not None:
+        k, v = k.index_select(0, key_position), v.index_select(0, key_position)
+    queries, keys, values = (padded_blocks(x, layout, kind) for x, kind in (
+        (q, q_kind), (k, k_kind), (v, k_kind)))
     # padding never matches: queries -2, keys -3
-    id_blocks = [(padded_blocks(qi, layout, 'query', -2),
-                  padded_blocks(ki, layout, 'key', -3))
+    id_blocks = [(padded_blocks(qi, layout, q_kind, -2),
+                  padded_blocks(ki, layout, k_kind, -3))
                  for qi, ki in zip(query_ids, key_ids)]
     drop = dropout > 0
     if drop:  # the rows dropout hashes: the query rows, the keys' inputs
         seed = draw_seed(dropout) if seed is None else seed
-        query_rows = layout.blocks(q_slots.taken_row, 'query')
-        key_rows = padded_blocks(key_position, layout, 'key')
+        query_rows = layout.blocks(q_slots.taken_row, q_kind)
+        key_rows = query_rows if key_position is None else \
+            padded_blocks(key_position, layout, k_kind)
     out = []
     for b, (count, len_q, len_k, real) in enumerate(zip(
-            layout.counts, q_slots.widths, layout.slots['key'].widths,
-            layout.masks['key'])):
+            layout.counts, q_slots.widths, layout.slots[k_kind].widths,
+            layout.masks[k_kind])):
         if len_q == 0:  # graphs with keys but no query rows
             continue
-        real = real.view(count, 1, len_k)
         query = queries[b].transpose(1, 2)  # [count, H, len_q, d]
         key, value = keys[b].transpose(1, 2), values[b].transpose(1, 2)
-        step = max(1, BLOCK_ELEMENTS // (count * len_k))
+        step = len_q if key_position is None else \
+            max(1, BLOCK_ELEMENTS // (count * len_k))
         chunks = []
         for start in range(0, len_q, step):
             end = min(start + step, len_q)
-            allowed = real.expand(count, end - start, len_k).clone()
-            for q_ids, k_ids in id_blocks:
-                allowed &= q_ids[b][:, start:end].unsqueeze(-1) != \
-                    k_ids[b].unsqueeze(1)
-            allowed[..., -1] = ~allowed.any(-1)  # empty group: zero key
+            chunk = query[:, :, start:end]
+            allowed = real  # [count, 1, 1, len_k], None: every key
+            if key_position is not None:
+                allowed = real.view(count, 1, len_k).expand(
+                    count, end - start, len_k).clone()
+                for q_ids, k_ids in id_blocks:
+                    allowed &= q_ids[b][:, start:end].unsqueeze(-1) != \
+                        k_ids[b].unsqueeze(1)
+                allowed[..., -1] = ~allowed.any(-1)  # empty group: zero key
+                allowed = allowed.unsqueeze(1)
             if not drop:
                 chunks.append(F.scaled_dot_product_attention(
-                    query[:, :, start:end], key, value,
-                    attn_mask=allowed.unsqueeze(1),
+                    chunk, key, value, attn_mask=allowed,
                     scale=1.0))  # [count, H, end - start, d_v]
                 continue
-            weights = torch.softmax((query[:, :, start:end] @ key.mT)
-                                    .masked_fill(~allowed.unsqueeze(1),
-                                                 -float('inf')), -1)
-            weights = weights * block_factors(
+            score = chunk @ key.mT
+            if allowed is not None:
+                score = score.masked_fill(~allowed, -float('inf'))
+            chunks.append((torch.softmax(score, -1) * block_factors(
                 query_rows[b][:, start:end], key_rows[b], heads, seed,
-                dropout, weights.dtype)
-            chunks.append(weights @ value)
+                dropout, score.dtype)) @ value)
         block = torch.cat(chunks, 2) if len(chunks) > 1 else chunks[0]
         out.append(block.transpose(1, 2).reshape(
             count * len_q, heads, block.size(-1)))

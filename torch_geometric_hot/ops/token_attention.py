@@ -14,17 +14,15 @@ several graphs, never across graphs (the attention of TokenGT,
 The naive per-graph loop both are tested against is
 :func:`~torch_geometric_hot.testing.dense_softmax_attention_reference`.
 """
-from typing import List, Optional, Union
+from typing import Optional, Union
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 
 from torch_geometric_hot.ops.attention import dispatch
-from torch_geometric_hot.ops.attention.dropout import block_factors, \
-    draw_seed
+from torch_geometric_hot.ops.attention.dropout import draw_seed
 from torch_geometric_hot.ops.global_softmax_attention import \
-    global_class_softmax
+    global_block_attention, global_class_softmax
 from torch_geometric_hot.ops.grouped_softmax_attention import \
     grouped_softmax_attention, softmax_groups
 from torch_geometric_hot.ops.higher_order_attention import \
@@ -34,7 +32,7 @@ from torch_geometric_hot.ops.kernel_attention import (gather_contract,
 from torch_geometric_hot.ops.native import SoftmaxGroups
 from torch_geometric_hot.ops.plan_cache import making_plans_only
 from torch_geometric_hot.ops.size_buckets import BucketLayout, \
-    bucket_layout, padded_blocks, squares
+    bucket_layout, squares
 from torch_geometric_hot.ops.validation import check_size
 
 
@@ -141,36 +139,15 @@ def per_graph_softmax_attention(query: Tensor, key: Tensor, value: Tensor,
                                          seed)
     if not isinstance(layout, BucketLayout):
         layout = token_buckets(token_batch, num_graphs)
-    heads, slots = query.size(1), layout.slots['token']
-    masks = layout.masks['token']
-    check_size(slots.slot_row.numel() * heads * (
+    check_size(layout.slots['token'].slot_row.numel() * query.size(1) * (
         2 * query.size(-1) + value.size(-1)), f"softmax token attention's "
                f"padded blocks ({num_graphs} graphs in "
                f"{len(layout.counts)} size buckets)")
     if making_plans_only():  # the layout is the plan
         return value.new_zeros(value.shape)
-
-    def padded(x: Tensor) -> List[Tensor]:  # [T, H, d] -> [g, H, L, d]
-        return [block.transpose(1, 2)
-                for block in padded_blocks(x, layout, 'token')]
-
-    if seed is None:
-        outs = [F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
-                for q, k, v, mask in zip(padded(query), padded(key),
-                                         padded(value), masks)]
-    else:  # the weights explicitly, times the factors of the tokens
-        outs = []
-        for q, k, v, mask, rows in zip(
-                padded(scaled), padded(key), padded(value), masks,
-                layout.blocks(slots.taken_row, 'token')):
-            score = q @ k.mT
-            if mask is not None:
-                score = score.masked_fill(~mask, -float('inf'))
-            outs.append((torch.softmax(score, -1) * block_factors(
-                rows, rows, heads, seed, dropout, score.dtype)) @ v)
-    outs = [out.transpose(1, 2).reshape(-1, heads, value.size(-1))
-            for out in outs]
-    return torch.cat(outs).index_select(0, slots.row_slot)
+    return global_block_attention(scaled, key, value, token_batch,
+                                  token_batch, None, num_graphs, [], [],
+                                  dropout, seed, layout)
 
 
 def grouped_linear_attention(q_feat: Tensor, k_feat: Tensor, value: Tensor,
