@@ -52,17 +52,13 @@ def packed_layout(view, pairs: bool,
 
 
 class _GroupPlan(NamedTuple):
-    # the classes of one output part that share their score blocks, on the
-    # packed layout. Every class compares `width` ids of a query with those
-    # of a key (id 0 its group, the others its exclusions): the key is seen
-    # where the first are equal and the others differ (`match`,
-    # [width, 1, 1, 1, 1]). The (id, class) columns of the queries and of
-    # the keys take few distinct values (a row's nodes, its graph), so the
-    # plan keeps the distinct columns per bucket, [G, U, L] (int32), and
-    # which of them every (id, class) pair reads (`query_columns`,
-    # `key_columns`, [width * C]); the masks [G, C, 1, Lq, Lk] follow in the
-    # step (_hidden): the plan made in a loader's worker grows with the
-    # rows, not with the pairs of rows
+    # the classes of one output part that share their score blocks: each
+    # compares `width` ids of a query with a key's (id 0 its group, seen
+    # where equal; the others its exclusions, seen where they differ:
+    # `match` [width, 1, 1, 1, 1]), kept as the distinct id columns per
+    # bucket [G, U, L] (int32) and the column every (id, class) reads
+    # (`query_columns`, `key_columns` [width * C]); the masks follow per
+    # batch (_hidden)
     query_ids: List[Tensor]
     key_ids: List[Tensor]
     query_columns: Tensor
@@ -219,7 +215,7 @@ def _packed(attention: str, on_pairs: bool, ratio: float, classes,
                     for q_r, k_r in zip(q_rows, blocks(
                         position, layout.counts, widths))]
             outs_b = [
-                _attend(attention, _scores(q_b, k_b), v_b.view(
+                _attend(attention, torch.bmm(q_b, k_b.mT), v_b.view(
                     v_b.size(0), v_b.size(1), C, H, D).permute(0, 2, 3, 1, 4),
                         hidden, eps, drop)
                 for q_b, k_b, v_b, hidden, drop in zip(
@@ -275,12 +271,6 @@ def _heads_first(block: Tensor) -> Tensor:
     r"""A block :obj:`[G, L, H, r]` as :obj:`[G * H, L, r]` (contiguous)."""
     G, L, H, r = block.shape
     return block.transpose(1, 2).reshape(G * H, L, r)
-
-
-def _scores(q: Tensor, k: Tensor) -> Tensor:
-    r"""Scores :obj:`[G * H, Lq, Lk]` of queries :obj:`[G * H, Lq, r]`
-    and keys :obj:`[G * H, Lk, r]`, in one batched product."""
-    return torch.bmm(q, k.transpose(1, 2))
 
 
 def _attend(attention: str, score: Tensor, v: Tensor, hidden: Tensor,
