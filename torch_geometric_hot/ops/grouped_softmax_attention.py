@@ -17,7 +17,7 @@ from torch_geometric_hot.ops import native
 from torch_geometric_hot.ops.attention.dropout import draw_seed, \
     dropout_threshold, pair_dropout
 from torch_geometric_hot.ops.native import Groups, SoftmaxGroups
-from torch_geometric_hot.ops.scatter import group_pairs
+from torch_geometric_hot.ops.scatter import group_pairs, scatter_sum
 from torch_geometric_hot.ops.softmax import check_pairs, \
     pair_softmax_attention
 from torch_geometric_hot.ops.validation import check_device, validating
@@ -90,14 +90,11 @@ def _groups(query_rows: Tensor, query_ptr: Tensor, key_rows: Tensor,
 
 
 def _attend(q: Tensor, k: Tensor, v: Tensor, groups: SoftmaxGroups,
-            seed: int, threshold: int,
-            check: bool = True) -> Tuple[Tensor, Tensor]:
+            seed: int, threshold: int) -> Tuple[Tensor, Tensor]:
     # the forward pass with torch operations, over the enumerated pairs
     H = q.size(1)
-    if check:  # the forward pass (its backward pass holds as many pairs)
-        check_pairs(pair_count(groups.queries.rows.numel(), groups.costs),
-                    H * (q.size(-1) + k.size(-1) + v.size(-1)),
-                    'its key groups')
+    check_pairs(pair_count(groups.queries.rows.numel(), groups.costs),
+                H * (q.size(-1) + k.size(-1) + v.size(-1)), 'its key groups')
     query, key, hashed = _pairs(groups)
     out, _, lse = pair_softmax_attention(
         q, k, v, query, key, pair_dropout(query, hashed, seed, threshold))
@@ -105,11 +102,26 @@ def _attend(q: Tensor, k: Tensor, v: Tensor, groups: SoftmaxGroups,
 
 
 def _attend_backward(grad: Tensor, q: Tensor, k: Tensor, v: Tensor,
-                     groups: SoftmaxGroups, seed: int, threshold: int
+                     out: Tensor, lse: Tensor, groups: SoftmaxGroups,
+                     seed: int, threshold: int
                      ) -> Tuple[Tensor, Tensor, Tensor]:
-    # the backward pass with torch operations: that of the forward pass's
-    return torch.func.vjp(lambda q, k, v: _attend(
-        q, k, v, groups, seed, threshold, False)[0], q, k, v)[1](grad)
+    # the backward pass with torch operations, over the enumerated pairs
+    query, key, hashed = _pairs(groups)
+    q_pairs, k_pairs = q.index_select(0, query), k.index_select(0, key)
+    g_pairs = grad.index_select(0, query)
+    weights = ((q_pairs * k_pairs).sum(-1) -
+               lse.index_select(0, query)).exp()
+    delta = (grad * out).sum(-1).index_select(0, query)
+    products = (g_pairs * v.index_select(0, key)).sum(-1)
+    kept = weights
+    if threshold:
+        factors = pair_dropout(query, hashed, seed, threshold)(
+            torch.ones_like(weights))
+        products, kept = products * factors, weights * factors
+    scores = (weights * (products - delta)).unsqueeze(-1)
+    return (scatter_sum(scores * k_pairs, query, q.size(0)),
+            scatter_sum(scores * q_pairs, key, k.size(0)),
+            scatter_sum(kept.unsqueeze(-1) * g_pairs, key, v.size(0)))
 
 
 @torch.library.custom_op('torch_geometric_hot::grouped_softmax_attention',
@@ -148,7 +160,7 @@ def _grouped_softmax_backward(
         key_ptr: Tensor, query_ids: Tensor, key_ids: Tensor,
         key_hash: Tensor, max_keys: int, costs: Tensor, seed: int,
         threshold: int) -> Tuple[Tensor, Tensor, Tensor]:
-    return _attend_backward(grad, q, k, v, _groups(
+    return _attend_backward(grad, q, k, v, out, lse, _groups(
         query_rows, query_ptr, key_rows, key_ptr, query_ids, key_ids,
         key_hash, max_keys, costs), seed, threshold)
 
@@ -165,7 +177,8 @@ def _(grad, q, k, v, out, lse, *index):
             groups.key_ids.dtype == torch.int32:
         return native.grouped_softmax_attention_backward(
             grad, q, k, v, out, lse, groups, seed, threshold)
-    return _attend_backward(grad, q, k, v, groups, seed, threshold)
+    return _attend_backward(grad, q, k, v, out, lse, groups, seed,
+                            threshold)
 
 
 def _setup_context(ctx, inputs, output) -> None:
