@@ -52,7 +52,8 @@ def global_block_attention(q: Tensor, k: Tensor, v: Tensor,
                            query_ids: List[Tensor], key_ids: List[Tensor],
                            dropout: float = 0.0,
                            seed: Optional[Tensor] = None,
-                           layout: Optional[BucketLayout] = None) -> Tensor:
+                           layout: Optional[BucketLayout] = None,
+                           scale: Optional[float] = 1.0) -> Tensor:
     r"""The attention of :func:`~torch_geometric_hot.ops.attention.hot.\
     global_softmax_class_attention` from index
     tensors: the graph of every query row :obj:`[rows]`, the graph and the
@@ -65,7 +66,8 @@ def global_block_attention(q: Tensor, k: Tensor, v: Tensor,
     :obj:`seed` (:obj:`None`: drawn). Self-attention without exclusions
     (TokenGT's) takes no :obj:`key_position` (the keys are the queries'
     rows) and a :obj:`layout` of one kind ``'token'``, its key-padding
-    masks the only ones.
+    masks the only ones. Without dropout the fused call scales the logits
+    by :obj:`scale` (:obj:`None`: :math:`1 / \sqrt{d}`).
 
     :rtype: :class:`torch.Tensor` :obj:`[rows, H, d_v]`
     """
@@ -105,7 +107,8 @@ def global_block_attention(q: Tensor, k: Tensor, v: Tensor,
         chunks = []
         for start in range(0, len_q, step):
             end = min(start + step, len_q)
-            chunk = query[:, :, start:end]
+            whole = step >= len_q  # one chunk: no slice operations
+            chunk = query if whole else query[:, :, start:end]
             allowed = real  # [count, 1, 1, len_k], None: every key
             if key_position is not None:
                 allowed = real.view(count, 1, len_k).expand(
@@ -118,13 +121,14 @@ def global_block_attention(q: Tensor, k: Tensor, v: Tensor,
             if not drop:
                 chunks.append(F.scaled_dot_product_attention(
                     chunk, key, value, attn_mask=allowed,
-                    scale=1.0))  # [count, H, end - start, d_v]
+                    scale=scale))  # [count, H, end - start, d_v]
                 continue
             score = chunk @ key.mT
             if allowed is not None:
                 score = score.masked_fill(~allowed, -float('inf'))
             chunks.append((torch.softmax(score, -1) * block_factors(
-                query_rows[b][:, start:end], key_rows[b], heads, seed,
+                query_rows[b] if whole else query_rows[b][:, start:end],
+                key_rows[b], heads, seed,
                 dropout, score.dtype)) @ value)
         block = torch.cat(chunks, 2) if len(chunks) > 1 else chunks[0]
         out.append(block.transpose(1, 2).reshape(

@@ -145,9 +145,11 @@ def per_graph_softmax_attention(query: Tensor, key: Tensor, value: Tensor,
                f"{len(layout.counts)} size buckets)")
     if making_plans_only():  # the layout is the plan
         return value.new_zeros(value.shape)
-    return global_block_attention(scaled, key, value, token_batch,
-                                  token_batch, None, num_graphs, [], [],
-                                  dropout, seed, layout)
+    # without dropout the fused call scales (no product to differentiate)
+    return global_block_attention(query if seed is None else scaled, key,
+                                  value, token_batch, token_batch, None,
+                                  num_graphs, [], [], dropout, seed, layout,
+                                  None if seed is None else 1.0)
 
 
 def grouped_linear_attention(q_feat: Tensor, k_feat: Tensor, value: Tensor,
