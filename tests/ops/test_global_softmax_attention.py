@@ -119,11 +119,12 @@ def test_rule_keeps_one_block_for_graphs_of_one_size():
     graph = torch.repeat_interleave(torch.arange(4), lengths)
     buckets = global_buckets(graph, graph, 4)
     assert buckets.counts == [4]
-    assert buckets.query_slots.widths == [5]
-    assert buckets.key_slots.widths == [6]  # and the zero key
+    assert buckets.slots['query'].widths == [5]
+    assert buckets.slots['key'].widths == [6]  # and the zero key
     lengths = torch.tensor([40, 2, 3, 1, 2, 2, 3])
     graph = torch.repeat_interleave(torch.arange(7), lengths)
     buckets = global_buckets(graph, graph, 7)
     assert buckets.counts == [1, 2, 3, 1]  # by queries + keys
-    assert [k.tolist() for k in buckets.key_lengths] == \
+    assert [buckets.bucket_lengths('key', b).tolist()
+            for b in range(4)] == \
         [[40], [3, 3], [2, 2, 2], [1]]

@@ -2,7 +2,8 @@ import torch
 
 from torch_geometric_hot.ops.size_buckets import (bucket_bounds,
                                                   bucket_layout, pack,
-                                                  token_positions, unpack)
+                                                  squares, token_positions,
+                                                  unpack)
 
 # Many small graphs, 1-row and 0-row graphs, one much larger graph.
 SKEWED = [3, 1, 4, 0, 2, 40, 3, 5, 1, 2, 6, 4]
@@ -27,10 +28,10 @@ def test_bucket_bounds_keep_lengths_within_the_ratio():
 
 def test_slots_of_graphs_in_no_bucket_point_past_the_slots():
     # graph 1 is empty: its graph row has no slot and unpacks to zeros
-    layout = bucket_layout([torch.arange(3)], 3,
+    layout = bucket_layout({'graph': torch.arange(3)}, 3,
                            sizes=torch.tensor([2, 0, 5]))
     assert layout.bounds == [0, 1, 2]
-    slots = layout.slots[0]
+    slots = layout.slots['graph']
     assert slots.row_slot.tolist() == [1, 2, 0]
     assert slots.slot_row.tolist() == [2, 0]
     x = torch.tensor([[1.], [2.], [3.]])
@@ -42,8 +43,8 @@ def test_one_block_unless_buckets_save_enough():
     def layout(lengths):
         rows = torch.repeat_interleave(torch.arange(len(lengths)),
                                        torch.tensor(lengths))
-        return bucket_layout([rows], len(lengths), block=lambda graphs,
-                             largest, _: graphs * largest**2).bounds
+        return bucket_layout({'row': rows}, len(lengths),
+                             block=squares).bounds
 
     assert bucket_bounds([40, 5, 4, 3]) == [0, 1, 2, 3, 4]
     assert layout([40, 5, 4, 3]) == [0, 1, 2, 3, 4]  # 6400 vs 1650

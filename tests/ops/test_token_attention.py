@@ -5,10 +5,11 @@ import torch_geometric_hot.ops.kernel_attention as kernel_attention
 from torch_geometric_hot.models import TokenGT
 from torch_geometric_hot.ops import size_buckets, token_attention
 from torch_geometric_hot.ops.feature_maps import FeatureMap
+from torch_geometric_hot.ops.size_buckets import BucketLayout
 from torch_geometric_hot.ops.native import SoftmaxGroups, available, \
     use_native
 from torch_geometric_hot.ops.token_attention import (
-    TokenBuckets, grouped_linear_attention, per_graph_softmax_attention,
+    grouped_linear_attention, per_graph_softmax_attention,
     token_buckets, token_layout)
 from torch_geometric_hot.testing import dense_softmax_attention_reference
 
@@ -167,7 +168,7 @@ def test_favor_kernel_unbiased():
 
 def test_every_token_has_its_own_slot_in_its_graphs_block():
     _, token_batch, num_graphs = random_tokens(SKEWED)
-    slots = token_buckets(token_batch, num_graphs).slots
+    slots = token_buckets(token_batch, num_graphs).slots['token']
     T = token_batch.numel()
     assert torch.equal(slots.slot_row[slots.row_slot], torch.arange(T))
     assert int((slots.slot_row < T).sum()) == T
@@ -213,12 +214,12 @@ def test_layout_rule_buckets_skewed_batches_only():
     assert len(token_buckets(token_batch, num_graphs).counts) > 1
     with use_native('off'):  # the padded layouts are the default then
         assert isinstance(token_layout(token_batch, num_graphs),
-                          TokenBuckets)
+                          BucketLayout)
     _, token_batch, num_graphs = random_tokens([4, 4, 4, 3])  # little padding
     assert len(token_buckets(token_batch, num_graphs).counts) == 1
     _, token_batch, num_graphs = random_tokens([9])  # one graph: no padding
     buckets = token_buckets(token_batch, num_graphs)
-    assert buckets.counts == [1] and buckets.masks == [None]
+    assert buckets.counts == [1] and buckets.masks['token'] == [None]
 
 
 def molecules_batch(sizes, seed=0):

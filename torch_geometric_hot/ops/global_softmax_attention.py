@@ -1,31 +1,11 @@
 r"""Exact softmax attention of a *global* class of the equivariant basis on
-per-graph padded blocks (``docs/design.md``, "Softmax attention").
-
-A global class lets every query attend over all input elements of its graph
-except a few excluded ones (those sharing an index with the query, e.g.
-class 15 of 2→2 drops the entries touching :math:`i` or :math:`j`).
-Enumerating the (query, key) pairs, as
-:func:`~torch_geometric_hot.ops.higher_order_attention.softmax_class_attention`
-does, holds several :obj:`[pairs, H, d]` tensors; here queries and keys are
-scattered into :obj:`[B, H, L, d]` blocks and attended with
+per-graph padded blocks on size buckets, with
 :func:`torch.nn.functional.scaled_dot_product_attention` under a boolean
-mask built from the exclusions, one block of queries at a time, so the
-extra memory is :math:`O(B \cdot L_q^{\text{block}} \cdot L_k)` booleans
-plus what the attention kernel needs. A batch of graphs of very different
-sizes is packed into size buckets instead of one block padded to its
-largest graph (:mod:`~torch_geometric_hot.ops.size_buckets`, when the
-block would hold at least twice the score entries). Either way the padded
-blocks are checked against the size limit
-(:func:`~torch_geometric_hot.ops.validation.size_limit`) before they are
-allocated. The result is the same: the enumerated path is its test oracle
-(and 11x slower on a graph of :math:`10^3` edges, native kernels off,
-``benchmarks/torch_paths.py``).
-As one operator whose backward recomputes it (the path ``'compiled'``,
-the form under :func:`torch.compile`):
-``torch_geometric_hot::global_class_softmax``
-(:mod:`~torch_geometric_hot.ops.recomputed_attention`).
+mask of the exclusions, one chunk of queries at a time (``docs/design.md``,
+"Softmax attention" and "Paths"; the path ``'padded'``, and as one
+operator, ``'compiled'``).
 """
-from typing import List, NamedTuple, Optional, Tuple
+from typing import List, Optional, Tuple
 
 import torch
 import torch.nn.functional as F
@@ -35,7 +15,7 @@ from torch_geometric_hot.ops.attention.dropout import block_factors, \
     draw_seed
 from torch_geometric_hot.ops.recomputed_attention import \
     recomputed_attention
-from torch_geometric_hot.ops.size_buckets import Slots, blocks, \
+from torch_geometric_hot.ops.size_buckets import BucketLayout, \
     bucket_layout, padded_blocks
 from torch_geometric_hot.ops.validation import check_size
 
@@ -43,29 +23,16 @@ from torch_geometric_hot.ops.validation import check_size
 BLOCK_ELEMENTS = 1 << 22
 
 
-class GlobalBuckets(NamedTuple):
-    r"""The size buckets of a global class (:func:`global_buckets`): the
-    slots of the queries and of the keys (pool order; each graph's key
-    block ends with at least one padding slot, the zero key), the graphs of
-    every bucket and the key count of every graph of every bucket."""
-    query_slots: Slots
-    key_slots: Slots
-    counts: List[int]
-    key_lengths: List[Tensor]
-
-
 def global_buckets(query_graph: Tensor, key_graph: Tensor, num_graphs: int,
-                   widths: Tuple[int, int] = (1, 1)) -> GlobalBuckets:
-    r"""The size buckets of a global class's queries and keys, the graphs
-    sorted by their queries plus keys, or one block padded to the largest
-    graph where buckets save less than ``BUCKET_GAIN`` times its
-    :math:`B \cdot L_q \cdot (L_k + 1)` score entries
-    (:func:`~torch_geometric_hot.ops.size_buckets.bucket_layout`).
-
-    The padded blocks (the elements of one query slot and of one key slot,
-    keys and values, are :obj:`widths`) are checked against the size limit
-    (:func:`~torch_geometric_hot.ops.validation.size_limit`) before any
-    slot is built."""
+                   widths: Tuple[int, int] = (1, 1)) -> BucketLayout:
+    r"""The size buckets of a global class's queries and keys (kinds
+    ``'query'`` and ``'key'``; each graph's key block ends with at least
+    one padding slot, the zero key), the graphs sorted by their queries
+    plus keys, or one block padded to the largest graph where buckets save
+    less than ``BUCKET_GAIN`` times its :math:`B \cdot L_q \cdot (L_k + 1)`
+    score entries. The padded blocks (the elements of one query slot and
+    of one key slot, keys and values, are :obj:`widths`) are checked
+    against the size limit before any slot is built."""
     def check(counts: List[int], shapes: List[List[int]]) -> None:
         check_size(sum(count * (len_q * widths[0] + len_k * widths[1])
                        for count, (len_q, len_k) in zip(counts, shapes)),
@@ -73,20 +40,20 @@ def global_buckets(query_graph: Tensor, key_graph: Tensor, num_graphs: int,
                    f"graphs in {len(counts)} size buckets, up to "
                    f"{max((len_k for _, len_k in shapes), default=1)} keys)")
 
-    layout = bucket_layout(
-        [query_graph, key_graph], num_graphs,
+    return bucket_layout(
+        {'query': query_graph, 'key': key_graph}, num_graphs,
         block=lambda graphs, _, shape: graphs * shape[0] * shape[1],
-        padding=(0, 1), check=check)
-    return GlobalBuckets(*layout.slots, layout.counts, [
-        layout.bucket_lengths(1, b) for b in range(len(layout.counts))])
+        padding={'key': 1}, check=check, masked=('key', ))
 
 
 def global_block_attention(q: Tensor, k: Tensor, v: Tensor,
                            query_graph: Tensor, key_graph: Tensor,
-                           key_position: Tensor, num_graphs: int,
+                           key_position: Optional[Tensor], num_graphs: int,
                            query_ids: List[Tensor], key_ids: List[Tensor],
                            dropout: float = 0.0,
-                           seed: Optional[Tensor] = None) -> Tensor:
+                           seed: Optional[Tensor] = None,
+                           layout: Optional[BucketLayout] = None,
+                           scale: Optional[float] = 1.0) -> Tensor:
     r"""The attention of :func:`~torch_geometric_hot.ops.attention.hot.\
     global_softmax_class_attention` from index
     tensors: the graph of every query row :obj:`[rows]`, the graph and the
@@ -96,62 +63,73 @@ def global_block_attention(q: Tensor, k: Tensor, v: Tensor,
     (at most ``BLOCK_ELEMENTS`` mask entries). With dropout the weights are
     computed explicitly and multiplied by
     :func:`~torch_geometric_hot.ops.attention.dropout.keep_factors` of
-    :obj:`seed` (:obj:`None`: drawn).
+    :obj:`seed` (:obj:`None`: drawn). Self-attention without exclusions
+    (TokenGT's) takes no :obj:`key_position` (the keys are the queries'
+    rows) and a :obj:`layout` of one kind ``'token'``, its key-padding
+    masks the only ones. Without dropout the fused call scales the logits
+    by :obj:`scale` (:obj:`None`: :math:`1 / \sqrt{d}`).
 
     :rtype: :class:`torch.Tensor` :obj:`[rows, H, d_v]`
     """
     rows, heads = q.size(0), q.size(1)
     if rows == 0:
         return v.new_zeros(0, heads, v.size(-1))
-    buckets = global_buckets(query_graph, key_graph, num_graphs, (
-        heads * q.size(-1), heads * (k.size(-1) + v.size(-1))))
-    q_slots, k_slots = buckets.query_slots, buckets.key_slots
-
-    counts = buckets.counts
-    queries = padded_blocks(q, q_slots, counts)
-    keys = padded_blocks(k.index_select(0, key_position), k_slots, counts)
-    values = padded_blocks(v.index_select(0, key_position), k_slots, counts)
+    if layout is None:
+        layout = global_buckets(query_graph, key_graph, num_graphs, (
+            heads * q.size(-1), heads * (k.size(-1) + v.size(-1))))
+    q_kind, k_kind = ('query', 'key') if key_position is not None else \
+        ('token', 'token')
+    q_slots = layout.slots[q_kind]
+    if key_position is not None:
+        k, v = k.index_select(0, key_position), v.index_select(0, key_position)
+    queries, keys, values = (padded_blocks(x, layout, kind) for x, kind in (
+        (q, q_kind), (k, k_kind), (v, k_kind)))
     # padding never matches: queries -2, keys -3
-    id_blocks = [(padded_blocks(qi, q_slots, counts, -2),
-                  padded_blocks(ki, k_slots, counts, -3))
+    id_blocks = [(padded_blocks(qi, layout, q_kind, -2),
+                  padded_blocks(ki, layout, k_kind, -3))
                  for qi, ki in zip(query_ids, key_ids)]
     drop = dropout > 0
     if drop:  # the rows dropout hashes: the query rows, the keys' inputs
         seed = draw_seed(dropout) if seed is None else seed
-        query_rows = blocks(q_slots.taken_row, counts, q_slots.widths)
-        key_rows = padded_blocks(key_position, k_slots, counts)
+        query_rows = layout.blocks(q_slots.taken_row, q_kind)
+        key_rows = query_rows if key_position is None else \
+            padded_blocks(key_position, layout, k_kind)
     out = []
-    for b, (count, len_q, len_k) in enumerate(zip(
-            counts, q_slots.widths, k_slots.widths)):
+    for b, (count, len_q, len_k, real) in enumerate(zip(
+            layout.counts, q_slots.widths, layout.slots[k_kind].widths,
+            layout.masks[k_kind])):
         if len_q == 0:  # graphs with keys but no query rows
             continue
-        real = torch.arange(len_k, device=q.device) < \
-            buckets.key_lengths[b].view(-1, 1)  # [count, len_k]
         query = queries[b].transpose(1, 2)  # [count, H, len_q, d]
         key, value = keys[b].transpose(1, 2), values[b].transpose(1, 2)
-        step = max(1, BLOCK_ELEMENTS // (count * len_k))
+        step = len_q if key_position is None else \
+            max(1, BLOCK_ELEMENTS // (count * len_k))
         chunks = []
         for start in range(0, len_q, step):
             end = min(start + step, len_q)
-            allowed = real.unsqueeze(1).expand(count, end - start,
-                                               len_k).clone()
-            for q_ids, k_ids in id_blocks:
-                allowed &= q_ids[b][:, start:end].unsqueeze(-1) != \
-                    k_ids[b].unsqueeze(1)
-            allowed[..., -1] = ~allowed.any(-1)  # empty group: zero key
+            whole = step >= len_q  # one chunk: no slice operations
+            chunk = query if whole else query[:, :, start:end]
+            allowed = real  # [count, 1, 1, len_k], None: every key
+            if key_position is not None:
+                allowed = real.view(count, 1, len_k).expand(
+                    count, end - start, len_k).clone()
+                for q_ids, k_ids in id_blocks:
+                    allowed &= q_ids[b][:, start:end].unsqueeze(-1) != \
+                        k_ids[b].unsqueeze(1)
+                allowed[..., -1] = ~allowed.any(-1)  # empty group: zero key
+                allowed = allowed.unsqueeze(1)
             if not drop:
                 chunks.append(F.scaled_dot_product_attention(
-                    query[:, :, start:end], key, value,
-                    attn_mask=allowed.unsqueeze(1),
-                    scale=1.0))  # [count, H, end - start, d_v]
+                    chunk, key, value, attn_mask=allowed,
+                    scale=scale))  # [count, H, end - start, d_v]
                 continue
-            weights = torch.softmax((query[:, :, start:end] @ key.mT)
-                                    .masked_fill(~allowed.unsqueeze(1),
-                                                 -float('inf')), -1)
-            weights = weights * block_factors(
-                query_rows[b][:, start:end], key_rows[b], heads, seed,
-                dropout, weights.dtype)
-            chunks.append(weights @ value)
+            score = chunk @ key.mT
+            if allowed is not None:
+                score = score.masked_fill(~allowed, -float('inf'))
+            chunks.append((torch.softmax(score, -1) * block_factors(
+                query_rows[b] if whole else query_rows[b][:, start:end],
+                key_rows[b], heads, seed,
+                dropout, score.dtype)) @ value)
         block = torch.cat(chunks, 2) if len(chunks) > 1 else chunks[0]
         out.append(block.transpose(1, 2).reshape(
             count * len_q, heads, block.size(-1)))

@@ -1,9 +1,6 @@
 r"""Exact softmax attention of the aggregating classes of a HOT layer by
-the grouped operator (:mod:`~torch_geometric_hot.ops.\
-grouped_softmax_attention`; ``docs/design.md``, "Softmax attention"):
-each class's key groups, built from its attention index and kept with the
-view, and the keys and values taken per kind of input the classes attend
-over.
+the grouped operator, the path ``'grouped'`` (``docs/design.md``,
+"Softmax attention").
 """
 from typing import Dict, List, Optional, Sequence
 

@@ -1,43 +1,12 @@
 r"""Softmax attention of a class of the equivariant basis within its key
-groups, as one operator with an explicit backward pass
-(``docs/design.md``, "Softmax attention").
-
-Every query row :math:`i` of group :math:`g` (its graph for a global
-class, its node's row or column for a local one) attends over the keys of
-:math:`g` that no distinct-index exclusion removes:
-
-.. math::
-    o_i = \sum_{j \in K(i)} p_{ij} v_j, \qquad
-    p_{ij} = \exp(q_i^\top k_j - l_i), \qquad
-    l_i = \log \sum_{j \in K(i)} \exp(q_i^\top k_j),
-
-with :math:`o_i = 0` and :math:`l_i = -\infty` when :math:`K(i)` is
-empty. The backward pass needs only :math:`o` and :math:`l`: with
-:math:`\delta_i = g_i^\top o_i` and
-:math:`s_{ij} = p_{ij}(g_i^\top v_j - \delta_i)`,
-:math:`\partial q_i = \sum_j s_{ij} k_j`,
-:math:`\partial k_j = \sum_i s_{ij} q_i` and
-:math:`\partial v_j = \sum_i p_{ij} g_i`.
-
-Dropout on the weights replaces :math:`p_{ij}` by :math:`m_{ij} p_{ij}`
-in :math:`o_i` (:math:`l_i` stays), :math:`m_{ij}` the factor of
-:func:`~torch_geometric_hot.ops.attention.dropout.keep_factors` (the key
-as its hashed row, :class:`~torch_geometric_hot.ops.native.SoftmaxGroups`):
-the backward pass draws the same factors again instead of keeping a mask,
-the native kernel and the torch implementation draw alike, and so does
-any split of the groups across threads. Then
-:math:`s_{ij} = p_{ij}(m_{ij} g_i^\top v_j - \delta_i)` and
-:math:`\partial v_j = \sum_i m_{ij} p_{ij} g_i`.
-
-The operator ``torch_geometric_hot::grouped_softmax_attention`` (and its
-backward pass, ``torch_geometric_hot::grouped_softmax_attention_backward``)
-enumerates the (query, key) pairs with torch operations on any device; on
-the CPU the native kernel (``ops/native/grouped_softmax.c``) runs it
-instead, a group at a time (a large group on cache-resident panels of its
-keys), without materialising a pair. The groups
+groups, as one operator with an explicit backward pass,
+``torch_geometric_hot::grouped_softmax_attention``: the native kernel
+(``ops/native/grouped_softmax.c``) on the CPU, the enumerated pairs of
+:func:`~torch_geometric_hot.ops.softmax.pair_softmax_attention` elsewhere
+(``docs/design.md``, "Softmax attention", which gives its backward pass
+and dropout). The groups
 (:class:`~torch_geometric_hot.ops.native.SoftmaxGroups`) depend on the
-batch's indices only and are kept with the view
-(:class:`~torch_geometric_hot.data.PlanCache`).
+batch's indices only and are kept with the view.
 """
 from typing import List, Optional, Tuple, Union
 
@@ -46,12 +15,12 @@ from torch import Tensor
 
 from torch_geometric_hot.ops import native
 from torch_geometric_hot.ops.attention.dropout import draw_seed, \
-    dropout_threshold, pair_factors
+    dropout_threshold, pair_dropout
 from torch_geometric_hot.ops.native import Groups, SoftmaxGroups
 from torch_geometric_hot.ops.scatter import group_pairs, scatter_sum
-from torch_geometric_hot.ops.softmax import pair_softmax_attention
-from torch_geometric_hot.ops.validation import check_device, check_size, \
-    validating
+from torch_geometric_hot.ops.softmax import check_pairs, \
+    pair_softmax_attention
+from torch_geometric_hot.ops.validation import check_device, validating
 
 #: A seed of dropout: an integer, or a CPU tensor of one.
 Seed = Union[int, Tensor]
@@ -86,9 +55,8 @@ def softmax_groups(query_group: Tensor, key_group: Tensor,
     return SoftmaxGroups(
         queries, keys, query_ids_.to(dtype).contiguous(),
         key_ids_.to(dtype).contiguous(), max_keys,
-        queries.ptr.diff() * (key_counts + 1),
-        None if key_hash is None else
-        key_runs.through(key_hash).rows.contiguous())
+        queries.ptr.diff() * (key_counts + 1), keys.rows if key_hash is None
+        else key_runs.through(key_hash).rows.contiguous())
 
 
 def _pairs(groups: SoftmaxGroups) -> Tuple[Tensor, Tensor, Tensor]:
@@ -103,7 +71,7 @@ def _pairs(groups: SoftmaxGroups) -> Tuple[Tensor, Tensor, Tensor]:
         groups.query_ids.index_select(1, groups.queries.rows), groups.key_ids)
     return (groups.queries.rows.index_select(0, query),
             groups.keys.rows.index_select(0, key),
-            groups.hashed_keys().index_select(0, key))
+            groups.key_hash.index_select(0, key))
 
 
 def pair_count(rows: int, costs: Tensor) -> int:
@@ -111,13 +79,6 @@ def pair_count(rows: int, costs: Tensor) -> int:
     from their costs (:class:`~torch_geometric_hot.ops.native.SoftmaxGroups`:
     queries times keys plus one per group; host synchronisation)."""
     return int(costs.sum()) - rows
-
-
-def _check_pairs(groups: SoftmaxGroups, width: int) -> None:
-    # the size limit on the enumerated pairs
-    pairs = pair_count(groups.queries.rows.numel(), groups.costs)
-    check_size(pairs * width, f"grouped softmax attention over its "
-               f"{pairs:,} (query, key) pairs")
 
 
 def _groups(query_rows: Tensor, query_ptr: Tensor, key_rows: Tensor,
@@ -132,11 +93,11 @@ def _attend(q: Tensor, k: Tensor, v: Tensor, groups: SoftmaxGroups,
             seed: int, threshold: int) -> Tuple[Tensor, Tensor]:
     # the forward pass with torch operations, over the enumerated pairs
     H = q.size(1)
-    _check_pairs(groups, H * (q.size(-1) + k.size(-1) + v.size(-1)))
+    check_pairs(pair_count(groups.queries.rows.numel(), groups.costs),
+                H * (q.size(-1) + k.size(-1) + v.size(-1)), 'its key groups')
     query, key, hashed = _pairs(groups)
-    drop = None if not threshold else (lambda weights: weights * pair_factors(
-        query, hashed, H, seed, threshold, weights.dtype))
-    out, _, lse = pair_softmax_attention(q, k, v, query, key, drop)
+    out, _, lse = pair_softmax_attention(
+        q, k, v, query, key, pair_dropout(query, hashed, seed, threshold))
     return out, lse
 
 
@@ -154,8 +115,8 @@ def _attend_backward(grad: Tensor, q: Tensor, k: Tensor, v: Tensor,
     products = (g_pairs * v.index_select(0, key)).sum(-1)
     kept = weights
     if threshold:
-        factors = pair_factors(query, hashed, q.size(1), seed, threshold,
-                               weights.dtype)
+        factors = pair_dropout(query, hashed, seed, threshold)(
+            torch.ones_like(weights))
         products, kept = products * factors, weights * factors
     scores = (weights * (products - delta)).unsqueeze(-1)
     return (scatter_sum(scores * k_pairs, query, q.size(0)),
@@ -240,9 +201,15 @@ _grouped_softmax.register_autograd(_backward, setup_context=_setup_context)
 def grouped_softmax_attention(q: Tensor, k: Tensor, v: Tensor,
                               groups: SoftmaxGroups, dropout: float = 0.0,
                               seed: Optional[Seed] = None) -> Tensor:
-    r"""Softmax attention of every query row over the keys of its group
-    that no exclusion removes (the operator
-    ``torch_geometric_hot::grouped_softmax_attention``).
+    r"""Softmax attention of every query row :math:`i` over the keys
+    :math:`K(i)` of its group that no exclusion removes (the operator
+    ``torch_geometric_hot::grouped_softmax_attention``):
+
+    .. math::
+        o_i = \sum_{j \in K(i)} \exp(q_i^\top k_j - l_i)\, v_j, \qquad
+        l_i = \log \sum_{j \in K(i)} \exp(q_i^\top k_j),
+
+    :math:`o_i = 0` where :math:`K(i)` is empty.
 
     Args:
         q (torch.Tensor): Queries :obj:`[rows, H, d]` (already scaled).
@@ -283,7 +250,7 @@ def grouped_softmax_gradients(grad: Tensor, q: Tensor, k: Tensor, v: Tensor,
 def _index(groups: SoftmaxGroups) -> tuple:
     # the operators' index arguments
     return (*groups.queries, *groups.keys, groups.query_ids, groups.key_ids,
-            groups.hashed_keys(), groups.max_keys, groups.costs)
+            groups.key_hash, groups.max_keys, groups.costs)
 
 
 def _dropout(dropout: float, seed: Optional[Seed]) -> Tuple[int, int]:

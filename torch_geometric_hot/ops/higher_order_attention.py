@@ -5,9 +5,8 @@ Every aggregating class :math:`\mu` replaces its fixed sum over a key group
 by attention over the *same* group, distinct-index exclusions included:
 
 * :func:`softmax_class_attention`: exact grouped softmax over the
-  enumerated (query, key) pairs of the group, excluded keys masked;
-  cost :math:`O(\sum_i \deg_i^2)` (local) or :math:`O(\sum_g |P_g|^2)`
-  (global);
+  enumerated (query, key) pairs of the group (the path ``'pairs'``;
+  ``docs/design.md``, "Softmax attention");
 * :func:`kernel_class_attention`: :math:`\phi(q)^\top S / \phi(q)^\top z`
   from per-node / per-graph summaries, with the excluded keys subtracted by
   the same signed terms as the linear layer (exact), :math:`O(n + m)`.
@@ -22,7 +21,7 @@ from typing import Dict, List, Optional, Sequence, Tuple, Union
 import torch
 from torch import Tensor
 
-from torch_geometric_hot.ops.attention.dropout import draw_seed, \
+from torch_geometric_hot.ops.attention.dropout import dropout_threshold, \
     pair_dropout
 from torch_geometric_hot.ops.basis import EquivariantClass
 from torch_geometric_hot.ops.class_combination import READING, SINGLE_KEY, \
@@ -36,8 +35,8 @@ from torch_geometric_hot.ops.pooled_combination import CombinationPart, \
 from torch_geometric_hot.ops.recomputed_attention import \
     recomputed_attention
 from torch_geometric_hot.ops.scatter import group_pairs
-from torch_geometric_hot.ops.softmax import pair_softmax_attention
-from torch_geometric_hot.ops.validation import check_size
+from torch_geometric_hot.ops.softmax import check_pairs, \
+    pair_softmax_attention
 
 _SINGLE_KEY = ('E', 'ET', 'D', 'X')
 #: The input rows the keys of each aggregate summary are: nodes (order 1)
@@ -153,14 +152,17 @@ def attention_index(cls: EquivariantClass, target: Target, view,
             pool.num_groups, [q for q, _ in ids], [k for _, k in ids])
 
 
+def _pair_width(q: Tensor, k: Tensor, v: Tensor) -> int:
+    # the elements a (query, key) pair holds
+    return q.size(1) * (q.size(-1) + k.size(-1) + v.size(-1))
+
+
 def _check_pair_count(query_group: Tensor, key_group: Tensor,
                       num_groups: int, width: int, what: str) -> None:
     # the size limit on the pairs before they are enumerated (host
     # synchronisation: their count)
-    pairs = int(torch.bincount(key_group, minlength=num_groups)
-                .index_select(0, query_group).sum())
-    check_size(pairs * width, f"softmax attention of {what} over its "
-               f"{pairs:,} (query, key) pairs")
+    check_pairs(int(torch.bincount(key_group, minlength=num_groups)
+                    .index_select(0, query_group).sum()), width, what)
 
 
 def local_pair_attention(q: Tensor, k: Tensor, v: Tensor,
@@ -176,15 +178,12 @@ def local_pair_attention(q: Tensor, k: Tensor, v: Tensor,
 
     :rtype: :class:`torch.Tensor` :obj:`[rows, H, d_v]`
     """
-    width = q.size(1) * (q.size(-1) + k.size(-1) + v.size(-1))
-    _check_pair_count(query_group, key_group, num_groups, width,
-                      'a local class')
+    _check_pair_count(query_group, key_group, num_groups, _pair_width(
+        q, k, v), 'a local class')
     query, key = _class_pairs(query_group, key_group, key_position,
                               num_groups, query_ids, key_ids)
-    if dropout > 0 and seed is None:
-        seed = draw_seed(dropout, q.device)
-    return pair_softmax_attention(q, k, v, query, key,
-                                  pair_dropout(query, key, seed, dropout))[0]
+    return pair_softmax_attention(q, k, v, query, key, pair_dropout(
+        query, key, seed, dropout_threshold(dropout)))[0]
 
 
 #: :func:`local_pair_attention` as one operator whose backward recomputes
@@ -219,17 +218,12 @@ def softmax_class_attention(
         the attention :obj:`(index [2, pairs], alpha [pairs, H])` where
         :obj:`index` holds (query row, input row).
     """
-    width = q.size(1) * (q.size(-1) + k.size(-1) + v.size(-1))
+    width = _pair_width(q, k, v)
     query, key = class_pairs(cls, target, view, in_order, width)
     if not torch.compiler.is_compiling():  # checked when planned
-        check_size(query.numel() * width, f"softmax attention of class "
-                   f"{cls.name} over its {query.numel():,} (query, key) "
-                   f"pairs")
-    p = dropout if training else 0.0
-    if p > 0 and seed is None:
-        seed = draw_seed(p, q.device)
-    out, alpha, _ = pair_softmax_attention(q, k, v, query, key,
-                                           pair_dropout(query, key, seed, p))
+        check_pairs(query.numel(), width, f'class {cls.name}')
+    out, alpha, _ = pair_softmax_attention(q, k, v, query, key, pair_dropout(
+        query, key, seed, dropout_threshold(dropout if training else 0.0)))
     return out, (torch.stack([query, key]), alpha)
 
 

@@ -1,14 +1,7 @@
-r"""The device a batch's layout is chosen for.
-
-The layers pick their layout by the kind of device they run on (the
-packed blocks' bucket ratio, whether softmax attention keeps its local
-classes sparse, TokenGT's token layout): on the CPU the native kernels
-and fine buckets, elsewhere (GPUs) few, coarse operations. Index work
-built ahead of a step, in a :class:`~torch.utils.data.DataLoader`'s
-worker processes on the CPU, must choose the layout of the device the
-step runs on: :func:`planned_for` sets that device for the duration (and
-switches the native CPU kernels off for any other device, as they never
-run there), so that plans built on the CPU are the ones the device uses.
+r"""The device a batch's layout is chosen for (``docs/design.md``,
+"Paths"): index work built ahead of a step, in a
+:class:`~torch.utils.data.DataLoader`'s worker processes on the CPU,
+chooses the layout of the device the step runs on (:func:`planned_for`).
 """
 import contextlib
 from typing import Iterator, Union

@@ -1,45 +1,8 @@
 r"""Higher-order attention of every aggregating class on per-graph dense
-blocks, for batches of small graphs (``docs/design.md``, "Packed
-attention").
-
-The sparse operations
-(:func:`~torch_geometric_hot.ops.higher_order_attention.kernel_class_attention`,
-:func:`~torch_geometric_hot.ops.higher_order_attention.softmax_class_attention`)
-visit each class's key groups through indices: a global class (class 15
-of 2→2 attends over a graph's entries but those touching :math:`i` or
-:math:`j`) adds up seven signed summaries per query in kernel form and is
-padded on its own in softmax form. On a batch of small graphs dense blocks
-are cheaper: the rows of the batch are packed graph by graph into size
-buckets (:mod:`~torch_geometric_hot.ops.packed_layout`) once per batch,
-the queries of each output part and the keys of each kind (nodes or
-diagonal entries; off-diagonal entries) once per layer, and per bucket one
-batched product gives the score block :math:`S = Q K^\top` that all
-classes of a part and key kind share. Each class keeps the keys of its
-group (its graph, or for a local class its node's row or column) that no
-distinct-index exclusion removes, by a mask built from the very
-definitions the sparse path uses
-(:func:`~torch_geometric_hot.ops.higher_order_attention.summary_keys`,
-:func:`~torch_geometric_hot.ops.higher_order_attention.exclusion_ids`), so
-the classes are exactly the sparse path's:
-
-* kernel: :math:`o^\mu = \frac{(S \odot M_\mu) V_\mu}{\max((S \odot M_\mu)
-  \mathbf{1}, \epsilon)}` with :math:`S = \phi(Q) \phi(K)^\top`;
-* softmax: :math:`o^\mu = \mathrm{softmax}(S + \log M_\mu) V_\mu`;
-
-and a row whose group is empty outputs 0. The classes of one output part
-whose keys are of one kind share their score blocks and attend in one
-batched product per bucket, their masks stacked
-:obj:`[G, C, 1, L_q, L_k]` and their values one product of the packed keys'
-inputs with their value weights side by side. The layout and the ids
-that decide the masks (each row's group and exclusion ids, packed like
-the rows) depend on the batch's indices only and are kept with the view
-(:class:`~torch_geometric_hot.data.PlanCache`): a loader's worker makes
-them (:func:`~torch_geometric_hot.ops.plan_cache.plans_only`) in memory
-that grows with the rows; the masks, which grow with the pairs of rows,
-follow from them once per batch on the device, by comparisons. Softmax
-attention may keep its local classes on enumerated pairs
-(:obj:`local_on_pairs`). Where this path runs:
-:mod:`~torch_geometric_hot.ops.attention.dispatch` (the path ``'packed'``).
+blocks on size buckets, for batches of small graphs: per output part, key
+kind and bucket one score block that all its classes share, each class
+masked by the group and exclusion ids of the sparse path
+(``docs/design.md``, "Packed attention"; the path ``'packed'``).
 """
 from typing import Dict, Hashable, List, NamedTuple, Optional, Sequence, \
     Tuple
@@ -51,35 +14,51 @@ from torch_geometric_hot.ops.attention.dropout import block_factors, \
     class_seed, draw_seed
 from torch_geometric_hot.ops.basis import EquivariantClass
 from torch_geometric_hot.ops.equivariant import Target
-from torch_geometric_hot.ops.higher_order_attention import exclusion_ids, \
-    softmax_class_attention, summary_keys
-from torch_geometric_hot.ops.packed_layout import PackedLayout, \
-    cached_layout
+from torch_geometric_hot.ops.higher_order_attention import KEY_ROWS, \
+    exclusion_ids, softmax_class_attention, summary_keys
 from torch_geometric_hot.ops.plan_cache import making_plans_only, view_plan
 from torch_geometric_hot.ops.pooled_combination import ValueProjection
 from torch_geometric_hot.ops.row_selection import select_rows
-from torch_geometric_hot.ops.size_buckets import BUCKET_RATIO, blocks, pack, \
-    unpack
+from torch_geometric_hot.ops.size_buckets import BUCKET_RATIO, \
+    BucketLayout, blocks, bucket_layout, pack, squares, unpack
 
-#: The kind of the rows of each output part, and of the keys of each pool.
+#: The kind of the rows of each output part.
 QUERY_KIND = {'diag': 'node', 'off': 'off', 'node': 'node',
               'graph': 'graph'}
-KEY_KIND = {'R': 'off', 'C': 'off', 'ES': 'off', 'DS': 'node',
-            'XS': 'node'}
+
+
+def packed_layout(view, pairs: bool,
+                  ratio: float = BUCKET_RATIO) -> BucketLayout:
+    r"""The size buckets of a batch's rows (kinds ``'node'``, ``'graph'``,
+    and with :obj:`pairs` ``'off'``, the off-diagonal entries), the graphs
+    sized by their nodes (plus off-diagonal entries with :obj:`pairs`);
+    with a ratio above
+    :data:`~torch_geometric_hot.ops.size_buckets.BUCKET_RATIO` (the coarse
+    layout of launch-bound devices), one block padded to the largest graph
+    unless the buckets hold less than half of its entries. Kept with the
+    view."""
+    def build() -> BucketLayout:
+        kinds = {'node': view.batch, 'graph': torch.arange(
+            view.num_graphs, device=view.batch.device)}
+        sizes = view.nodes_per_graph
+        if pairs:
+            kinds['off'] = view.off_batch
+            sizes = sizes + view.edges_per_graph
+        return bucket_layout(kinds, view.num_graphs, ratio,
+                             squares if ratio > BUCKET_RATIO else None,
+                             sizes=sizes)
+
+    return view_plan(view, ('packed_layout', pairs, ratio), build)
 
 
 class _GroupPlan(NamedTuple):
-    # the classes of one output part that share their score blocks, on the
-    # packed layout. Every class compares `width` ids of a query with those
-    # of a key (id 0 its group, the others its exclusions): the key is seen
-    # where the first are equal and the others differ (`match`,
-    # [width, 1, 1, 1, 1]). The (id, class) columns of the queries and of
-    # the keys take few distinct values (a row's nodes, its graph), so the
-    # plan keeps the distinct columns per bucket, [G, U, L] (int32), and
-    # which of them every (id, class) pair reads (`query_columns`,
-    # `key_columns`, [width * C]); the masks [G, C, 1, Lq, Lk] follow in the
-    # step (_hidden): the plan made in a loader's worker grows with the
-    # rows, not with the pairs of rows
+    # the classes of one output part that share their score blocks: each
+    # compares `width` ids of a query with a key's (id 0 its group, seen
+    # where equal; the others its exclusions, seen where they differ:
+    # `match` [width, 1, 1, 1, 1]), kept as the distinct id columns per
+    # bucket [G, U, L] (int32) and the column every (id, class) reads
+    # (`query_columns`, `key_columns` [width * C]); the masks follow per
+    # batch (_hidden)
     query_ids: List[Tensor]
     key_ids: List[Tensor]
     query_columns: Tensor
@@ -193,7 +172,7 @@ def _packed(attention: str, on_pairs: bool, ratio: float, classes,
     H, D = values.heads, values.head_channels
     weight = values.weight.view(-1, H * D, values.x.size(-1))
     pairs = in_order == 2 or any(t.part in ('diag', 'off') for t in targets)
-    layout = cached_layout(view, pairs, ratio)
+    layout = packed_layout(view, pairs, ratio)
     key_blocks: Dict[KeyKinds, List[Tensor]] = {}
     x_packed: Dict[KeyKinds, Tensor] = {}
     for part_classes, part_groups, target, part_slots, q, out in zip(
@@ -236,7 +215,7 @@ def _packed(attention: str, on_pairs: bool, ratio: float, classes,
                     for q_r, k_r in zip(q_rows, blocks(
                         position, layout.counts, widths))]
             outs_b = [
-                _attend(attention, _scores(q_b, k_b), v_b.view(
+                _attend(attention, torch.bmm(q_b, k_b.mT), v_b.view(
                     v_b.size(0), v_b.size(1), C, H, D).permute(0, 2, 3, 1, 4),
                         hidden, eps, drop)
                 for q_b, k_b, v_b, hidden, drop in zip(
@@ -281,7 +260,7 @@ def _key_kind_groups(part: Sequence[EquivariantClass], on_pairs: bool,
     groups: Dict[KeyKinds, List[int]] = {}
     for c, cls in enumerate(part):
         if _on_blocks(cls, on_pairs):
-            groups.setdefault((KEY_KIND[cls.pool[0]], ), []).append(c)
+            groups.setdefault((KEY_ROWS[cls.pool[0]], ), []).append(c)
     if not merged or len(groups) < 2:
         return groups
     kinds = tuple(k for (k, ) in groups)
@@ -292,12 +271,6 @@ def _heads_first(block: Tensor) -> Tensor:
     r"""A block :obj:`[G, L, H, r]` as :obj:`[G * H, L, r]` (contiguous)."""
     G, L, H, r = block.shape
     return block.transpose(1, 2).reshape(G * H, L, r)
-
-
-def _scores(q: Tensor, k: Tensor) -> Tensor:
-    r"""Scores :obj:`[G * H, Lq, Lk]` of queries :obj:`[G * H, Lq, r]`
-    and keys :obj:`[G * H, Lk, r]`, in one batched product."""
-    return torch.bmm(q, k.transpose(1, 2))
 
 
 def _attend(attention: str, score: Tensor, v: Tensor, hidden: Tensor,
@@ -360,7 +333,7 @@ def _sparse(on_pairs: bool, classes, targets, view, in_order: int,
 
 
 def _key_rows(classes: Sequence[EquivariantClass], view, in_order: int,
-              pairs: bool, layout: PackedLayout, kinds: KeyKinds
+              pairs: bool, layout: BucketLayout, kinds: KeyKinds
               ) -> Tuple[Tensor, List[int]]:
     r"""The input row of every key slot of :obj:`kinds` (row 0 for
     padding: padded keys are masked out), the slots of each graph those of
@@ -370,7 +343,7 @@ def _key_rows(classes: Sequence[EquivariantClass], view, in_order: int,
         per_kind = []
         for kind in kinds:
             summary = next(cls.pool[0] for cls in classes
-                           if KEY_KIND[cls.pool[0]] == kind)
+                           if KEY_ROWS[cls.pool[0]] == kind)
             rows = summary_keys(summary, view, in_order).position.index_select(
                 0, layout.slots[kind].taken_row)
             per_kind.append(layout.blocks(rows, kind))
@@ -388,7 +361,7 @@ def _key_rows(classes: Sequence[EquivariantClass], view, in_order: int,
 
 
 def _cached_plan(members: List[EquivariantClass], target: Target, view,
-                 in_order: int, exact: bool, layout: PackedLayout,
+                 in_order: int, exact: bool, layout: BucketLayout,
                  kinds: KeyKinds) -> Tuple[Hashable, _GroupPlan]:
     r"""The group's plan (:func:`_build_plan`), kept with the view, and
     its key."""
@@ -399,7 +372,7 @@ def _cached_plan(members: List[EquivariantClass], target: Target, view,
 
 
 def _build_plan(members: List[EquivariantClass], target: Target, view,
-                in_order: int, exact: bool, layout: PackedLayout,
+                in_order: int, exact: bool, layout: BucketLayout,
                 kinds: KeyKinds) -> _GroupPlan:
     r"""The ids that decide which keys each query of each class sees: a key
     of its group (its graph, by the layout, or its node) that none of the
@@ -423,7 +396,7 @@ def _build_plan(members: List[EquivariantClass], target: Target, view,
     q_cols = [ids[e][0] if e < len(ids) else None
               for e in range(width) for ids in columns]
     k_cols = [tuple(ids[e][1] if e < len(ids) and
-                    KEY_KIND[cls.pool[0]] == kind else None
+                    KEY_ROWS[cls.pool[0]] == kind else None
                     for kind in kinds)
               for e in range(width) for cls, ids in zip(members, columns)]
     device = columns[0][0][0].device
@@ -434,7 +407,7 @@ def _build_plan(members: List[EquivariantClass], target: Target, view,
     per_kind = []
     for k, kind in enumerate(kinds):
         like = next(ids[0][1] for cls, ids in zip(members, columns)
-                    if KEY_KIND[cls.pool[0]] == kind)
+                    if KEY_ROWS[cls.pool[0]] == kind)
         per_kind.append(_id_blocks(layout, kind, [
             _column(c[k], -3, like) for c in k_distinct], -3))
     key_ids = per_kind[0] if len(per_kind) == 1 else \
@@ -479,7 +452,7 @@ def _column(ids: Optional[Tensor], fill: int, like: Tensor) -> Tensor:
         else ids.int()
 
 
-def _id_blocks(layout: PackedLayout, kind: str, columns: List[Tensor],
+def _id_blocks(layout: BucketLayout, kind: str, columns: List[Tensor],
                fill: int) -> List[Tensor]:
     r"""Id columns (one :obj:`[rows]` each) packed, padding slots
     :obj:`fill`, as one block :obj:`[G_b, U, L_b]` per bucket."""

@@ -1,33 +1,14 @@
 r"""Softmax attention of one class of the equivariant basis as one operator
-whose backward pass recomputes it, the form it takes under
-:func:`torch.compile`.
+whose backward pass recomputes it under :func:`torch.func.vjp`, the form
+it takes under :func:`torch.compile` (``docs/design.md``, "Softmax
+attention"): one node with a static output shape, so that no size read
+from the data enters a compiled graph.
 
-Exact softmax attention reads its layout from the data: a local class the
-number of its (query, key) pairs, a global class the lengths of its padded
-per-graph blocks. Traced, every such size is a symbol of the compiled
-graph, and every step between the index tensors and the attention
-(enumeration, sorting, padding, masking, the grouped softmax) is a node
-that inductor compiles, for the forward and the backward pass. As an
-operator, the attention is one node with a static output
-:obj:`[rows, H, d_v]`; it runs eagerly inside the compiled graph (size
-buckets, query chunks and size checks included), and its backward pass is
-a second operator that runs it again under :func:`torch.func.vjp`, as
-activation checkpointing does: a compiled graph holds no tensor whose size
-is read from the data.
-
-Both operators take the same arguments: queries :obj:`[rows, H, d]`, keys
-:obj:`[inputs, H, d]`, values :obj:`[inputs, H, d_v]`, the group of every
-query row :obj:`[rows]`, the group and the input row of every key of the
-pool :obj:`[K]`, the number of groups, the distinct-index exclusions as
-ids (per exclusion an id per query row and one per key; a key is excluded
-for a query when they are equal), the dropout probability on the attention
-weights and its seed (a tensor,
-:func:`~torch_geometric_hot.ops.attention.dropout.draw_seed`; the factors
-are hashes of the rows and the seed, so the recomputation draws the
-forward pass's). On tensors that the native kernels take (the CPU) both
-run the grouped operator of :mod:`~torch_geometric_hot.ops.\
-grouped_softmax_attention` on the groups of those index tensors, as the
-eager layers do.
+Both operators take the index tensors of
+:func:`~torch_geometric_hot.ops.higher_order_attention.attention_index`
+after the queries, keys and values, then the dropout probability and its
+seed (a tensor: the factors are hashes of the rows and the seed, so the
+recomputation draws the forward pass's).
 """
 from typing import Callable, List, Optional
 
@@ -76,16 +57,13 @@ def recomputed_attention(name: str, attend: Attend):
                 grad, q, k, v, softmax_groups(
                     query_group, key_group, key_position, num_groups,
                     query_ids, key_ids), dropout, seed))
-
-        def run(q: Tensor, k: Tensor, v: Tensor) -> Tensor:
-            # no size limit: the forward pass checked these sizes, and the
-            # backward pass may run in an autograd thread (CUDA), which
-            # does not see the limit set where the forward pass ran
-            with size_limit(_NO_LIMIT):
-                return attend(q, k, v, query_group, key_group, key_position,
-                              num_groups, query_ids, key_ids, dropout, seed)
-
-        return list(torch.func.vjp(run, q, k, v)[1](grad))
+        # no size limit: the forward pass checked these sizes, and the
+        # backward pass may run in an autograd thread (CUDA), which does
+        # not see the limit set where the forward pass ran
+        with size_limit(_NO_LIMIT):
+            return list(torch.func.vjp(lambda q, k, v: attend(
+                q, k, v, query_group, key_group, key_position, num_groups,
+                query_ids, key_ids, dropout, seed), q, k, v)[1](grad))
 
     op = torch.library.custom_op(f'torch_geometric_hot::{name}', forward,
                                  mutates_args=())

@@ -15,7 +15,8 @@ buckets save little, every graph can stay in one bucket,
 one block padded to the largest graph (:func:`bucket_layout`): each
 bucket costs its own operations.
 """
-from typing import Callable, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, NamedTuple, Optional, Sequence, \
+    Tuple
 
 import torch
 from torch import Tensor
@@ -120,6 +121,13 @@ def bucket_slots(row_graph: Tensor, num_graphs: int, order: Tensor,
                  slot_row.masked_fill(slot_row == row_graph.numel(), 0))
 
 
+def squares(graphs: int, largest: int, widths: List[int]) -> int:
+    r"""The score entries of a block of :obj:`graphs` graphs padded to the
+    :obj:`largest` (the :obj:`block` of :func:`bucket_layout` of
+    self-attention)."""
+    return graphs * largest**2
+
+
 class BucketLayout(NamedTuple):
     r"""The size buckets of rows of one or more kinds (:func:`bucket_layout`).
 
@@ -127,14 +135,20 @@ class BucketLayout(NamedTuple):
         order (torch.Tensor): The graphs in bucket order.
         bounds (list): Bucket :math:`b` holds the graphs
             :obj:`order[bounds[b]:bounds[b + 1]]`.
-        slots (list): The :class:`Slots` of every kind of row.
-        lengths (list): Per kind, the rows of every graph :obj:`[graphs]`,
+        slots (dict): The :class:`Slots` of every kind of row.
+        lengths (dict): Per kind, the rows of every graph :obj:`[graphs]`,
             and the same in bucket order as a list.
+        masks (dict): Per kind of :obj:`masked`, per bucket, which slots of
+            each graph hold a row, :obj:`[graphs, 1, 1, width]` as an
+            attention mask of keys (:obj:`None` where all do).
+        ratio (float): Largest ratio of graph sizes within one bucket.
     """
     order: Tensor
     bounds: List[int]
-    slots: List[Slots]
-    lengths: List[Tuple[Tensor, List[int]]]
+    slots: Dict[str, Slots]
+    lengths: Dict[str, Tuple[Tensor, List[int]]]
+    masks: Dict[str, List[Optional[Tensor]]]
+    ratio: float = BUCKET_RATIO
 
     @property
     def counts(self) -> List[int]:
@@ -142,43 +156,53 @@ class BucketLayout(NamedTuple):
         return [end - start
                 for start, end in zip(self.bounds[:-1], self.bounds[1:])]
 
-    def bucket_lengths(self, kind: int, bucket: int) -> Tensor:
+    def bucket_lengths(self, kind: str, bucket: int) -> Tensor:
         r"""Rows of :obj:`kind` of every graph of :obj:`bucket`."""
         start, end = self.bounds[bucket], self.bounds[bucket + 1]
         return self.lengths[kind][0][self.order[start:end]]
 
+    def blocks(self, x: Tensor, kind: str) -> List[Tensor]:
+        r"""Slots :obj:`[S, *]` of :obj:`kind` as one block
+        :obj:`[counts[b], widths[b], *]` per bucket (views)."""
+        return blocks(x, self.counts, self.slots[kind].widths)
 
-def bucket_layout(row_graphs: Sequence[Tensor], num_graphs: int,
+
+def bucket_layout(row_graphs: Dict[str, Tensor], num_graphs: int,
                   ratio: float = BUCKET_RATIO,
                   block: Optional[Callable[[int, int, List[int]], int]] = None,
-                  padding: Sequence[int] = (),
+                  padding: Optional[Dict[str, int]] = None,
                   sizes: Optional[Tensor] = None,
                   check: Optional[Callable[[List[int], List[List[int]]],
-                                           None]] = None) -> BucketLayout:
+                                           None]] = None,
+                  masked: Sequence[str] = ()) -> BucketLayout:
     r"""The layout of rows of one or more kinds that belong to graphs: the
     graphs sorted by size and bucketed within :obj:`ratio`
     (:func:`bucket_bounds`), each graph of a bucket given, per kind, the
     most rows of that kind among the bucket's graphs plus :obj:`padding`.
 
     Args:
-        row_graphs (list): Graph of every row :obj:`[rows]`, per kind.
+        row_graphs (dict): Graph of every row :obj:`[rows]`, per kind.
         num_graphs (int): Number of graphs.
         ratio (float, optional): Largest ratio of graph sizes within one
             bucket. (default: :data:`BUCKET_RATIO`)
         block (callable, optional): ``block(graphs, largest, widths)``, the
             score entries of a block of that many graphs, the largest of
-            that size, given those slots per kind: then one block padded
-            to the largest graph replaces buckets that do not save
-            :data:`BUCKET_GAIN` times its entries. (default: buckets)
-        padding (list, optional): Extra slots per graph, per kind.
+            that size, given those slots per kind (e.g. :func:`squares`):
+            then one block padded to the largest graph replaces buckets
+            that do not save :data:`BUCKET_GAIN` times its entries.
+            (default: buckets)
+        padding (dict, optional): Extra slots per graph, per kind.
         sizes (torch.Tensor, optional): Size of every graph (default: its
             rows of all kinds).
         check (callable, optional): Called with the graphs and the widths
-            (per kind) of every bucket before any slot is built.
+            (per kind, in the order of :obj:`row_graphs`) of every bucket
+            before any slot is built.
+        masked (list, optional): The kinds whose :obj:`masks` to make.
     """
-    positions, lengths = zip(*(token_positions(graph, num_graphs)
-                               for graph in row_graphs))
-    padding = list(padding) + [0] * (len(row_graphs) - len(padding))
+    kinds = list(row_graphs)
+    positions, lengths = zip(*(token_positions(row_graphs[kind], num_graphs)
+                               for kind in kinds))
+    pads = [(padding or {}).get(kind, 0) for kind in kinds]
     sizes = sum(lengths) if sizes is None else sizes
     order = torch.sort(sizes, descending=True, stable=True)[1]
     # host synchronisation, once: the bucket shapes depend on the sizes
@@ -186,8 +210,7 @@ def bucket_layout(row_graphs: Sequence[Tensor], num_graphs: int,
     bounds = bucket_bounds(top, ratio)
 
     def widths(start: int, end: int) -> List[int]:
-        return [max(kind[start:end]) + pad
-                for kind, pad in zip(rows, padding)]
+        return [max(kind[start:end]) + pad for kind, pad in zip(rows, pads)]
 
     ranges = list(zip(bounds[:-1], bounds[1:]))
     if block is not None and len(ranges) > 1 and block(
@@ -199,11 +222,16 @@ def bucket_layout(row_graphs: Sequence[Tensor], num_graphs: int,
     shapes = [widths(start, end) for start, end in ranges]
     if check is not None:
         check(counts, shapes)
-    slots = [bucket_slots(graph, num_graphs, order, counts,
-                          [shape[kind] for shape in shapes], position)
-             for kind, (graph, position) in enumerate(zip(row_graphs,
-                                                          positions))]
-    return BucketLayout(order, bounds, slots, list(zip(lengths, rows)))
+    slots = {kind: bucket_slots(row_graphs[kind], num_graphs, order, counts,
+                                [shape[k] for shape in shapes], positions[k])
+             for k, kind in enumerate(kinds)}
+    masks = {kind: [None if min(rows[k][start:end]) == shape[k] else
+                    torch.arange(shape[k], device=order.device) <
+                    lengths[k][order[start:end]].view(-1, 1, 1, 1)
+                    for (start, end), shape in zip(ranges, shapes)]
+             for k, kind in enumerate(kinds) if kind in masked}
+    return BucketLayout(order, bounds, slots,
+                        dict(zip(kinds, zip(lengths, rows))), masks, ratio)
 
 
 def pack(x: Tensor, slot_row: Tensor, fill: float = 0.0) -> Tensor:
@@ -220,12 +248,12 @@ def unpack(x: Tensor, row_slot: Tensor) -> Tensor:
         0, row_slot)
 
 
-def padded_blocks(x: Tensor, slots: Slots, counts: List[int],
+def padded_blocks(x: Tensor, layout: BucketLayout, kind: str,
                   fill: float = 0.0) -> List[Tensor]:
-    r"""Rows :obj:`[rows, *]` -> one block :obj:`[counts[b], widths[b], *]`
-    per bucket, padding slots set to :obj:`fill` (:func:`pack`, then
-    :func:`blocks`)."""
-    return blocks(pack(x, slots.slot_row, fill), counts, slots.widths)
+    r"""Rows :obj:`[rows, *]` of :obj:`kind` -> one block
+    :obj:`[counts[b], widths[b], *]` per bucket, padding slots set to
+    :obj:`fill` (:func:`pack`, then :meth:`BucketLayout.blocks`)."""
+    return layout.blocks(pack(x, layout.slots[kind].slot_row, fill), kind)
 
 
 def blocks(x: Tensor, counts: List[int], widths: List[int]) -> List[Tensor]:

@@ -8,6 +8,7 @@ from typing import Callable, Optional, Tuple, Union
 from torch import Tensor
 
 from torch_geometric_hot.ops.scatter import scatter_max, scatter_sum
+from torch_geometric_hot.ops.validation import check_size
 
 
 def _shifted(logits: Tensor, group: Tensor, num_groups: int
@@ -70,6 +71,13 @@ def grouped_log_softmax(logits: Tensor, group: Tensor,
     """
     shifted, _, _, total = _shifted(logits, group, num_groups)
     return shifted - total.log().index_select(0, group)
+
+
+def check_pairs(pairs: int, width: int, what: str) -> None:
+    r"""The size limit on softmax attention of :obj:`what` over
+    :obj:`pairs` enumerated (query, key) pairs of :obj:`width` elements."""
+    check_size(pairs * width, f"softmax attention of {what} over its "
+               f"{pairs:,} (query, key) pairs")
 
 
 def pair_softmax_attention(q: Tensor, k: Tensor, v: Tensor, query: Tensor,

@@ -3,16 +3,8 @@ several graphs, never across graphs (the attention of TokenGT,
 `Kim et al. 2022 <https://arxiv.org/abs/2207.02505>`_).
 
 * :func:`per_graph_softmax_attention`: exact softmax attention, on the
-  path the rule of :mod:`~torch_geometric_hot.ops.attention.dispatch`
-  picks: ``'padded'``, :func:`torch.nn.functional.scaled_dot_product_attention`
-  on per-graph padded blocks with a key-padding mask (fused kernels: the
-  :math:`L \times L` score matrix is never materialised), graphs of very
-  different sizes in separate size buckets
-  (:mod:`~torch_geometric_hot.ops.size_buckets`, :func:`token_buckets`);
-  ``'grouped'``, the grouped softmax operator of
-  :mod:`~torch_geometric_hot.ops.grouped_softmax_attention`, every graph's
-  tokens one group (no padding); ``'compiled'``, that of a global class
-  without exclusions as one operator; ``'pairs'``, the enumerated pairs.
+  path of :mod:`~torch_geometric_hot.ops.attention.dispatch`
+  (``docs/design.md``, "Paths");
 * :func:`grouped_linear_attention`: kernel (Performer) attention on the flat
   token list, :math:`O(T)` time and memory, no padding: per-graph sums
   :math:`S_g = \sum_{t \in g} \phi(k_t) [v_t, 1]^\top` and
@@ -22,17 +14,15 @@ several graphs, never across graphs (the attention of TokenGT,
 The naive per-graph loop both are tested against is
 :func:`~torch_geometric_hot.testing.dense_softmax_attention_reference`.
 """
-from typing import List, NamedTuple, Optional, Union
+from typing import Optional, Union
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 
 from torch_geometric_hot.ops.attention import dispatch
-from torch_geometric_hot.ops.attention.dropout import block_factors, \
-    draw_seed
+from torch_geometric_hot.ops.attention.dropout import draw_seed
 from torch_geometric_hot.ops.global_softmax_attention import \
-    global_class_softmax
+    global_block_attention, global_class_softmax
 from torch_geometric_hot.ops.grouped_softmax_attention import \
     grouped_softmax_attention, softmax_groups
 from torch_geometric_hot.ops.higher_order_attention import \
@@ -41,53 +31,28 @@ from torch_geometric_hot.ops.kernel_attention import (gather_contract,
                                                       segment_outer_sum)
 from torch_geometric_hot.ops.native import SoftmaxGroups
 from torch_geometric_hot.ops.plan_cache import making_plans_only
-from torch_geometric_hot.ops.size_buckets import Slots, blocks, \
-    bucket_layout, padded_blocks
+from torch_geometric_hot.ops.size_buckets import BucketLayout, \
+    bucket_layout, squares
 from torch_geometric_hot.ops.validation import check_size
 
 
-class TokenBuckets(NamedTuple):
-    r"""The packing of a batch's tokens into size buckets
-    (:mod:`~torch_geometric_hot.ops.size_buckets`).
-
-    Attributes:
-        slots (Slots): The padded slot of every token and the token of
-            every slot.
-        counts (list): Graphs of every bucket.
-        masks (list): Key-padding mask of every bucket,
-            :obj:`[graphs, 1, 1, length]` (:obj:`None` when its graphs have
-            the same size).
-    """
-    slots: Slots
-    counts: List[int]
-    masks: List[Optional[Tensor]]
+TokenLayout = Union[BucketLayout, SoftmaxGroups]
 
 
-TokenLayout = Union[TokenBuckets, SoftmaxGroups]
-
-
-def token_buckets(token_batch: Tensor, num_graphs: int) -> TokenBuckets:
-    r"""The size buckets of the tokens: one block padded to the largest
-    graph unless buckets save at least ``BUCKET_GAIN`` times its score
-    entries (:math:`B L_{max}^2 \ge 2 \sum_b B_b L_b^2`).
+def token_buckets(token_batch: Tensor, num_graphs: int) -> BucketLayout:
+    r"""The size buckets of the tokens (kind ``'token'``, with its
+    key-padding masks) on the bucket ratio of :obj:`token_batch`'s device:
+    one block padded to the largest graph unless buckets save at least
+    ``BUCKET_GAIN`` times its score entries.
 
     Args:
         token_batch (torch.Tensor): Graph of every token, shape :obj:`[T]`.
         num_graphs (int): Number of graphs :math:`B`.
     """
-    # coarse buckets where launches cost more than padding (GPUs)
     ratio = dispatch.bucket_ratio(dispatch.problem(
         'tokens', 'softmax', (), token_batch.device).device_type)
-    layout = bucket_layout([token_batch], num_graphs, ratio,
-                           lambda graphs, largest, _: graphs * largest**2)
-    counts, (slots, ), ((_, lengths), ) = layout.counts, layout.slots, \
-        layout.lengths
-    masks = []
-    for b, (width, end) in enumerate(zip(slots.widths, layout.bounds[1:])):
-        masks.append(None if lengths[end - 1] == width else (
-            torch.arange(width, device=token_batch.device) <
-            layout.bucket_lengths(0, b).view(-1, 1)).view(-1, 1, 1, width))
-    return TokenBuckets(slots, counts, masks)
+    return bucket_layout({'token': token_batch}, num_graphs, ratio, squares,
+                         masked=('token', ))
 
 
 def token_layout(token_batch: Tensor, num_graphs: int,
@@ -133,13 +98,7 @@ def per_graph_softmax_attention(query: Tensor, key: Tensor, value: Tensor,
         \mathrm{softmax}_s\left(\frac{q_t^\top k_s}{\sqrt{d}}\right) v_s
 
     On the path of :mod:`~torch_geometric_hot.ops.attention.dispatch`
-    (``docs/design.md``, "Paths"). On ``'padded'`` the tokens are packed
-    into per-graph blocks on size buckets (:func:`token_buckets`; the
-    padded blocks are checked against the size limit,
-    :func:`~torch_geometric_hot.ops.validation.size_limit`), attended with
-    :func:`~torch.nn.functional.scaled_dot_product_attention` under a
-    key-padding mask (none in a bucket of graphs of one size), and
-    gathered back.
+    (``docs/design.md``, "Paths"; ``'padded'``: :func:`token_buckets`).
 
     Args:
         query (torch.Tensor): Queries, shape :obj:`[T, H, d]`.
@@ -151,7 +110,7 @@ def per_graph_softmax_attention(query: Tensor, key: Tensor, value: Tensor,
             call, :mod:`~torch_geometric_hot.ops.attention.dropout`: every
             path draws the same factors; on ``'padded'`` the weights are
             then computed explicitly).
-        layout (TokenBuckets or SoftmaxGroups, optional): The output of
+        layout (BucketLayout or SoftmaxGroups, optional): The output of
             :func:`token_layout` (or of :func:`token_buckets`), to reuse it
             across layers; a path that takes the other form builds it.
         path (str, optional): Force a path.
@@ -162,7 +121,7 @@ def per_graph_softmax_attention(query: Tensor, key: Tensor, value: Tensor,
         return value.clone()
     chosen = dispatch.choose(dispatch.problem(
         'tokens', 'softmax', (query, key, value), query.device,
-        planned=isinstance(layout, TokenBuckets)), path)
+        planned=isinstance(layout, BucketLayout)), path)
     scaled = query * query.size(-1)**-0.5
     seed = draw_seed(dropout, query.device)
     if chosen in ('compiled', 'pairs'):
@@ -178,38 +137,19 @@ def per_graph_softmax_attention(query: Tensor, key: Tensor, value: Tensor,
             layout = _token_groups(token_batch, num_graphs)
         return grouped_softmax_attention(scaled, key, value, layout, dropout,
                                          seed)
-    if not isinstance(layout, TokenBuckets):
+    if not isinstance(layout, BucketLayout):
         layout = token_buckets(token_batch, num_graphs)
-    heads = query.size(1)
-    check_size(layout.slots.slot_row.numel() * heads * (
+    check_size(layout.slots['token'].slot_row.numel() * query.size(1) * (
         2 * query.size(-1) + value.size(-1)), f"softmax token attention's "
                f"padded blocks ({num_graphs} graphs in "
                f"{len(layout.counts)} size buckets)")
     if making_plans_only():  # the layout is the plan
         return value.new_zeros(value.shape)
-
-    def padded(x: Tensor) -> List[Tensor]:  # [T, H, d] -> [g, H, L, d]
-        return [block.transpose(1, 2) for block in padded_blocks(
-            x, layout.slots, layout.counts)]
-
-    if seed is None:
-        outs = [F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
-                for q, k, v, mask in zip(padded(query), padded(key),
-                                         padded(value), layout.masks)]
-    else:  # the weights explicitly, times the factors of the tokens
-        outs = []
-        for q, k, v, mask, rows in zip(
-                padded(scaled), padded(key), padded(value), layout.masks,
-                blocks(layout.slots.taken_row, layout.counts,
-                       layout.slots.widths)):
-            score = q @ k.mT
-            if mask is not None:
-                score = score.masked_fill(~mask, -float('inf'))
-            outs.append((torch.softmax(score, -1) * block_factors(
-                rows, rows, heads, seed, dropout, score.dtype)) @ v)
-    outs = [out.transpose(1, 2).reshape(-1, heads, value.size(-1))
-            for out in outs]
-    return torch.cat(outs).index_select(0, layout.slots.row_slot)
+    # without dropout the fused call scales (no product to differentiate)
+    return global_block_attention(query if seed is None else scaled, key,
+                                  value, token_batch, token_batch, None,
+                                  num_graphs, [], [], dropout, seed, layout,
+                                  None if seed is None else 1.0)
 
 
 def grouped_linear_attention(q_feat: Tensor, k_feat: Tensor, value: Tensor,

@@ -1,27 +1,8 @@
-r"""The one rule that picks how attention runs (``docs/design.md``,
-"Paths").
-
-An attention call is a :class:`Problem`: which operation (``'hot'``, the
-classes of a HOT layer; ``'tokens'``, TokenGT's per-graph attention), which
-attention (``'softmax'`` or ``'kernel'``), the tensors it runs on, and for
-HOT the orders, the batch's view and whether the attention weights are
-asked for. :data:`PATHS` is the table of the ways to run one: each path
-says whether it supports the problem (and why not) and whether it is the
-default where it does. :func:`choose` takes the first path of the table
-that supports the problem and is its default, unless a path is forced,
-by the entry points' ``path=`` argument or by :func:`use_path` around the
-call; where no forced path supports the problem, a :class:`ValueError`
-lists every path's reason.
-
-Where the device decides (the native CPU kernels, the packed layout's
-bucket ratio, softmax attention's local classes on the blocks), the rule
-reads the problem's :obj:`device_type`, the tensors' own unless
-:func:`use_path` sets another: ``use_path(device_type='cuda')`` runs on the
-CPU what a GPU would run.
-
-Within the path ``'pooled'``, the key groups read straight from their keys
-instead of through a summary follow :class:`DirectReadings`
-(:data:`DIRECT_READINGS`, or the one :func:`use_path` sets).
+r"""The one rule that picks how attention runs: :func:`choose` takes the
+first path of :data:`PATHS` that supports the :class:`Problem` and is its
+default, unless :func:`use_path` or a ``path=`` argument forces one
+(``docs/design.md``, "Paths", which gives the table and what the device
+decides).
 """
 import contextlib
 import contextvars

@@ -65,25 +65,18 @@ def keep_factors(query: Tensor, key: Tensor, head: Tensor,
     return keep.to(dtype) * (2**32 / (2**32 - threshold))
 
 
-def pair_factors(query: Tensor, key: Tensor, heads: int,
-                 seed: Union[int, Tensor], threshold: int,
-                 dtype: torch.dtype) -> Tensor:
-    r"""Dropout's factors :obj:`[pairs, heads]` of the enumerated (query
-    row, key row) pairs :obj:`query`, :obj:`key`."""
-    return keep_factors(query.unsqueeze(1), key.unsqueeze(1),
-                        torch.arange(heads, device=query.device), seed,
-                        threshold, dtype)
-
-
-def pair_dropout(query: Tensor, key: Tensor, seed: Optional[Tensor],
-                 p: float) -> Optional[Callable[[Tensor], Tensor]]:
-    r"""Dropout of the weights :obj:`[pairs, H]` of enumerated pairs
-    (:func:`pair_factors`), as a map of the weights (:obj:`None` without a
-    seed)."""
-    if seed is None or p == 0:
+def pair_dropout(query: Tensor, key: Tensor, seed: Union[None, int, Tensor],
+                 threshold: int) -> Optional[Callable[[Tensor], Tensor]]:
+    r"""Dropout of the weights :obj:`[pairs, H]` of the enumerated (query
+    row, key row) pairs :obj:`query`, :obj:`key` as a map of the weights
+    (:obj:`None` without dropout; :obj:`seed` :obj:`None`: drawn)."""
+    if not threshold:
         return None
-    return lambda weights: weights * pair_factors(
-        query, key, weights.size(1), seed, dropout_threshold(p),
+    if seed is None:
+        seed = draw_seed(threshold / 2**32, query.device)
+    return lambda weights: weights * keep_factors(
+        query.unsqueeze(1), key.unsqueeze(1),
+        torch.arange(weights.size(1), device=query.device), seed, threshold,
         weights.dtype)
 
 

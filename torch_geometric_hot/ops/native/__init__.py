@@ -911,20 +911,14 @@ class SoftmaxGroups(NamedTuple):
     excluded for a query when an id pair is equal), the most keys of a
     group, the cost of every group (its queries times its keys plus
     one), by which calls split the groups across threads, and the row
-    dropout hashes for every key, in the order of :obj:`keys.rows`
-    (:obj:`None`: the key's data row)."""
+    dropout hashes for every key, in the order of :obj:`keys.rows`."""
     queries: Groups
     keys: Groups
     query_ids: Tensor
     key_ids: Tensor
     max_keys: int
     costs: Tensor
-    key_hash: Optional[Tensor] = None
-
-    def hashed_keys(self) -> Tensor:
-        r"""The rows dropout hashes for the keys, in the order of
-        :obj:`keys.rows`."""
-        return self.keys.rows if self.key_hash is None else self.key_hash
+    key_hash: Tensor
 
 
 def _grouped_call(name: str, groups: SoftmaxGroups, q: Tensor, k: Tensor,
@@ -937,7 +931,7 @@ def _grouped_call(name: str, groups: SoftmaxGroups, q: Tensor, k: Tensor,
     H, D, DV = q.size(1), q.size(2), v.size(2)
     indices = [groups.queries.rows, groups.queries.ptr, groups.keys.rows,
                groups.keys.ptr, groups.query_ids, groups.key_ids,
-               groups.hashed_keys()]
+               groups.key_hash]
 
     def run(start: int, stop: int) -> int:
         return function(*(_ptr(t) for t in pointers),

@@ -171,47 +171,10 @@ INLINE_G void finish_logits_##SUF(gvec_##SUF acc, int64_t j0, int64_t n,     \
     *top = gselect_##SUF(acc > *top, acc, *top);                              \
 }                                                                             \
                                                                               \
-/* The logits of query row qi against the n keys of the panel kt [D, nb]   \
-   into s [nb], -inf where an exclusion removes the key and in the padding  \
-   lanes; their maximum. Four vectors of keys accumulate at once            \
-   (independent sums over the features), the rest one at a time. */         \
-INLINE_G T logits_##SUF(const T *qi, const T *kt, const I *ids,              \
-                        const int32_t *qid, int64_t n, int64_t nb,           \
-                        int64_t D, int64_t E, int64_t Q, T *s) {             \
-    gvec_##SUF top = gsplat_##SUF(-(T)INFINITY);                              \
-    const int64_t W = GW_##SUF;                                               \
-    int64_t jb = 0;                                                           \
-    for (; jb + 4 * W <= nb; jb += 4 * W) {                                   \
-        gvec_##SUF a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};                    \
-        for (int64_t d = 0; d < D; ++d) {                                     \
-            const T *row = kt + d * nb + jb;                                  \
-            const T x = qi[d];                                                \
-            a0 += x * gld_##SUF(row);                                         \
-            a1 += x * gld_##SUF(row + W);                                     \
-            a2 += x * gld_##SUF(row + 2 * W);                                 \
-            a3 += x * gld_##SUF(row + 3 * W);                                 \
-        }                                                                     \
-        finish_logits_##SUF(a0, jb, n, nb, ids, qid, E, Q, s, &top);          \
-        finish_logits_##SUF(a1, jb + W, n, nb, ids, qid, E, Q, s, &top);      \
-        finish_logits_##SUF(a2, jb + 2 * W, n, nb, ids, qid, E, Q, s, &top);  \
-        finish_logits_##SUF(a3, jb + 3 * W, n, nb, ids, qid, E, Q, s, &top);  \
-    }                                                                         \
-    for (; jb < nb; jb += W) {                                                \
-        gvec_##SUF a0 = {0}, a1 = {0};                                        \
-        int64_t d = 0;                                                        \
-        for (; d + 1 < D; d += 2) {                                           \
-            a0 += qi[d] * gld_##SUF(kt + d * nb + jb);                        \
-            a1 += qi[d + 1] * gld_##SUF(kt + (d + 1) * nb + jb);              \
-        }                                                                     \
-        if (d < D) a0 += qi[d] * gld_##SUF(kt + d * nb + jb);                 \
-        finish_logits_##SUF(a0 + a1, jb, n, nb, ids, qid, E, Q, s, &top);     \
-    }                                                                         \
-    return gmax_##SUF(top);                                                   \
-}                                                                             \
-                                                                              \
-/* The logits of QB queries at once (their rows qs[u], ids qids[u]) into   \
-   s + u nb, as logits_##SUF, their maxima into m[u]: each vector of keys   \
-   loaded once for the QB queries (independent sums). */                    \
+/* The logits of QB queries (their rows qs[u], ids qids[u]) against the       \
+   n keys of the panel kt [D, nb] into s + u nb, -inf where an exclusion      \
+   removes the key and in the padding lanes; their maxima into m[u]: each     \
+   vector of keys loaded once for the QB queries (independent sums). */       \
 INLINE_G void block_logits_##SUF(const T *const *qs,                         \
                                  const int32_t *const *qids, const T *kt,    \
                                  const I *ids, int64_t n, int64_t nb,        \
@@ -313,8 +276,8 @@ INLINE_G void drop_##SUF(const dropout_t *d, int64_t i,                      \
                                                                               \
 /* Row layout (a group of at most SMALL_KEYS keys, whose panels would cost  \
    more than its few queries save): the logits of query row i (of head h)  \
-   against the group's keys read in place into s [nb], as                  \
-   logits_##SUF; their maximum. */                                           \
+   against the group's keys read in place into s [nb], as                     \
+   block_logits_##SUF; their maximum. */                                      \
 INLINE_G T row_logits_##SUF(const T *qi, const T *k, const int64_t *rows,    \
                             const int32_t *key_ids, const int32_t *qid,     \
                             int64_t n, int64_t nb, int64_t h, int64_t D,     \
