@@ -9,17 +9,14 @@ from torch_geometric_hot.data.targets import resolve_targets
 from torch_geometric_hot.nn.equivariant_linear import EquivariantLinear
 from torch_geometric_hot.ops.basis import group_by_part, output_parts, \
     select_classes
-from torch_geometric_hot.ops.equivariant import assemble_parts, \
-    class_counts, summary_counts
+from torch_geometric_hot.ops.equivariant import assemble_parts
 from torch_geometric_hot.ops.feature_maps import KERNELS, FeatureMap
-from torch_geometric_hot.ops.attention.hot import hot_class_attention
-from torch_geometric_hot.ops.plan_cache import view_plan
-from torch_geometric_hot.ops.pooled_combination import ValueProjection
+from torch_geometric_hot.ops.attention.hot import SIZE_SCALERS, \
+    ValueProjection, hot_class_attention
 from torch_geometric_hot.ops.row_selection import select_rows
 from torch_geometric_hot.ops.validation import check_features
 
 ATTENTIONS = ('softmax', 'kernel')
-SIZE_SCALERS = ('none', 'log', 'sqrt', 'count')
 Attention = Dict[str, Tuple[Tensor, Tensor]]
 
 
@@ -223,13 +220,9 @@ class HOTConv(torch.nn.Module):
             [self._part_index.get(name, []) for name in targets], view,
             self.in_order, self.out_order, queries, keys, values,
             self.exact_exclusion, self.dropout if self.training else 0.0,
-            weights)
+            weights, size_scaler=self.size_scaler)
         for p, (name, target) in enumerate(targets.items()):
             index = self._part_index.get(name, [])
-            if outs[p] is not None and self.size_scaler != 'none':
-                outs[p] = outs[p] * self._size_scale(
-                    view, name, target, outs[p].dtype).view(
-                        target.num_rows, len(index), 1, 1)
             if outs[p] is not None:  # one product with the projections
                 out = outs[p].reshape(target.num_rows,
                                       len(index) * H * D) @ \
@@ -244,26 +237,6 @@ class HOTConv(torch.nn.Module):
         if self.lin_light is not None:
             out = out + self.lin_light(x, view, hyperedge_index)
         return (out, weights) if return_attention_weights else out
-
-    def _size_scale(self, view, name: str, target,
-                    dtype: torch.dtype) -> Tensor:
-        r""":math:`s(c_\mu(\mathbf{j}))` of every class of the part
-        :obj:`name` for every output row, :obj:`[rows, classes]`."""
-        def scales() -> Tensor:
-            counts = summary_counts(view, self.in_order)
-            size = torch.stack([class_counts(cls, target, counts)
-                                for cls in self._by_part[name]], 1)
-            size = size.to(dtype)
-            if self.size_scaler == 'log':
-                return torch.log1p(size)
-            if self.size_scaler == 'sqrt':
-                return size.sqrt()
-            return size
-        return view_plan(view, ('size_scale', self.in_order, name,
-                                self.size_scaler, tuple(
-                                    c.name for c in self._by_part[name]),
-                                dtype), scales,
-                         keep=target.part != 'hyperedge')
 
     def _queries(self, x, view, hyperedge_index, targets) -> Tensor:
         r"""The queries of the output parts, one part's rows after the

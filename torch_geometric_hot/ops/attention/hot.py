@@ -11,7 +11,8 @@ from torch_geometric_hot.ops.attention import dispatch
 from torch_geometric_hot.ops.attention.dropout import class_seed, \
     draw_seed, drop_outputs
 from torch_geometric_hot.ops.basis import EquivariantClass
-from torch_geometric_hot.ops.equivariant import Target
+from torch_geometric_hot.ops.equivariant import Target, class_counts, \
+    summary_counts
 from torch_geometric_hot.ops.global_softmax_attention import \
     global_block_attention, global_class_softmax
 from torch_geometric_hot.ops.grouped_class_attention import \
@@ -22,7 +23,13 @@ from torch_geometric_hot.ops.higher_order_attention import \
 from torch_geometric_hot.ops.packed_class_attention import \
     packed_class_attention
 from torch_geometric_hot.ops.pooled_combination import ValueProjection
-from torch_geometric_hot.ops.plan_cache import is_planned
+from torch_geometric_hot.ops.plan_cache import is_planned, view_plan
+
+__all__ = ['hot_class_attention', 'ValueProjection', 'SIZE_SCALERS']
+
+#: The functions :math:`s(c)` of a key group's size that
+#: :func:`hot_class_attention` may multiply a class's output by.
+SIZE_SCALERS = ('none', 'log', 'sqrt', 'count')
 
 #: Attention weights by ``'{part}/{class}'``: (index [2, pairs],
 #: alpha [pairs, H]), the index holding (row within the part, input row).
@@ -36,7 +43,8 @@ def hot_class_attention(attention: str, targets: Sequence[Target],
                         values: ValueProjection, exact: bool = True,
                         dropout: float = 0.0,
                         weights: Optional[Weights] = None,
-                        path: Optional[str] = None
+                        path: Optional[str] = None,
+                        size_scaler: str = 'none'
                         ) -> List[Optional[Tensor]]:
     r"""Attention of the aggregating classes of every output part of a HOT
     layer.
@@ -66,11 +74,19 @@ def hot_class_attention(attention: str, targets: Sequence[Target],
             every class (softmax attention; path ``'pairs'``).
         path (str, optional): Force a path of
             :data:`~torch_geometric_hot.ops.attention.dispatch.PATHS`.
+        size_scaler (str): Multiply every class's output by :math:`s(c)`
+            of its key group's size :math:`c` for the output row
+            (:data:`SIZE_SCALERS`: ``'log'`` :math:`\log(1 + c)`,
+            ``'sqrt'`` :math:`\sqrt{c}`, ``'count'`` :math:`c`); the sizes
+            are kept with the view.
 
     Returns:
         Per part, its classes' outputs :obj:`[rows, classes, H, d_v]`, or
         :obj:`None` for a part without classes.
     """
+    if size_scaler not in SIZE_SCALERS:
+        raise ValueError(f"'size_scaler' must be one of {SIZE_SCALERS}, got "
+                         f"{size_scaler!r}")
     names = [p for p, part in enumerate(classes) if part]
     outs: List[Optional[Tensor]] = [None] * len(targets)
     if not names:
@@ -119,8 +135,31 @@ def hot_class_attention(attention: str, targets: Sequence[Target],
                            None if seed is None else class_seed(seed, slot))
             for cls, slot in zip(classes[p], slots[p])], 1) for p in names]
     for p, result in zip(names, results):
+        if size_scaler != 'none':
+            result = result * _size_scales(
+                view, in_order, targets[p], classes[p], size_scaler,
+                result.dtype).view(targets[p].num_rows, len(classes[p]), 1, 1)
         outs[p] = result
     return outs
+
+
+def _size_scales(view, in_order: int, target: Target,
+                 classes: Sequence[EquivariantClass], size_scaler: str,
+                 dtype: torch.dtype) -> Tensor:
+    r""":math:`s(c_\mu(\mathbf{j}))` of every class for every output row,
+    :obj:`[rows, classes]`, kept with the view."""
+    def scales() -> Tensor:
+        counts = summary_counts(view, in_order)
+        size = torch.stack([class_counts(cls, target, counts)
+                            for cls in classes], 1).to(dtype)
+        if size_scaler == 'log':
+            return torch.log1p(size)
+        if size_scaler == 'sqrt':
+            return size.sqrt()
+        return size
+    return view_plan(view, ('size_scale', in_order, target.part, size_scaler,
+                            tuple(c.name for c in classes), dtype), scales,
+                     keep=target.part != 'hyperedge')
 
 
 def _softmax_class(path: str, cls: EquivariantClass, target: Target, view,
