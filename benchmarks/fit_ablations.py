@@ -77,15 +77,17 @@ def variants() -> Dict[str, zoo.ModelSpec]:
             hot, 'HOT kernel attention, layer norm in the blocks, batch norm '
             'before the head, attention outputs scaled by log(1 + group '
             'size)', norm='layer', readout_norm='batch', size_scaler='log'),
-        'hot-kernel+bn-blocks': _with(
-            hot, 'HOT kernel attention, batch norm in the blocks, layer norm '
-            'before the head', norm='batch', readout_norm='layer'),
-        'hot-kernel+log': _with(
-            hot, 'HOT kernel attention, attention outputs scaled by '
-            'log(1 + group size)', size_scaler='log'),
-        'hot-kernel+count': _with(
-            hot, 'HOT kernel attention, attention outputs scaled by the '
-            'group size (sums)', size_scaler='count'),
+        'hot-kernel+bn-head': _with(
+            hot, 'HOT kernel attention, batch norm in the blocks and before '
+            'the head', norm='batch', readout_norm='batch'),
+        'hot-kernel+bn-head+log': _with(
+            hot, 'HOT kernel attention, batch norm in the blocks and before '
+            'the head, attention outputs scaled by log(1 + group size)',
+            readout_norm='batch', size_scaler='log'),
+        'hot-kernel+bn-head+count': _with(
+            hot, 'HOT kernel attention, batch norm in the blocks and before '
+            'the head, attention outputs scaled by the group size (sums)',
+            readout_norm='batch', size_scaler='count'),
         'hot-kernel+paper-norm+log': _with(
             hot, 'HOT kernel attention, layer norms, attention outputs '
             'scaled by log(1 + group size)', norm='layer',
@@ -93,9 +95,9 @@ def variants() -> Dict[str, zoo.ModelSpec]:
         'hot-softmax+bn-readout': _with(
             soft, 'HOT softmax attention, layer norm in the blocks, batch '
             'norm before the head', norm='layer', readout_norm='batch'),
-        'hot-softmax+bn-blocks': _with(
-            soft, 'HOT softmax attention, batch norm in the blocks, layer '
-            'norm before the head', norm='batch', readout_norm='layer'),
+        'hot-softmax+bn-head': _with(
+            soft, 'HOT softmax attention, batch norm in the blocks and '
+            'before the head', norm='batch', readout_norm='batch'),
         'hot-softmax+paper-norm': _with(
             soft, 'HOT softmax attention, layer norm in the blocks and '
             'before the head (HOT)', norm='layer', readout_norm='layer'),

@@ -20,7 +20,7 @@ reports
 Run::
 
     python benchmarks/readout_spread.py --target motifs --molecules 300 \
-        --variants gin,hot-kernel,hot-kernel+paper-norm
+        --variants gin,hot-kernel+bn-head,hot-kernel+paper-norm
 """
 import argparse
 import os.path as osp
@@ -75,7 +75,8 @@ def main(argv=None) -> List[Dict[str, float]]:
     parser.add_argument('--molecules', type=int, default=300)
     parser.add_argument('--batch-size', type=int, default=32)
     parser.add_argument('--variants',
-                        default='gin,hot-kernel,hot-kernel+paper-norm')
+                        default='gin,hot-kernel+bn-head,'
+                        'hot-kernel+paper-norm')
     parser.add_argument('--root', default=osp.join(ROOT, 'data_cache',
                                                    'readout_spread'))
     args = parser.parse_args(argv)

@@ -30,8 +30,12 @@ def test_variants_build_the_commands_model_with_their_options():
     paper = variants['hot-softmax+paper-norm'].build(s)
     assert paper.layers[0].norm == paper.readout_norm == 'layer'
     assert paper.layers[0].attn.attention == 'softmax'
-    assert variants['hot-kernel+log'].build(s).layers[0].attn.size_scaler \
-        == 'log'
+    log = variants['hot-kernel+bn-head+log'].build(s)
+    assert log.layers[0].attn.size_scaler == 'log'
+    assert log.layers[0].norm == log.readout_norm == 'batch'
+    default = zoo.MODELS['hot-kernel'].build(s)
+    assert (default.layers[0].norm, default.readout_norm) == ('batch',
+                                                              'layer')
     # the same inputs as the command's model
     assert variants['tokengt-lap+flip'].extras is \
         zoo.MODELS['tokengt-lap'].extras

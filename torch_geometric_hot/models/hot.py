@@ -165,14 +165,16 @@ class HOTGraphModel(HOTModel):
     \mathrm{Enc}_{2\to 0} - \mathrm{Norm} - \mathrm{Linear}` (HOT Table
     6a/c). Returns :obj:`[num_graphs, out_channels]`.
 
-    Unlike HOT, which normalises by layer norm, the blocks and the readout
-    normalise by batch norm by default (:obj:`norm='batch'`,
-    :obj:`readout_norm='batch'`): with layer norm the model barely fits
-    targets that depend on which substructures a molecule has on sets of
-    a thousand molecules (its graph vectors share most of their value
-    across molecules, see ``docs/results.md``). Pass
-    :obj:`norm='layer', readout_norm='layer'` for HOT's architecture (the
-    paper presets do).
+    Unlike HOT, which normalises by layer norm, the blocks normalise by
+    batch norm by default (:obj:`norm='batch'`): with layer norm in the
+    blocks the model barely fits targets that depend on which
+    substructures a molecule has on sets of a thousand molecules (its graph
+    vectors share most of their value across molecules). Before the head it
+    normalises by layer norm (:obj:`readout_norm='layer'`): batch norm
+    there normalises each batch's few graph vectors by their own
+    statistics in training, and that noise dominates the training loss on
+    targets that need precise graph vectors (``docs/results.md``). Pass
+    :obj:`norm='layer'` for HOT's architecture (the paper presets do).
 
     Args:
         hidden_channels (int): Width :math:`d`.
@@ -181,11 +183,11 @@ class HOTGraphModel(HOTModel):
             :class:`~torch_geometric_hot.nn.HOTLayer`).
             (default: ``'batch'``)
         readout_norm (str, optional): The normalisation before the head
-            (see :class:`HOTModel`). (default: ``'batch'``)
+            (see :class:`HOTModel`). (default: ``'layer'``)
         **kwargs: Further :class:`HOTModel` arguments.
     """
     def __init__(self, hidden_channels: int, out_channels: int,
-                 norm: str = 'batch', readout_norm: str = 'batch', **kwargs):
+                 norm: str = 'batch', readout_norm: str = 'layer', **kwargs):
         super().__init__(hidden_channels, out_channels, 2, 0, norm=norm,
                          readout_norm=readout_norm, **kwargs)
 
