@@ -45,9 +45,9 @@ from torch_geometric_hot.ops.class_combination import READING, \
     CombinationTerm, check_combination, combination_table, \
     torch_combine_classes
 from torch_geometric_hot.ops.kernel_attention import SummaryKeys, PoolPlan, \
-    Reading, TorchPool, check_pool_readings, native_pool_readings, \
-    native_pool_readings_backward, plan_pool_readings, torch_pool, \
-    torch_pool_readings, torch_pool_readings_backward
+    Reading, DirectChoice, check_pool_readings, choose_direct, \
+    native_pool_readings, native_pool_readings_backward, \
+    plan_pool_readings, torch_pool_readings, torch_pool_readings_backward
 from torch_geometric_hot.ops.plan_cache import plans_for
 
 
@@ -202,10 +202,12 @@ def _values(values: Tensor, weight: Optional[Tensor], heads: int,
         values, weight, heads, head_channels).values()
 
 
-def _torch_splits(pools: Sequence[SummaryKeys], reads: Sequence[Reading],
-                  R: int, D: int, direct: DirectReadings) -> List[TorchPool]:
-    return [torch_pool(pool, [r for r in reads if r.pool == p], R, D, direct)
-            for p, pool in enumerate(pools)]
+def _torch_choices(pools: Sequence[SummaryKeys], reads: Sequence[Reading],
+                   R: int, D: int, direct: Sequence[float]
+                   ) -> List[Optional[DirectChoice]]:
+    # the torch implementation's groups read directly (the operators'
+    # argument direct is the DirectReadings)
+    return choose_direct(pools, reads, R, D, int(direct[0]), direct[2])
 
 
 def _rule(direct: Sequence[float]) -> DirectReadings:
@@ -214,10 +216,9 @@ def _rule(direct: Sequence[float]) -> DirectReadings:
 
 
 #: The implementations that may have made the summaries a backward pass
-#: reads, each by its own rule for the groups it reads directly: the torch
-#: one (:func:`~torch_geometric_hot.ops.kernel_attention.torch_pool`) and
-#: the native one (:func:`~torch_geometric_hot.ops.kernel_attention.\
-#: plan_pool_readings`). Either writes the summaries of the other groups,
+#: reads, each with its own limit and cost ratio for the groups it reads
+#: directly (:func:`~torch_geometric_hot.ops.kernel_attention.\
+#: choose_direct`). Either writes the summaries of the other groups,
 #: renumbered, to the first rows; the others are not written.
 TORCH, NATIVE = 0, 1
 
@@ -237,9 +238,9 @@ def _pooled_combination(phi_k: Tensor, phi_q: Tensor, values: Tensor,
     if not _native_applies(phi_k, phi_q, values, weight, pools, reads):
         values = _values(values, weight, heads, head_channels)
         readings = torch_pool_readings(
-            phi_k, values, phi_q, pools, reads, _torch_splits(
-                pools, reads, phi_k.size(-1), head_channels,
-                _rule(direct)), buffers)
+            phi_k, values, phi_q, pools, reads, _torch_choices(
+                pools, reads, phi_k.size(-1), head_channels, direct),
+            buffers)
         results = [torch_combine_classes(
             part.terms, [readings[r] for r in part.readings],
             phi_q[part.rows], phi_k, part.positions, values, part.slots,
@@ -407,8 +408,7 @@ def _torch_backward(grads, outs, dens, summaries, phi_k, phi_q, x, weight,
                     0, position, t.sign * dot.unsqueeze(-1) * g_num)
     torch_pool_readings_backward(
         phi_k, values, phi_q, pools, reads,
-        _torch_splits(pools, reads, phi_k.size(-1), D, _rule(direct)),
-        summaries,
+        _torch_choices(pools, reads, phi_k.size(-1), D, direct), summaries,
         grad_readings, grad_k, grad_v, grad_q)
     if weight is None:
         result = [grad_k, grad_q, grad_v]
