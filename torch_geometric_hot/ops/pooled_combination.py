@@ -452,9 +452,9 @@ def _native_backward(grads, outs, dens, summaries, phi_k, phi_q, values,
                 phi_q[part.rows], phi_k,
                 [p.contiguous() for p in part.positions], values,
                 part.slots, part.nonempty.to(torch.uint8).contiguous(), eps,
-                out, den, grad, [True] * n_r + [need_q, need_k, need_v],
-                into=(None if grad_q is None else grad_q[part.rows], grad_k,
-                      grad_v), scratch=scratch, partials=partials)
+                out, den, grad, [True] * n_r,
+                (None if grad_q is None else grad_q[part.rows], grad_k,
+                 grad_v), scratch, partials)
             for r, g in zip(part.readings, mine):
                 grad_readings[r] = g
         partials.add()

@@ -608,65 +608,44 @@ def combine_backward(table: CombinationTable,
                      slots: Sequence[int], nonempty: Tensor, eps: float,
                      out: Tensor, den: Tensor, grad: Tensor,
                      needs: Sequence[bool],
-                     into: Optional[Sequence[Optional[Tensor]]] = None,
-                     scratch: Optional[Scratch] = None,
-                     partials: Optional[Partials] = None
-                     ) -> List[Optional[Tensor]]:
-    r"""Gradients of :func:`combine` for the readings (given by their
-    shapes: the backward pass does not read them), :obj:`q`, :obj:`k` and
-    the values, in that order; :obj:`None` where :obj:`needs` is false.
-    With :obj:`into`, the gradients of :obj:`q`, :obj:`k` and the values go
-    to these buffers (contiguous, shaped as the inputs): written to the
-    first, added to the others (which the caller zero-fills or has filled
-    with other terms of the same gradient); with :obj:`scratch`, the
-    readings' gradients are temporaries taken from it. Rows past the first
-    thread's add to key and value gradient blocks of their own, added
-    after the call, or, with :obj:`partials` (made for the key and value
-    gradients of :obj:`into` that are not :obj:`None`, in that order,
-    :obj:`per_thread`), taken from it and added by the caller: calls for
-    several row sets then share one set of blocks."""
+                     into: Sequence[Optional[Tensor]], scratch: Scratch,
+                     partials: Partials) -> List[Optional[Tensor]]:
+    r"""Gradients of :func:`combine`: returns those of the readings (given
+    by their shapes: the backward pass does not read them), temporaries
+    taken from :obj:`scratch`, :obj:`None` where :obj:`needs` is false;
+    those of :obj:`q`, :obj:`k` and the values go to the buffers
+    :obj:`into` (contiguous, shaped as the inputs, :obj:`None` where not
+    needed): written to the first, added to the others (which the caller
+    zero-fills or has filled with other terms of the same gradient). Rows
+    past the first thread's add to key and value gradient blocks taken
+    from :obj:`partials` (made for the key and value gradients of
+    :obj:`into` that are not :obj:`None`, in that order,
+    :obj:`per_thread`), which the caller adds (:meth:`Partials.add`):
+    calls for several row sets share one set of blocks."""
     widths = [shape[-1] for shape in reading_shapes]
     grad = grad.contiguous()  # (kept alive through the call)
     n_r = len(reading_shapes)
-
-    def zeros(shape: Sequence[int]) -> Tensor:
-        return out.new_zeros(shape) if scratch is None else \
-            scratch.zeros(shape, out.dtype)
-
-    grads = [zeros(shape) if need else None
+    grads = [scratch.zeros(shape, out.dtype) if need else None
              for shape, need in zip(reading_shapes, needs)]
-    need_q, need_k, need_v = needs[n_r:]
-    if into is not None:
-        grads += list(into)
-    else:
-        grads += [q.new_empty(q.shape) if need_q else None,
-                  torch.zeros_like(k) if need_k else None,
-                  torch.zeros_like(values) if need_v else None]
-    # rows share key and value rows: each part adds to its own (Partials)
-    partial = partials or Partials(
-        [g for g in grads[n_r + 1:] if g is not None],
-        lambda t: zeros(t.shape))
+    grad_q = into[0]
 
     def run(start: int, stop: int) -> None:
         # rows start..stop (see _combine_args)
-        shared = iter(partial.take(start))
+        shared = iter(partials.take(start))
         grad_k, grad_v = [None if g is None else next(shared)
-                          for g in grads[n_r + 1:]]
+                          for g in into[1:]]
         args, _ = _combine_args(table, [None] * n_r, widths, q, k,
                                 positions, values, slots, nonempty, eps,
                                 start, stop)
         _function('combine_backward', out.dtype)(
             *args, out[start:].data_ptr(), den[start:].data_ptr(),
             grad[start:].data_ptr(),
-            _pointers([None if g is None else g[start:]
-                       for g in grads[:n_r]]),
-            _ptr(None if grads[n_r] is None else grads[n_r][start:]),
+            _pointers([None if g is None else g[start:] for g in grads]),
+            _ptr(None if grad_q is None else grad_q[start:]),
             _ptr(grad_k), _slot_pointers(grad_v, slots) if grad_v is not None
             else _pointers([None] * len(slots)))
 
     _split_rows(run, nonempty.size(0))
-    if partials is None:
-        partial.add()
     return grads
 
 
