@@ -399,27 +399,24 @@ def plan_pool_readings(pools: Sequence[SummaryKeys], reads: Sequence[Reading],
 
 def native_pool_readings(plan: PoolPlan, k: Tensor, values: Tensor,
                          q: Tensor, reads: Sequence[Reading],
-                         scratch: Optional[native.Scratch] = None,
-                         buffers: Optional[Sequence[Tensor]] = None
+                         scratch: native.Scratch, buffers: Sequence[Tensor]
                          ) -> Tuple[List[Tensor], List[Tensor]]:
     r"""The pool readings by the native kernels as :obj:`plan` (from
     :func:`plan_pool_readings`) says, without autograd (inputs contiguous
-    and checked; temporaries taken from :obj:`scratch` when given), and the
-    summaries their backward pass (:func:`native_pool_readings_backward`)
-    reads: those of the groups not read from their keys, written to the
-    first rows of :obj:`buffers` (per pool, :obj:`[groups, H, R, C]`) when
-    given."""
+    and checked; temporaries taken from :obj:`scratch`), and the summaries
+    their backward pass (:func:`native_pool_readings_backward`) reads:
+    those of the groups not read from their keys, written to the first
+    rows of :obj:`buffers` (per pool, :obj:`[groups, H, R, C]`)."""
     P, _, H, D = values.shape
     flat = values.view(P, -1)
-    summaries = [native.outer_sum(
-        k, flat, runs, num_groups, D, columns, True,
-        None if buffers is None else buffers[p][:num_groups])
-        for p, ((runs, columns), num_groups) in enumerate(zip(
-            plan.pools, plan.summary_groups))]
+    summaries = [native.outer_sum(k, flat, runs, num_groups, D, columns,
+                                  True, buffer[:num_groups])
+                 for (runs, columns), num_groups, buffer in zip(
+                     plan.pools, plan.summary_groups, buffers)]
     outs = [native.contract(q[read.rows], summaries[read.pool], runs,
-                            columns, None if scratch is None else
-                            scratch.empty((read.group.numel(), H,
-                                           columns.numel()), q.dtype))
+                            columns, scratch.empty((read.group.numel(), H,
+                                                    columns.numel()),
+                                                   q.dtype))
             for read, runs, columns in zip(reads, plan.read_runs,
                                            plan.read_columns)]
     for p, part in enumerate(plan.direct):
