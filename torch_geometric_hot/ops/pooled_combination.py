@@ -198,12 +198,9 @@ def _torch_choices(pools: Sequence[SummaryKeys], reads: Sequence[Reading],
                    ) -> List[Optional[DirectChoice]]:
     # the torch implementation's groups read directly (the operators'
     # argument direct is the DirectReadings)
-    return choose_direct(pools, reads, R, D, int(direct[0]), direct[2])
-
-
-def _rule(direct: Sequence[float]) -> DirectReadings:
-    # the operators' argument as the rule
-    return DirectReadings(int(direct[0]), direct[1], direct[2])
+    rule = DirectReadings(int(direct[0]), *direct[1:])
+    return choose_direct(pools, reads, R, D, rule.max_keys,
+                         rule.torch_cost_ratio)
 
 
 #: The implementations that may have made the summaries a backward pass
@@ -285,11 +282,19 @@ def _native_applies(phi_k, phi_q, values, weight, pools, reads) -> bool:
                        *([] if weight is None else [weight]))
 
 
-def _native_plan(pools, reads, parts, index, structure, phi_q, phi_k,
-                 shape, direct) -> Tuple[List, PoolPlan]:
-    # the index work of the native kernels, kept with the operator's index
-    # tensors: the checks of the positions and slots they use as offsets,
-    # the parts' combination tables and the pools' plan
+def _native_inputs(phi_k, phi_q, values, weight, pools, reads, parts, index,
+                   structure, heads, head_channels, direct):
+    r"""The contiguous inputs, the value projection (or :obj:`None`) and
+    the native tables and plan of one call, forward or backward: its index
+    work, kept with the operator's index tensors (the checks of the
+    positions and slots the kernels use as offsets, the parts' combination
+    tables and the pools' plan)."""
+    phi_k, phi_q, values = (phi_k.contiguous(), phi_q.contiguous(),
+                            values.contiguous())
+    projection = None if weight is None else ValueProjection(
+        values, weight.contiguous(), heads, head_channels)
+    shape = values.shape if projection is None else projection.shape
+
     def build() -> Tuple[List, PoolPlan]:
         values = torch.empty(shape, dtype=phi_k.dtype, device='meta')
         check_pool_readings(phi_k, values, phi_q, pools, reads, True)
@@ -301,26 +306,13 @@ def _native_plan(pools, reads, parts, index, structure, phi_q, phi_k,
                               part.slots, part.nonempty)
             tables.append(combination_table(part.terms,
                                             part.nonempty.device))
-        return tables, plan_pool_readings(pools, reads, phi_k.dtype,
-                                          shape[2], phi_k.size(-1),
-                                          shape[-1], _rule(direct))
+        return tables, plan_pool_readings(
+            pools, reads, phi_k.dtype, shape[2], phi_k.size(-1), shape[-1],
+            DirectReadings(int(direct[0]), *direct[1:]))
 
     key = ('native_combination', tuple(structure), phi_k.dtype, phi_q.shape,
            phi_k.shape, shape, tuple(direct))
-    return plans_for(index).plan(key, build)
-
-
-def _native_inputs(phi_k, phi_q, values, weight, pools, reads, parts, index,
-                   structure, heads, head_channels, direct):
-    r"""The contiguous inputs, the value projection (or :obj:`None`) and
-    the cached native tables and plan of one call, forward or backward."""
-    phi_k, phi_q, values = (phi_k.contiguous(), phi_q.contiguous(),
-                            values.contiguous())
-    projection = None if weight is None else ValueProjection(
-        values, weight.contiguous(), heads, head_channels)
-    tables, plan = _native_plan(pools, reads, parts, index, structure,
-                                phi_q, phi_k, values.shape if projection
-                                is None else projection.shape, direct)
+    tables, plan = plans_for(index).plan(key, build)
     return phi_k, phi_q, values, projection, tables, plan
 
 

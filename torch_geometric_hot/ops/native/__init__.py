@@ -522,14 +522,9 @@ def _combine_args(table: CombinationTable, readings, widths, q: Tensor,
             _pointers([None if r is None else r[start:] for r in readings]),
             width.data_ptr(), q[start:].data_ptr(), k.data_ptr(),
             _pointers([p[start:] for p in positions]),
-            _slot_pointers(values, slots), nonempty[start:].data_ptr(),
+            _pointers([values[:, s] for s in slots]),
+            nonempty[start:].data_ptr(),
             eps], width
-
-
-def _slot_pointers(values: Tensor, slots: Sequence[int]) -> ctypes.Array:
-    step = values.stride(1) * values.element_size()
-    return (ctypes.c_void_p * max(len(slots), 1))(
-        *[values.data_ptr() + s * step for s in slots])
 
 
 #: Segments per thread of the calls that may split finely (their parts
@@ -642,8 +637,8 @@ def combine_backward(table: CombinationTable,
             grad[start:].data_ptr(),
             _pointers([None if g is None else g[start:] for g in grads]),
             _ptr(None if grad_q is None else grad_q[start:]),
-            _ptr(grad_k), _slot_pointers(grad_v, slots) if grad_v is not None
-            else _pointers([None] * len(slots)))
+            _ptr(grad_k), _pointers([None if grad_v is None else
+                                     grad_v[:, s] for s in slots]))
 
     _split_rows(run, nonempty.size(0))
     return grads
@@ -752,8 +747,8 @@ def _direct_call(name: str, dtype: torch.dtype, keys: Groups,
     # unless split is False, at equal costs (QUERY_COST)
     function = _function(name, dtype)
     counts = torch.tensor([r.sel.numel() for r in readings] or [0])
-    before = [k.data_ptr(), v.data_ptr(), _rows(q, [r.start for r in
-                                                    readings]),
+    before = [k.data_ptr(), v.data_ptr(), _pointers([q[r.start:]
+                                                     for r in readings]),
               keys.rows.data_ptr(), keys.ptr.data_ptr()]
     after = [columns.data_ptr(), _pointers([r.queries.rows for r in readings]),
              _pointers([r.queries.ptr for r in readings]),
@@ -770,12 +765,6 @@ def _direct_call(name: str, dtype: torch.dtype, keys: Groups,
                   for r in readings)
     costs = queries * (keys.ptr.diff().index_select(0, groups) + QUERY_COST)
     _split_rows(run, groups.numel(), name, split, costs, fine=True)
-
-
-def _rows(t: Optional[Tensor], starts: Sequence[int]) -> ctypes.Array:
-    # pointers to rows `starts` of t (all NULL when t is None)
-    return (ctypes.c_void_p * max(len(starts), 1))(
-        *[None if t is None else _row(t, s, t.stride(0)) for s in starts])
 
 
 def direct_read(k: Tensor, v: Tensor, q: Tensor, keys: Groups,
