@@ -136,12 +136,6 @@ def _segment_outer_sum_backward(grad: Tensor, k: Tensor, v: Tensor,
             _unneeded(v) if grad_v is None else grad_v)
 
 
-@_segment_outer_sum_backward.register_fake
-def _(grad, k, v, index, need_k, need_v):
-    return (torch.empty_like(k) if need_k else _unneeded(k),
-            torch.empty_like(v) if need_v else _unneeded(v))
-
-
 @torch.library.custom_op('torch_geometric_hot::gather_contract',
                          mutates_args=())
 def _gather_contract(q: Tensor, summary: Tensor, index: Tensor) -> Tensor:
@@ -176,16 +170,14 @@ def _gather_contract_backward(grad: Tensor, q: Tensor, summary: Tensor,
             _unneeded(summary) if grad_s is None else grad_s)
 
 
-@_gather_contract_backward.register_fake
-def _(grad, q, summary, index, need_q, need_summary):
-    return (torch.empty_like(q) if need_q else _unneeded(q),
-            torch.empty_like(summary) if need_summary else
-            _unneeded(summary))
-
-
 def _register_autograd(op, backward) -> None:
     # the autograd of either operator: its two operands and the index kept,
-    # their gradients from its backward operator
+    # their gradients from its backward operator (and the latter's fake)
+    @backward.register_fake
+    def _(grad, a, b, index, need_a, need_b):
+        return (torch.empty_like(a) if need_a else _unneeded(a),
+                torch.empty_like(b) if need_b else _unneeded(b))
+
     def setup(ctx, inputs, output) -> None:
         ctx.save_for_backward(*inputs[:3])
 
