@@ -380,12 +380,6 @@ def _call(name: str, dtype: torch.dtype, runs: Runs, pointers: Sequence,
         partial.add()
 
 
-def _check(name: str, statuses: Sequence[int]) -> None:
-    # the kernels return a negative status when their scratch is not had
-    if any(status < 0 for status in statuses):
-        raise MemoryError(f'native {name}: out of memory for its scratch')
-
-
 def _in_threads(run, bounds: List[int],
                 threads: Optional[int] = None) -> list:
     # run(start, stop) for consecutive bounds on a shared pool of `threads`
@@ -554,8 +548,9 @@ def _split_rows(run, rows: int, name: Optional[str] = None,
                                [rows * t // parts for t in range(parts + 1)]
                                if costs is None else
                                _balanced_bounds(costs, parts), threads)
-    if name is not None:
-        _check(name, statuses)
+    # the kernels return a negative status when their scratch is not had
+    if name is not None and any(status < 0 for status in statuses):
+        raise MemoryError(f'native {name}: out of memory for its scratch')
 
 
 def _balanced_bounds(costs: Tensor, threads: int) -> List[int]:
