@@ -50,14 +50,23 @@ def _run(mode, terms, readings, q, k, positions, values, nonempty, grad,
             out, [t for t in inputs if t.requires_grad], grad)]
     table = combination_table(terms, q.device)
     mask = nonempty.to(torch.uint8)
-    with native.use_native('on'):
+    needs = [i not in frozen for i in range(len(leaves))]
+    into = [init(t) if need else None for init, t, need in zip(
+        (torch.empty_like, torch.zeros_like, torch.zeros_like),
+        leaves[2:], needs[2:])]
+    with native.use_native('on'), native.workspace() as scratch:
         out, den = native.combine(table, readings, q, k, positions, values,
                                   SLOTS, mask, eps)
+        partials = native.Partials(
+            [g for g in into[1:] if g is not None],
+            lambda t: scratch.zeros(t.shape, t.dtype), per_thread=True)
         grads = native.combine_backward(
             table, [r.shape for r in readings], q, k, positions, values,
-            SLOTS, mask, eps, out, den, grad,
-            [i not in frozen for i in range(len(leaves))])
-    return [out, *[g for g in grads if g is not None]]
+            SLOTS, mask, eps, out, den, grad, needs[:2], into, scratch,
+            partials)
+        partials.add()
+        grads = [g.clone() for g in grads if g is not None]
+    return [out, *grads, *[g for g in into if g is not None]]
 
 
 @pytest.mark.skipif(native._compiler() is None, reason='no C compiler')

@@ -18,7 +18,7 @@ from torch_geometric_hot.ops.equivariant import Target
 from torch_geometric_hot.ops.higher_order_attention import \
     kernel_class_attention
 from torch_geometric_hot.ops.pooled_combination import CombinationPart, \
-    ValueProjection, _encode, _parts
+    ValueProjection, _encode
 from torch_geometric_hot.testing import attach_order_inputs, random_graph
 
 OPS = torch.ops.torch_geometric_hot
@@ -134,7 +134,7 @@ def _pooled_problem(dtype, gen, D=3, H=2, R=4, rows=11, inputs=14):
              [Term(1, READING, 0, D), Term(-1, SINGLE_KEY, 0)]]
     nonempty = torch.rand(rows, 3, generator=gen) > 0.2
     part = CombinationPart(terms, positions, (0, 1, 2), nonempty)
-    index, structure = _encode(pools, reads, _parts([part], reads, rows))
+    index, structure = _encode(pools, reads, [part])
     return phi_k, phi_q, values, index, structure, H, D
 
 

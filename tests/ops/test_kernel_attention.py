@@ -53,8 +53,8 @@ def test_torch_readings_split_groups_as_the_summaries(dtype, device):
     reads = [ka.Reading(0, torch.randint(7, (30, ), generator=gen).to(
         device)), ka.Reading(0, torch.randint(7, (10, ), generator=gen).to(
             device), (0, ), start=20)]
-    split = ka.torch_pool(pool, reads, R, D,
-                          DirectReadings(torch_cost_ratio=1e9))
+    split, = ka.choose_direct([pool], reads, R, D,
+                              DirectReadings().max_keys, 1e9)
     assert split.direct is not None and not bool(split.direct[0])
     assert bool(split.direct[1:].all()) and split.num_summarised == 1
     leaves = [t.clone().requires_grad_() for t in (k, values, q)]

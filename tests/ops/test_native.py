@@ -330,8 +330,12 @@ def _pool_run(k, values, q, pools, reads, grads, needs=(True, True, True)):
     k, values, q = k.contiguous(), values.contiguous(), q.contiguous()
     plan = ka.plan_pool_readings(pools, reads, k.dtype, k.size(1), k.size(2),
                                  values.size(-1), direct_readings())
-    outs, summaries = ka.native_pool_readings(plan, k, values, q, reads)
-    outs = [o.clone() for o in outs]
+    buffers = [k.new_empty(p.num_groups, k.size(1), k.size(2),
+                           len(p.slots) * values.size(-1) + 1) for p in pools]
+    with native.workspace() as scratch:
+        outs, summaries = ka.native_pool_readings(plan, k, values, q, reads,
+                                                  scratch, buffers)
+        outs = [o.clone() for o in outs]
     inputs = [torch.zeros_like(t) if need else None
               for t, need in zip((k, values, q), needs)]
     with native.workspace() as scratch:

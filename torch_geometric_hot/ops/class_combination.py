@@ -42,17 +42,6 @@ class CombinationTerm(NamedTuple):
     offset: int = 0
 
 
-def single_key_dots(phi_q: Tensor, phi_k: Tensor,
-                    position: Tensor) -> Tensor:
-    r""":math:`\phi(q_i)^\top \phi(k_{\text{position}_i})` per head,
-    :obj:`[rows, H]`, 0 where the position is negative."""
-    exists = position >= 0
-    # flat 2-D gather: index_add (its backward) is slow in 3-D
-    keys = phi_k.flatten(1).index_select(0, position.clamp(min=0)).view(
-        phi_q.shape)
-    return (phi_q * keys).sum(-1) * exists.unsqueeze(-1).to(phi_q.dtype)
-
-
 def torch_combine_classes(terms: Sequence[Sequence[CombinationTerm]],
                           readings: Sequence[Tensor], phi_q: Tensor,
                           phi_k: Tensor, positions: Sequence[Tensor],
@@ -83,7 +72,11 @@ def torch_combine_classes(terms: Sequence[Sequence[CombinationTerm]],
     """
     outputs, denominators = [], []
     D = values.size(-1)
-    dots = [single_key_dots(phi_q, phi_k, p) for p in positions]
+    # per single-key source, the dots with the keys [rows, H] (0 where none;
+    # flat 2-D gathers: index_add, their backward, is slow in 3-D)
+    dots = [(phi_q * phi_k.flatten(1).index_select(0, p.clamp(min=0)).view(
+        phi_q.shape)).sum(-1) * (p >= 0).unsqueeze(-1).to(phi_q.dtype)
+            for p in positions]
     for c, class_terms in enumerate(terms):
         num = den = None
         for term in class_terms:

@@ -174,12 +174,7 @@ def class_counts(cls: EquivariantClass, target: Target,
                  counts: Dict[str, Tensor]) -> Tensor:
     r"""Exact size of the class's sum for every output row, :obj:`[rows]`
     (the same signed terms evaluated on the all-ones input)."""
-    total = torch.zeros(target.num_rows, dtype=torch.long,
-                        device=target.graph.device)
-    for sign, name, selector in cls.terms:
-        total = total + sign * gather(counts[name],
-                                      target.index(name, selector))
-    return total
+    return evaluate_class(cls, target, counts)
 
 
 def inverse_counts(cls: EquivariantClass, target: Target,
@@ -195,8 +190,8 @@ def evaluate_class(cls: EquivariantClass, target: Target,
     out = None
     for sign, name, selector in cls.terms:
         term = gather(summaries[name], target.index(name, selector))
-        out = term if out is None else (out + term if sign > 0 else
-                                        out - term)
+        out = (term if sign > 0 else -term) if out is None else (
+            out + term if sign > 0 else out - term)
     return out
 
 

@@ -93,7 +93,7 @@ def _attention_flops(phi_q: Tensor, phi_k: Tensor, head_channels: int,
         slots = pools[read.pool].slots if read.slots is None else read.slots
         flops += 2 * read.group.numel() * H * R * (len(slots) * D + 1)
     for part in parts:
-        rows = part.rows.stop - part.rows.start
+        rows = part.nonempty.size(0)
         singles = sum(t.kind == SINGLE_KEY for terms in part.terms
                       for t in terms)
         flops += 2 * singles * rows * H * (R + D)

@@ -136,12 +136,6 @@ def _segment_outer_sum_backward(grad: Tensor, k: Tensor, v: Tensor,
             _unneeded(v) if grad_v is None else grad_v)
 
 
-@_segment_outer_sum_backward.register_fake
-def _(grad, k, v, index, need_k, need_v):
-    return (torch.empty_like(k) if need_k else _unneeded(k),
-            torch.empty_like(v) if need_v else _unneeded(v))
-
-
 @torch.library.custom_op('torch_geometric_hot::gather_contract',
                          mutates_args=())
 def _gather_contract(q: Tensor, summary: Tensor, index: Tensor) -> Tensor:
@@ -176,16 +170,14 @@ def _gather_contract_backward(grad: Tensor, q: Tensor, summary: Tensor,
             _unneeded(summary) if grad_s is None else grad_s)
 
 
-@_gather_contract_backward.register_fake
-def _(grad, q, summary, index, need_q, need_summary):
-    return (torch.empty_like(q) if need_q else _unneeded(q),
-            torch.empty_like(summary) if need_summary else
-            _unneeded(summary))
-
-
 def _register_autograd(op, backward) -> None:
     # the autograd of either operator: its two operands and the index kept,
-    # their gradients from its backward operator
+    # their gradients from its backward operator (and the latter's fake)
+    @backward.register_fake
+    def _(grad, a, b, index, need_a, need_b):
+        return (torch.empty_like(a) if need_a else _unneeded(a),
+                torch.empty_like(b) if need_b else _unneeded(b))
+
     def setup(ctx, inputs, output) -> None:
         ctx.save_for_backward(*inputs[:3])
 
@@ -276,6 +268,52 @@ def read_columns(pool: SummaryKeys, read: Reading, D: int) -> Tensor:
                                                   device=device)])
 
 
+class DirectChoice(NamedTuple):
+    r"""The groups of a pool read straight from their keys
+    (:obj:`direct [groups]`, by
+    :class:`~torch_geometric_hot.ops.attention.dispatch.DirectReadings`),
+    the others summarised in groups renumbered
+    :obj:`0 .. num_summarised - 1` (:obj:`renumber [groups]`): the choice
+    of :func:`choose_direct`, for the torch and the native implementation
+    alike."""
+    direct: Tensor
+    renumber: Tensor
+    num_summarised: int
+
+
+def choose_direct(pools: Sequence[SummaryKeys], reads: Sequence[Reading],
+                  R: int, D: int, limit: int, ratio: float
+                  ) -> List[Optional[DirectChoice]]:
+    r"""Per pool, read by :obj:`reads` (keys and queries of :obj:`R`
+    features, values of :obj:`D` channels per slot), its groups of at most
+    :obj:`limit` keys whose direct products cost at most :obj:`ratio` times
+    their summary's (:class:`DirectChoice`), :obj:`None` when no group is
+    read so. Host synchronisation: whether any group is, and how many are
+    summarised."""
+    if limit <= 0:
+        return [None] * len(pools)
+    choices: List[Optional[DirectChoice]] = []
+    for p, pool in enumerate(pools):
+        n = torch.bincount(pool.group, minlength=pool.num_groups)
+        m = sum((torch.bincount(r.group, minlength=pool.num_groups)
+                 for r in reads if r.pool == p), torch.zeros_like(n))
+        C = len(pool.slots) * D + 1
+        direct = (n <= limit) & (m * n * (R + C) <= ratio * (n + m) * R * C)
+        summarised = ~direct
+        choices.append(DirectChoice(
+            direct, summarised.long().cumsum(0) - 1, int(summarised.sum()))
+            if bool(direct.any()) else None)
+    return choices
+
+
+def _summarised(choice: DirectChoice, rows: Tensor,
+                groups: Tensor) -> Tuple[Tensor, Tensor]:
+    # the rows in summarised groups and those groups renumbered (order kept)
+    keep = (~choice.direct).index_select(0, groups).nonzero().view(-1)
+    return (rows.index_select(0, keep),
+            choice.renumber.index_select(0, groups.index_select(0, keep)))
+
+
 class DirectGroups(NamedTuple):
     r"""The groups of a pool that :func:`native_pool_readings` reads
     directly: the pool's key rows by group (``native.Groups``, all
@@ -305,20 +343,10 @@ def _value_columns(slots: Sequence[int], H: int, D: int) -> Tensor:
             torch.arange(D)).view(-1)
 
 
-def _direct(key_counts: Tensor, query_counts: Tensor, R: int, C: int,
-            limit: int, ratio: float) -> Optional[Tensor]:
-    # the groups read directly (see DirectReadings), None when none is
-    n, m = key_counts, query_counts
-    direct = (n <= limit) & (m * n * (R + C) <= ratio * (n + m) * R * C)
-    return direct if bool(direct.any()) else None
-
-
-def _restrict(runs: native.Runs, keep: Tensor) -> native.Runs:
-    # the visits of the kept groups, the groups renumbered 0, 1, ...
-    mask = keep.index_select(0, runs.groups)
-    number = keep.long().cumsum(0) - 1
-    return native.Runs(runs.rows[mask],
-                       number.index_select(0, runs.groups[mask]))
+def _summarised_runs(runs: native.Runs,
+                     choice: Optional[DirectChoice]) -> native.Runs:
+    return runs if choice is None else native.Runs(
+        *_summarised(choice, runs.rows, runs.groups))
 
 
 def plan_pool_readings(pools: Sequence[SummaryKeys], reads: Sequence[Reading],
@@ -329,7 +357,8 @@ def plan_pool_readings(pools: Sequence[SummaryKeys], reads: Sequence[Reading],
     the visiting orders, the groups read directly (by :obj:`direct`) and
     the summaries' columns (no summaries). Every call with the same pools,
     readings, shapes and rule can reuse it."""
-    limit = min(direct.max_keys, native.direct_max_keys(dtype))
+    choices = choose_direct(pools, reads, R, D, min(
+        direct.max_keys, native.direct_max_keys(dtype)), direct.cost_ratio)
     sorted_by: Dict[Tuple[int, int], native.Runs] = {}
 
     def visits(index: Tensor, num_groups: int) -> native.Runs:
@@ -343,27 +372,18 @@ def plan_pool_readings(pools: Sequence[SummaryKeys], reads: Sequence[Reading],
                    for read in reads]
     read_queries = [native.Groups.of(runs, pools[read.pool].num_groups)
                     for read, runs in zip(reads, read_visits)]
-    plans, groups, direct_groups, summarised = [], [], [], []
-    for p, pool in enumerate(pools):
+    plans, direct_groups = [], []
+    for pool, choice in zip(pools, choices):
         runs = visits(pool.group, pool.num_groups).through(pool.position)
-        columns = _value_columns(pool.slots, H, D)
-        keys = native.Groups.of(runs, pool.num_groups)
-        queries = sum((g.ptr.diff() for read, g in zip(reads, read_queries)
-                       if read.pool == p), torch.zeros_like(keys.ptr[1:]))
-        chosen = _direct(keys.ptr.diff(), queries, R, columns.numel() + 1,
-                         limit, direct.cost_ratio) if limit > 0 else None
-        if chosen is not None:
-            direct_groups.append(DirectGroups(keys, chosen.nonzero().view(-1)))
-            summarised.append(~chosen)
-            runs = _restrict(runs, summarised[-1])
-            groups.append(int(summarised[-1].sum()))
-        else:
-            direct_groups.append(None)
-            summarised.append(None)
-            groups.append(pool.num_groups)
-        plans.append((runs, columns))
-    read_runs = [runs if summarised[read.pool] is None else _restrict(
-        runs, summarised[read.pool]) for read, runs in zip(reads, read_visits)]
+        direct_groups.append(None if choice is None else DirectGroups(
+            native.Groups.of(runs, pool.num_groups),
+            choice.direct.nonzero().view(-1)))
+        plans.append((_summarised_runs(runs, choice),
+                      _value_columns(pool.slots, H, D)))
+    groups = [pool.num_groups if choice is None else choice.num_summarised
+              for pool, choice in zip(pools, choices)]
+    read_runs = [_summarised_runs(runs, choices[read.pool])
+                 for read, runs in zip(reads, read_visits)]
     columns = [read_columns(pools[read.pool], read, D) for read in reads]
     return PoolPlan(plans, groups, read_runs, columns, direct_groups,
                     read_queries)
@@ -371,27 +391,24 @@ def plan_pool_readings(pools: Sequence[SummaryKeys], reads: Sequence[Reading],
 
 def native_pool_readings(plan: PoolPlan, k: Tensor, values: Tensor,
                          q: Tensor, reads: Sequence[Reading],
-                         scratch: Optional[native.Scratch] = None,
-                         buffers: Optional[Sequence[Tensor]] = None
+                         scratch: native.Scratch, buffers: Sequence[Tensor]
                          ) -> Tuple[List[Tensor], List[Tensor]]:
     r"""The pool readings by the native kernels as :obj:`plan` (from
     :func:`plan_pool_readings`) says, without autograd (inputs contiguous
-    and checked; temporaries taken from :obj:`scratch` when given), and the
-    summaries their backward pass (:func:`native_pool_readings_backward`)
-    reads: those of the groups not read from their keys, written to the
-    first rows of :obj:`buffers` (per pool, :obj:`[groups, H, R, C]`) when
-    given."""
+    and checked; temporaries taken from :obj:`scratch`), and the summaries
+    their backward pass (:func:`native_pool_readings_backward`) reads:
+    those of the groups not read from their keys, written to the first
+    rows of :obj:`buffers` (per pool, :obj:`[groups, H, R, C]`)."""
     P, _, H, D = values.shape
     flat = values.view(P, -1)
-    summaries = [native.outer_sum(
-        k, flat, runs, num_groups, D, columns, True,
-        None if buffers is None else buffers[p][:num_groups])
-        for p, ((runs, columns), num_groups) in enumerate(zip(
-            plan.pools, plan.summary_groups))]
+    summaries = [native.outer_sum(k, flat, runs, num_groups, D, columns,
+                                  True, buffer[:num_groups])
+                 for (runs, columns), num_groups, buffer in zip(
+                     plan.pools, plan.summary_groups, buffers)]
     outs = [native.contract(q[read.rows], summaries[read.pool], runs,
-                            columns, None if scratch is None else
-                            scratch.empty((read.group.numel(), H,
-                                           columns.numel()), q.dtype))
+                            columns, scratch.empty((read.group.numel(), H,
+                                                    columns.numel()),
+                                                   q.dtype))
             for read, runs, columns in zip(reads, plan.read_runs,
                                            plan.read_columns)]
     for p, part in enumerate(plan.direct):
@@ -467,73 +484,34 @@ def native_pool_readings_backward(plan: PoolPlan, summaries: List[Tensor],
                 grad_q, grad_k, flat_grad_v)
 
 
-class TorchPool(NamedTuple):
-    r"""How the torch implementation of the pool readings
-    computes a pool's readings: its groups of few keys (by
-    :class:`~torch_geometric_hot.ops.attention.dispatch.DirectReadings`,
-    :obj:`direct [groups]`) are read straight from their keys, the others
-    through summaries of the pool's keys :obj:`summarised [K']` in groups
-    renumbered :obj:`0 .. num_summarised - 1` (:obj:`renumber [groups]`).
-    When no group is read directly, the three tensors are :obj:`None` and
-    every group is summarised as it is."""
-    direct: Optional[Tensor]
-    summarised: Optional[Tensor]
-    renumber: Optional[Tensor]
-    num_summarised: int
-
-
-def torch_pool(pool: SummaryKeys, reads: Sequence[Reading], R: int, D: int,
-               direct: DirectReadings) -> TorchPool:
-    r"""The :class:`TorchPool` of :obj:`pool`, read by :obj:`reads` (keys
-    and queries of :obj:`R` features, values of :obj:`D` channels per
-    slot), its groups read directly by :obj:`direct`. Host
-    synchronisation: the number of summarised groups."""
-    counts = torch.bincount(pool.group, minlength=pool.num_groups)
-    queries = sum((torch.bincount(r.group, minlength=pool.num_groups)
-                   for r in reads), torch.zeros_like(counts))
-    chosen = _direct(counts, queries, R, len(pool.slots) * D + 1,
-                     direct.max_keys, direct.torch_cost_ratio) \
-        if direct.max_keys > 0 else None
-    if chosen is None:
-        return TorchPool(None, None, None, pool.num_groups)
-    summarised = ~chosen
-    renumber = summarised.long().cumsum(0) - 1
-    keys = summarised.index_select(0, pool.group).nonzero().view(-1)
-    return TorchPool(chosen, keys, renumber, int(summarised.sum()))
-
-
-def _summarised(pool: SummaryKeys, split: TorchPool) -> SummaryKeys:
+def _summary_keys(pool: SummaryKeys,
+                  choice: Optional[DirectChoice]) -> SummaryKeys:
     # the pool's summarised keys, in their renumbered groups
-    if split.direct is None:
-        return pool
-    return SummaryKeys(pool.position.index_select(0, split.summarised),
-                       split.renumber.index_select(
-                           0, pool.group.index_select(0, split.summarised)),
-                       split.num_summarised, pool.slots)
+    return pool if choice is None else SummaryKeys(
+        *_summarised(choice, pool.position, pool.group),
+        choice.num_summarised, pool.slots)
 
 
-def _summary_rows(split: TorchPool, read: Reading
+def _summary_rows(choice: Optional[DirectChoice], read: Reading
                   ) -> Tuple[Optional[Tensor], Tensor]:
     # the reading's rows in summarised groups (None: all of them) and their
     # groups as the summaries number them
-    if split.direct is None:
+    if choice is None:
         return None, read.group
-    rows = (~split.direct.index_select(0, read.group)).nonzero().view(-1)
-    return rows, split.renumber.index_select(0, read.group.index_select(0,
-                                                                        rows))
+    return _summarised(choice, torch.arange(
+        read.group.numel(), device=read.group.device), read.group)
 
 
 def _select(x: Tensor, rows: Optional[Tensor]) -> Tensor:
     return x if rows is None else x.index_select(0, rows)
 
 
-def _direct_pairs(pool: SummaryKeys, split: TorchPool,
+def _direct_pairs(pool: SummaryKeys, choice: DirectChoice,
                   read: Reading) -> Tuple[Tensor, Tensor]:
     # (query row within the reading, input row of the key) of every pair of
     # a directly read group
-    assert split.direct is not None
-    rows = split.direct.index_select(0, read.group).nonzero().view(-1)
-    keys = split.direct.index_select(0, pool.group).nonzero().view(-1)
+    rows = choice.direct.index_select(0, read.group).nonzero().view(-1)
+    keys = choice.direct.index_select(0, pool.group).nonzero().view(-1)
     query, key = group_pairs(read.group.index_select(0, rows),
                              pool.group.index_select(0, keys),
                              pool.num_groups)
@@ -573,24 +551,23 @@ def _pair_chunks(pairs: int, per_pair: int) -> List[Tuple[int, int]]:
 
 def torch_pool_readings(k: Tensor, values: Tensor, q: Tensor,
                         pools: Sequence[SummaryKeys], reads: Sequence[Reading],
-                        splits: Sequence[TorchPool],
+                        choices: Sequence[Optional[DirectChoice]],
                         buffers: Sequence[Tensor]) -> List[Tensor]:
-    r"""The pool readings with torch
-    operations on any device, the groups of each pool read as its
-    :class:`TorchPool` says
-    (no summary is computed for a group read from its keys); the summaries
-    of the other groups are written to the first rows of :obj:`buffers`
-    (per pool, :obj:`[groups, H, R, C]`)."""
+    r"""The pool readings with torch operations on any device, the groups
+    of each pool read as its :class:`DirectChoice` (of
+    :func:`choose_direct`) says (no summary is computed for a group read
+    from its keys); the summaries of the other groups are written to the
+    first rows of :obj:`buffers` (per pool, :obj:`[groups, H, R, C]`)."""
     D = values.size(-1)
-    summaries = [buffer[:s.num_summarised].copy_(torch_pool_outer_sum(
-        k, values, _summarised(p, s))) if s.num_summarised else None
-                 for p, s, buffer in zip(pools, splits, buffers)]
+    summaries = [buffer[:s.num_groups].copy_(torch_pool_outer_sum(
+        k, values, s)) if s.num_groups else None for s, buffer in zip(
+            map(_summary_keys, pools, choices), buffers)]
     outs = []
     for read in reads:
-        pool, split = pools[read.pool], splits[read.pool]
+        pool, choice = pools[read.pool], choices[read.pool]
         columns = read_columns(pool, read, D)
         q_r = q[read.rows]
-        rows, index = _summary_rows(split, read)
+        rows, index = _summary_rows(choice, read)
         if rows is None:
             outs.append(_contract(q_r, summaries[read.pool],
                                   index)[..., columns])
@@ -600,7 +577,7 @@ def torch_pool_readings(k: Tensor, values: Tensor, q: Tensor,
             out.index_copy_(0, rows, _contract(
                 q_r.index_select(0, rows), summaries[read.pool],
                 index)[..., columns])
-        query, key = _direct_pairs(pool, split, read)
+        query, key = _direct_pairs(pool, choice, read)
         slots = pool.slots if read.slots is None else read.slots
         for start, end in _pair_chunks(query.numel(),
                                        q.size(1) * columns.numel()):
@@ -615,7 +592,7 @@ def torch_pool_readings(k: Tensor, values: Tensor, q: Tensor,
 def torch_pool_readings_backward(k: Tensor, values: Tensor, q: Tensor,
                                  pools: Sequence[SummaryKeys],
                                  reads: Sequence[Reading],
-                                 splits: Sequence[TorchPool],
+                                 choices: Sequence[Optional[DirectChoice]],
                                  buffers: Sequence[Tensor],
                                  grads: Sequence[Tensor], grad_k: Tensor,
                                  grad_v: Tensor, grad_q: Tensor) -> None:
@@ -624,17 +601,17 @@ def torch_pool_readings_backward(k: Tensor, values: Tensor, q: Tensor,
     :obj:`grads` to :obj:`grad_k`, :obj:`grad_v` (laid out as
     :obj:`values`) and :obj:`grad_q`."""
     D = values.size(-1)
-    summarised = [_summarised(p, s) for p, s in zip(pools, splits)]
-    summaries = [buffer[:s.num_summarised] if s.num_summarised else None
-                 for s, buffer in zip(splits, buffers)]
+    summarised = list(map(_summary_keys, pools, choices))
+    summaries = [buffer[:s.num_groups] if s.num_groups else None
+                 for s, buffer in zip(summarised, buffers)]
     grad_summaries = [None if s is None else torch.zeros_like(s)
                       for s in summaries]
     for read, g_read in zip(reads, grads):
-        pool, split = pools[read.pool], splits[read.pool]
+        pool, choice = pools[read.pool], choices[read.pool]
         summary = summaries[read.pool]
         columns = read_columns(pool, read, D)
         q_r, grad_q_r = q[read.rows], grad_q[read.rows]
-        rows, index = _summary_rows(split, read)
+        rows, index = _summary_rows(choice, read)
         if summary is not None and (rows is None or rows.numel()):
             q_s, g_s = _select(q_r, rows), _select(g_read, rows)
             s_cols = summary.index_select(-1, columns)
@@ -645,9 +622,9 @@ def torch_pool_readings_backward(k: Tensor, values: Tensor, q: Tensor,
                 grad_q_r.index_add_(0, rows, g_q)
             grad_summaries[read.pool].index_add_(-1, columns, _outer_sum(
                 q_s, g_s, index, summary.size(0)))
-        if split.direct is None:
+        if choice is None:
             continue
-        query, key = _direct_pairs(pool, split, read)
+        query, key = _direct_pairs(pool, choice, read)
         slots = pool.slots if read.slots is None else read.slots
         for start, end in _pair_chunks(query.numel(),
                                        q.size(1) * columns.numel()):

@@ -295,12 +295,6 @@ def normalized_adjacency(edge_index: Tensor,
     return (scale @ adj @ scale).tocsr()
 
 
-def _start_vector(n: int) -> np.ndarray:
-    # A fixed, generic start vector: deterministic, and not an eigenvector
-    # of regular graphs (unlike the all-ones vector).
-    return np.random.default_rng(0).uniform(0.5, 1.5, n)
-
-
 def laplacian_node_ids(edge_index: Tensor, num_nodes: int, k: int,
                        dense_threshold: int = 1000,
                        dtype: torch.dtype = torch.float) -> Tensor:
@@ -341,8 +335,11 @@ def laplacian_node_ids(edge_index: Tensor, num_nodes: int, k: int,
         return batched_laplacian_node_ids(edge_index, batch, 1, k, dtype)
     shifted = scipy.sparse.identity(num_nodes, format='csr') + (
         normalized_adjacency(edge_index, num_nodes))
+    # a fixed, generic start vector: deterministic, and not an eigenvector
+    # of regular graphs (unlike the all-ones vector)
+    start = np.random.default_rng(0).uniform(0.5, 1.5, num_nodes)
     values, vectors = scipy.sparse.linalg.eigsh(
-        shifted, k=cols, which='LA', v0=_start_vector(num_nodes),
+        shifted, k=cols, which='LA', v0=start,
         ncv=min(num_nodes, max(2 * cols + 1, 20)), tol=1e-10,
         maxiter=num_nodes * 50)
     vectors = torch.from_numpy(vectors[:, np.argsort(-values, kind='stable')])

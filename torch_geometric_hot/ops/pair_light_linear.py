@@ -51,26 +51,6 @@ def _transposed(x: Tensor, transpose: Tensor) -> Tensor:
         missing.unsqueeze(-1), 0)
 
 
-def _pair_gather(y: Tensor, nodes: Tensor, row: Tensor, col: Tensor,
-                 transpose: Tensor, diag_pos: Tensor) -> Tensor:
-    C = nodes.size(1) // 3
-    out = y[:, :C] + _transposed(y[:, C:], transpose)
-    out.add_(nodes[:, C:2 * C].index_select(0, row))
-    out.add_(nodes[:, 2 * C:].index_select(0, col))
-    return out.index_copy_(0, diag_pos, nodes[:, :C])
-
-
-def _pair_scatter(grad: Tensor, row: Tensor, col: Tensor, transpose: Tensor,
-                  diag_pos: Tensor, num_nodes: int) -> Tuple[Tensor, Tensor]:
-    grad_d = grad.index_select(0, diag_pos)
-    entries = torch.cat([grad, _transposed(grad, transpose)], dim=1)
-    entries.index_fill_(0, diag_pos, 0)
-    zeros = grad.new_zeros(num_nodes, grad.size(1))
-    nodes = torch.cat([grad_d, zeros.index_add(0, row, grad).sub_(grad_d),
-                       zeros.index_add(0, col, grad).sub_(grad_d)], dim=1)
-    return entries, nodes
-
-
 def _gather(y: Tensor, nodes: Tensor, row: Tensor, col: Tensor,
             transpose: Tensor, diag_pos: Tensor) -> Tensor:
     r"""Every entry's light 2→2 output :obj:`[P, C]` from the entry-wise
@@ -81,11 +61,15 @@ def _gather(y: Tensor, nodes: Tensor, row: Tensor, col: Tensor,
     :obj:`y`, its transpose's second and the second and third node blocks
     of :math:`i` and :math:`j` (natively where the kernels take the
     tensors)."""
-    if not native.applies(y, nodes):
-        return _pair_gather(y, nodes, row, col, transpose, diag_pos)
-    return native.pair_gather(y.contiguous(), nodes.contiguous(),
-                              row.contiguous(), col.contiguous(),
-                              transpose.contiguous())
+    if native.applies(y, nodes):
+        return native.pair_gather(y.contiguous(), nodes.contiguous(),
+                                  row.contiguous(), col.contiguous(),
+                                  transpose.contiguous())
+    C = nodes.size(1) // 3
+    out = y[:, :C] + _transposed(y[:, C:], transpose)
+    out.add_(nodes[:, C:2 * C].index_select(0, row))
+    out.add_(nodes[:, 2 * C:].index_select(0, col))
+    return out.index_copy_(0, diag_pos, nodes[:, :C])
 
 
 def _scatter(grad: Tensor, row: Tensor, col: Tensor, transpose: Tensor,
@@ -94,11 +78,17 @@ def _scatter(grad: Tensor, row: Tensor, col: Tensor, transpose: Tensor,
     off-diagonal entry's gradient and its transpose's; zero on the
     diagonal) and of :obj:`nodes` (per node, its diagonal entry's gradient
     and the sums over its row's and its column's off-diagonal entries)."""
-    if not native.applies(grad):
-        return _pair_scatter(grad, row, col, transpose, diag_pos, num_nodes)
-    return native.pair_scatter(grad.contiguous(), row.contiguous(),
-                               col.contiguous(), transpose.contiguous(),
-                               num_nodes)
+    if native.applies(grad):
+        return native.pair_scatter(grad.contiguous(), row.contiguous(),
+                                   col.contiguous(), transpose.contiguous(),
+                                   num_nodes)
+    grad_d = grad.index_select(0, diag_pos)
+    entries = torch.cat([grad, _transposed(grad, transpose)], dim=1)
+    entries.index_fill_(0, diag_pos, 0)
+    zeros = grad.new_zeros(num_nodes, grad.size(1))
+    nodes = torch.cat([grad_d, zeros.index_add(0, row, grad).sub_(grad_d),
+                       zeros.index_add(0, col, grad).sub_(grad_d)], dim=1)
+    return entries, nodes
 
 
 def _blocks(weight: Tensor) -> Tuple[Tensor, Tensor]:

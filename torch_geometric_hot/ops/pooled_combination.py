@@ -33,6 +33,7 @@ those index tensors (:func:`~torch_geometric_hot.ops.plan_cache.plans_for`):
 the layers that share a batch's indices, and their backward passes, build
 them once.
 """
+import itertools
 from typing import List, NamedTuple, Optional, Sequence, Tuple, Union
 
 import torch
@@ -45,9 +46,9 @@ from torch_geometric_hot.ops.class_combination import READING, \
     CombinationTerm, check_combination, combination_table, \
     torch_combine_classes
 from torch_geometric_hot.ops.kernel_attention import SummaryKeys, PoolPlan, \
-    Reading, TorchPool, check_pool_readings, native_pool_readings, \
-    native_pool_readings_backward, plan_pool_readings, torch_pool, \
-    torch_pool_readings, torch_pool_readings_backward
+    Reading, DirectChoice, check_pool_readings, choose_direct, \
+    native_pool_readings, native_pool_readings_backward, \
+    plan_pool_readings, torch_pool_readings, torch_pool_readings_backward
 from torch_geometric_hot.ops.plan_cache import plans_for
 
 
@@ -92,57 +93,50 @@ class CombinationPart(NamedTuple):
     nonempty: Tensor
 
 
-class _Part(NamedTuple):
-    # a part as the operator sees it: its query rows, the readings its
-    # terms read (indices into the operator's), its terms with those
-    # readings renumbered 0, 1, ..., its value slots, nonempty mask and
-    # single-key positions
-    rows: slice
-    readings: Tuple[int, ...]
-    terms: List[List[CombinationTerm]]
-    slots: Tuple[int, ...]
-    nonempty: Tensor
-    positions: List[Tensor]
+def _reads_of(part: CombinationPart) -> List[int]:
+    # the readings a part's terms read
+    return sorted({t.src for cls in part.terms for t in cls
+                   if t.kind == READING})
 
 
-def _parts(parts: Sequence[CombinationPart], reads: Sequence[Reading],
-           rows: int) -> List[_Part]:
-    # checked: every reading a part reads covers exactly its rows, and the
-    # parts cover the queries
-    out, start = [], 0
-    for part in parts:
-        part_rows = slice(start, start + part.nonempty.size(0))
-        start = part_rows.stop
-        used = sorted({t.src for cls in part.terms for t in cls
-                       if t.kind == READING})
+def _rows_of(parts: Sequence[CombinationPart]) -> List[slice]:
+    # the query rows of every part: they follow each other
+    ends = list(itertools.accumulate((p.nonempty.size(0) for p in parts),
+                                     initial=0))
+    return [slice(a, b) for a, b in zip(ends, ends[1:])]
+
+
+def _check_parts(parts: Sequence[CombinationPart], reads: Sequence[Reading],
+                 rows: int) -> None:
+    # every reading a part reads covers exactly its rows, and the parts
+    # cover the queries
+    part_rows = _rows_of(parts)
+    for part, mine in zip(parts, part_rows):
+        used = _reads_of(part)
         if any(not 0 <= r < len(reads) for r in used):
             raise IndexError(f'a reading term reads beyond the {len(reads)} '
                              f'readings')
-        other = [r for r in used if reads[r].rows != part_rows]
+        other = [r for r in used if reads[r].rows != mine]
         if other:
             raise ValueError(f'a part reads readings of its own query rows '
-                             f'{part_rows.start}..{part_rows.stop}, but '
-                             f'reading {other[0]} reads rows '
+                             f'{mine.start}..{mine.stop}, but reading '
+                             f'{other[0]} reads rows '
                              f'{reads[other[0]].rows.start}..'
                              f'{reads[other[0]].rows.stop}')
-        local = {r: i for i, r in enumerate(used)}
-        out.append(_Part(part_rows, tuple(used), [
-            [t._replace(src=local[t.src]) if t.kind == READING else t
-             for t in cls] for cls in part.terms], tuple(part.slots),
-            part.nonempty, list(part.positions)))
-    if start != rows:
-        raise ValueError(f"the parts' rows ({start}) must be the query rows "
+    total = part_rows[-1].stop if parts else 0
+    if total != rows:
+        raise ValueError(f"the parts' rows ({total}) must be the query rows "
                          f"({rows})")
-    return out
 
 
 def _encode(pools: Sequence[SummaryKeys], reads: Sequence[Reading],
-            parts: Sequence[_Part]) -> Tuple[List[Tensor], List[int]]:
+            parts: Sequence[CombinationPart]
+            ) -> Tuple[List[Tensor], List[int]]:
     r"""The operator's index tensors and integers: the pools' positions
     and groups, the readings' groups, then per part its nonempty mask and
     positions; the counts, then per pool its number of groups and slots,
-    per reading its pool, first row and slots, per part its rows, readings,
-    value slots and terms."""
+    per reading its pool, first row and slots, per part its value slots
+    and terms."""
     tensors = [p.position for p in pools] + [p.group for p in pools] + \
         [r.group for r in reads]
     ints = [len(pools), len(reads), len(parts)]
@@ -153,9 +147,7 @@ def _encode(pools: Sequence[SummaryKeys], reads: Sequence[Reading],
         ints += [read.pool, read.start, len(slots), *slots]
     for part in parts:
         tensors += [part.nonempty, *part.positions]
-        ints += [part.rows.start, part.rows.stop, len(part.readings),
-                 *part.readings, len(part.slots), *part.slots,
-                 len(part.positions)]
+        ints += [len(part.slots), *part.slots, len(part.positions)]
         for terms in part.terms:
             ints.append(len(terms))
             for t in terms:
@@ -164,7 +156,8 @@ def _encode(pools: Sequence[SummaryKeys], reads: Sequence[Reading],
 
 
 def _decode(tensors: Sequence[Tensor], ints: Sequence[int]
-            ) -> Tuple[List[SummaryKeys], List[Reading], List[_Part]]:
+            ) -> Tuple[List[SummaryKeys], List[Reading],
+                       List[CombinationPart]]:
     r"""The inverse of :func:`_encode`."""
     it, tensor = iter(ints), iter(tensors)
 
@@ -185,14 +178,12 @@ def _decode(tensors: Sequence[Tensor], ints: Sequence[int]
     parts = []
     for _ in range(num_parts):
         nonempty = next(tensor)
-        start, stop, n = take(3)
-        readings = take(n)
         slots = take(next(it))
         part_positions = [next(tensor) for _ in range(next(it))]
         terms = [[CombinationTerm(*take(4)) for _ in range(next(it))]
                  for _ in slots]
-        parts.append(_Part(slice(start, stop), readings, terms, slots,
-                           nonempty.bool(), part_positions))
+        parts.append(CombinationPart(terms, part_positions, slots,
+                                     nonempty.bool()))
     return pools, reads, parts
 
 
@@ -202,22 +193,20 @@ def _values(values: Tensor, weight: Optional[Tensor], heads: int,
         values, weight, heads, head_channels).values()
 
 
-def _torch_splits(pools: Sequence[SummaryKeys], reads: Sequence[Reading],
-                  R: int, D: int, direct: DirectReadings) -> List[TorchPool]:
-    return [torch_pool(pool, [r for r in reads if r.pool == p], R, D, direct)
-            for p, pool in enumerate(pools)]
-
-
-def _rule(direct: Sequence[float]) -> DirectReadings:
-    # the operators' argument as the rule
-    return DirectReadings(int(direct[0]), direct[1], direct[2])
+def _torch_choices(pools: Sequence[SummaryKeys], reads: Sequence[Reading],
+                   R: int, D: int, direct: Sequence[float]
+                   ) -> List[Optional[DirectChoice]]:
+    # the torch implementation's groups read directly (the operators'
+    # argument direct is the DirectReadings)
+    rule = DirectReadings(int(direct[0]), *direct[1:])
+    return choose_direct(pools, reads, R, D, rule.max_keys,
+                         rule.torch_cost_ratio)
 
 
 #: The implementations that may have made the summaries a backward pass
-#: reads, each by its own rule for the groups it reads directly: the torch
-#: one (:func:`~torch_geometric_hot.ops.kernel_attention.torch_pool`) and
-#: the native one (:func:`~torch_geometric_hot.ops.kernel_attention.\
-#: plan_pool_readings`). Either writes the summaries of the other groups,
+#: reads, each with its own limit and cost ratio for the groups it reads
+#: directly (:func:`~torch_geometric_hot.ops.kernel_attention.\
+#: choose_direct`). Either writes the summaries of the other groups,
 #: renumbered, to the first rows; the others are not written.
 TORCH, NATIVE = 0, 1
 
@@ -237,13 +226,13 @@ def _pooled_combination(phi_k: Tensor, phi_q: Tensor, values: Tensor,
     if not _native_applies(phi_k, phi_q, values, weight, pools, reads):
         values = _values(values, weight, heads, head_channels)
         readings = torch_pool_readings(
-            phi_k, values, phi_q, pools, reads, _torch_splits(
-                pools, reads, phi_k.size(-1), head_channels,
-                _rule(direct)), buffers)
+            phi_k, values, phi_q, pools, reads, _torch_choices(
+                pools, reads, phi_k.size(-1), head_channels, direct),
+            buffers)
         results = [torch_combine_classes(
-            part.terms, [readings[r] for r in part.readings],
-            phi_q[part.rows], phi_k, part.positions, values, part.slots,
-            part.nonempty, eps, with_denominators=True) for part in parts]
+            part.terms, readings, phi_q[rows], phi_k, part.positions, values,
+            part.slots, part.nonempty, eps, with_denominators=True)
+            for part, rows in zip(parts, _rows_of(parts))]
         made_by = TORCH
     else:
         phi_k, phi_q, values, projection, tables, plan = _native_inputs(
@@ -255,11 +244,10 @@ def _pooled_combination(phi_k: Tensor, phi_q: Tensor, values: Tensor,
             readings, _ = native_pool_readings(plan, phi_k, data, phi_q,
                                                reads, scratch, buffers)
             results = [native.combine(
-                table, [readings[r] for r in part.readings],
-                phi_q[part.rows], phi_k,
+                table, readings, phi_q[rows], phi_k,
                 [p.contiguous() for p in part.positions], data, part.slots,
                 part.nonempty.to(torch.uint8).contiguous(), eps)
-                for table, part in zip(tables, parts)]
+                for table, part, rows in zip(tables, parts, _rows_of(parts))]
         made_by = NATIVE
     return [out for out, _ in results] + [den for _, den in results] + \
         buffers + [torch.full((1, ), made_by, dtype=torch.long,
@@ -294,42 +282,37 @@ def _native_applies(phi_k, phi_q, values, weight, pools, reads) -> bool:
                        *([] if weight is None else [weight]))
 
 
-def _native_plan(pools, reads, parts, index, structure, phi_q, phi_k,
-                 shape, direct) -> Tuple[List, PoolPlan]:
-    # the index work of the native kernels, kept with the operator's index
-    # tensors: the checks of the positions and slots they use as offsets,
-    # the parts' combination tables and the pools' plan
+def _native_inputs(phi_k, phi_q, values, weight, pools, reads, parts, index,
+                   structure, heads, head_channels, direct):
+    r"""The contiguous inputs, the value projection (or :obj:`None`) and
+    the native tables and plan of one call, forward or backward: its index
+    work, kept with the operator's index tensors (the checks of the
+    positions and slots the kernels use as offsets, the parts' combination
+    tables and the pools' plan)."""
+    phi_k, phi_q, values = (phi_k.contiguous(), phi_q.contiguous(),
+                            values.contiguous())
+    projection = None if weight is None else ValueProjection(
+        values, weight.contiguous(), heads, head_channels)
+    shape = values.shape if projection is None else projection.shape
+
     def build() -> Tuple[List, PoolPlan]:
         values = torch.empty(shape, dtype=phi_k.dtype, device='meta')
         check_pool_readings(phi_k, values, phi_q, pools, reads, True)
         widths = [len(r.slots) * shape[-1] + 1 for r in reads]
         tables = []
-        for part in parts:
-            check_combination(part.terms, [widths[r] for r in part.readings],
-                              phi_q[part.rows], phi_k, part.positions, values,
+        for part, rows in zip(parts, _rows_of(parts)):
+            check_combination(part.terms, widths, phi_q[rows], phi_k,
+                              part.positions, values,
                               part.slots, part.nonempty)
             tables.append(combination_table(part.terms,
                                             part.nonempty.device))
-        return tables, plan_pool_readings(pools, reads, phi_k.dtype,
-                                          shape[2], phi_k.size(-1),
-                                          shape[-1], _rule(direct))
+        return tables, plan_pool_readings(
+            pools, reads, phi_k.dtype, shape[2], phi_k.size(-1), shape[-1],
+            DirectReadings(int(direct[0]), *direct[1:]))
 
     key = ('native_combination', tuple(structure), phi_k.dtype, phi_q.shape,
            phi_k.shape, shape, tuple(direct))
-    return plans_for(index).plan(key, build)
-
-
-def _native_inputs(phi_k, phi_q, values, weight, pools, reads, parts, index,
-                   structure, heads, head_channels, direct):
-    r"""The contiguous inputs, the value projection (or :obj:`None`) and
-    the cached native tables and plan of one call, forward or backward."""
-    phi_k, phi_q, values = (phi_k.contiguous(), phi_q.contiguous(),
-                            values.contiguous())
-    projection = None if weight is None else ValueProjection(
-        values, weight.contiguous(), heads, head_channels)
-    tables, plan = _native_plan(pools, reads, parts, index, structure,
-                                phi_q, phi_k, values.shape if projection
-                                is None else projection.shape, direct)
+    tables, plan = plans_for(index).plan(key, build)
     return phi_k, phi_q, values, projection, tables, plan
 
 
@@ -380,8 +363,9 @@ def _torch_backward(grads, outs, dens, summaries, phi_k, phi_q, x, weight,
     widths = [len(r.slots) * D + 1 for r in reads]
     grad_readings = [phi_q.new_zeros(r.group.numel(), phi_q.size(1), w)
                      for r, w in zip(reads, widths)]
-    for part, out, den, grad in zip(parts, outs, dens, grads):
-        q = phi_q[part.rows]
+    for part, rows, out, den, grad in zip(parts, _rows_of(parts), outs, dens,
+                                          grads):
+        q = phi_q[rows]
         for c, terms in enumerate(part.terms):
             g = grad[:, c] * part.nonempty[:, c].view(-1, 1, 1).to(q.dtype)
             floor = den[:, c].clamp(min=eps)
@@ -390,7 +374,7 @@ def _torch_backward(grads, outs, dens, summaries, phi_k, phi_q, x, weight,
             slot = part.slots[c]
             for t in terms:
                 if t.kind == READING:
-                    g_read = grad_readings[part.readings[t.src]]
+                    g_read = grad_readings[t.src]
                     g_read[..., t.offset:t.offset + D] += t.sign * g_num
                     g_read[..., -1] += t.sign * g_den
                     continue
@@ -401,14 +385,13 @@ def _torch_backward(grads, outs, dens, summaries, phi_k, phi_q, x, weight,
                 v_x = values[:, slot].index_select(0, position)
                 dot = (q * k_x).sum(-1) * exists
                 g_dot = t.sign * (g_den + (g_num * v_x).sum(-1)) * exists
-                grad_q[part.rows] += g_dot.unsqueeze(-1) * k_x
+                grad_q[rows] += g_dot.unsqueeze(-1) * k_x
                 grad_k.index_add_(0, position, g_dot.unsqueeze(-1) * q)
                 grad_v[:, slot].index_add_(
                     0, position, t.sign * dot.unsqueeze(-1) * g_num)
     torch_pool_readings_backward(
         phi_k, values, phi_q, pools, reads,
-        _torch_splits(pools, reads, phi_k.size(-1), D, _rule(direct)),
-        summaries,
+        _torch_choices(pools, reads, phi_k.size(-1), D, direct), summaries,
         grad_readings, grad_k, grad_v, grad_q)
     if weight is None:
         result = [grad_k, grad_q, grad_v]
@@ -435,28 +418,26 @@ def _native_backward(grads, outs, dens, summaries, phi_k, phi_q, values,
         grad_k = torch.zeros_like(phi_k) if need_k else None
         grad_q = phi_q.new_empty(phi_q.shape) if need_q else None
         grad_readings: List[Optional[Tensor]] = [None] * len(reads)
-        widths = [len(r.slots) * values.size(-1) + 1 for r in reads]
+        shapes = [(r.group.numel(), phi_q.size(1),
+                   len(r.slots) * values.size(-1) + 1) for r in reads]
         # each part writes its rows of the query gradient (the parts cover
         # them all) and adds to the key and value gradients (the threads
         # past the first to blocks shared by the parts)
         partials = native.Partials(
             [g for g in (grad_k, grad_v) if g is not None],
             lambda t: scratch.zeros(t.shape, t.dtype), per_thread=True)
-        for part, table, out, den, grad in zip(parts, tables, outs, dens,
-                                               grads):
-            n_r = len(part.readings)
+        for part, rows, table, out, den, grad in zip(
+                parts, _rows_of(parts), tables, outs, dens, grads):
+            used = _reads_of(part)
             mine = native.combine_backward(
-                table, [(read.group.numel(), phi_q.size(1), widths[r])
-                        for r, read in ((r, reads[r])
-                                        for r in part.readings)],
-                phi_q[part.rows], phi_k,
+                table, shapes, phi_q[rows], phi_k,
                 [p.contiguous() for p in part.positions], values,
                 part.slots, part.nonempty.to(torch.uint8).contiguous(), eps,
-                out, den, grad, [True] * n_r + [need_q, need_k, need_v],
-                into=(None if grad_q is None else grad_q[part.rows], grad_k,
-                      grad_v), scratch=scratch, partials=partials)
-            for r, g in zip(part.readings, mine):
-                grad_readings[r] = g
+                out, den, grad, [r in used for r in range(len(reads))],
+                (None if grad_q is None else grad_q[rows], grad_k, grad_v),
+                scratch, partials)
+            for r in used:
+                grad_readings[r] = mine[r]
         partials.add()
         native_pool_readings_backward(
             plan, list(summaries), phi_k, values, phi_q, reads,
@@ -560,11 +541,11 @@ def pooled_combination(parts: Sequence[CombinationPart],
     elif values.dim() != 4:
         raise ValueError(f"'values' must be [inputs, slots, H, D], got "
                          f"{tuple(values.shape)}")
-    checked_parts = _parts(parts, reads, phi_q.size(0))
+    _check_parts(parts, reads, phi_q.size(0))
     check_pool_readings(phi_k, torch.empty(
         (values.size(0), 1, phi_k.size(1), 1), device='meta'), phi_q, pools,
         reads, False)
-    index, structure = _encode(pools, reads, checked_parts)
+    index, structure = _encode(pools, reads, parts)
     direct = dispatch.direct_readings() if direct is None else direct
     out = _pooled_combination(phi_k, phi_q, values, weight, index, structure,
                               heads, head_channels, eps,

@@ -380,12 +380,6 @@ def _call(name: str, dtype: torch.dtype, runs: Runs, pointers: Sequence,
         partial.add()
 
 
-def _check(name: str, statuses: Sequence[int]) -> None:
-    # the kernels return a negative status when their scratch is not had
-    if any(status < 0 for status in statuses):
-        raise MemoryError(f'native {name}: out of memory for its scratch')
-
-
 def _in_threads(run, bounds: List[int],
                 threads: Optional[int] = None) -> list:
     # run(start, stop) for consecutive bounds on a shared pool of `threads`
@@ -522,14 +516,9 @@ def _combine_args(table: CombinationTable, readings, widths, q: Tensor,
             _pointers([None if r is None else r[start:] for r in readings]),
             width.data_ptr(), q[start:].data_ptr(), k.data_ptr(),
             _pointers([p[start:] for p in positions]),
-            _slot_pointers(values, slots), nonempty[start:].data_ptr(),
+            _pointers([values[:, s] for s in slots]),
+            nonempty[start:].data_ptr(),
             eps], width
-
-
-def _slot_pointers(values: Tensor, slots: Sequence[int]) -> ctypes.Array:
-    step = values.stride(1) * values.element_size()
-    return (ctypes.c_void_p * max(len(slots), 1))(
-        *[values.data_ptr() + s * step for s in slots])
 
 
 #: Segments per thread of the calls that may split finely (their parts
@@ -559,8 +548,9 @@ def _split_rows(run, rows: int, name: Optional[str] = None,
                                [rows * t // parts for t in range(parts + 1)]
                                if costs is None else
                                _balanced_bounds(costs, parts), threads)
-    if name is not None:
-        _check(name, statuses)
+    # the kernels return a negative status when their scratch is not had
+    if name is not None and any(status < 0 for status in statuses):
+        raise MemoryError(f'native {name}: out of memory for its scratch')
 
 
 def _balanced_bounds(costs: Tensor, threads: int) -> List[int]:
@@ -608,65 +598,44 @@ def combine_backward(table: CombinationTable,
                      slots: Sequence[int], nonempty: Tensor, eps: float,
                      out: Tensor, den: Tensor, grad: Tensor,
                      needs: Sequence[bool],
-                     into: Optional[Sequence[Optional[Tensor]]] = None,
-                     scratch: Optional[Scratch] = None,
-                     partials: Optional[Partials] = None
-                     ) -> List[Optional[Tensor]]:
-    r"""Gradients of :func:`combine` for the readings (given by their
-    shapes: the backward pass does not read them), :obj:`q`, :obj:`k` and
-    the values, in that order; :obj:`None` where :obj:`needs` is false.
-    With :obj:`into`, the gradients of :obj:`q`, :obj:`k` and the values go
-    to these buffers (contiguous, shaped as the inputs): written to the
-    first, added to the others (which the caller zero-fills or has filled
-    with other terms of the same gradient); with :obj:`scratch`, the
-    readings' gradients are temporaries taken from it. Rows past the first
-    thread's add to key and value gradient blocks of their own, added
-    after the call, or, with :obj:`partials` (made for the key and value
-    gradients of :obj:`into` that are not :obj:`None`, in that order,
-    :obj:`per_thread`), taken from it and added by the caller: calls for
-    several row sets then share one set of blocks."""
+                     into: Sequence[Optional[Tensor]], scratch: Scratch,
+                     partials: Partials) -> List[Optional[Tensor]]:
+    r"""Gradients of :func:`combine`: returns those of the readings (given
+    by their shapes: the backward pass does not read them), temporaries
+    taken from :obj:`scratch`, :obj:`None` where :obj:`needs` is false;
+    those of :obj:`q`, :obj:`k` and the values go to the buffers
+    :obj:`into` (contiguous, shaped as the inputs, :obj:`None` where not
+    needed): written to the first, added to the others (which the caller
+    zero-fills or has filled with other terms of the same gradient). Rows
+    past the first thread's add to key and value gradient blocks taken
+    from :obj:`partials` (made for the key and value gradients of
+    :obj:`into` that are not :obj:`None`, in that order,
+    :obj:`per_thread`), which the caller adds (:meth:`Partials.add`):
+    calls for several row sets share one set of blocks."""
     widths = [shape[-1] for shape in reading_shapes]
     grad = grad.contiguous()  # (kept alive through the call)
     n_r = len(reading_shapes)
-
-    def zeros(shape: Sequence[int]) -> Tensor:
-        return out.new_zeros(shape) if scratch is None else \
-            scratch.zeros(shape, out.dtype)
-
-    grads = [zeros(shape) if need else None
+    grads = [scratch.zeros(shape, out.dtype) if need else None
              for shape, need in zip(reading_shapes, needs)]
-    need_q, need_k, need_v = needs[n_r:]
-    if into is not None:
-        grads += list(into)
-    else:
-        grads += [q.new_empty(q.shape) if need_q else None,
-                  torch.zeros_like(k) if need_k else None,
-                  torch.zeros_like(values) if need_v else None]
-    # rows share key and value rows: each part adds to its own (Partials)
-    partial = partials or Partials(
-        [g for g in grads[n_r + 1:] if g is not None],
-        lambda t: zeros(t.shape))
+    grad_q = into[0]
 
     def run(start: int, stop: int) -> None:
         # rows start..stop (see _combine_args)
-        shared = iter(partial.take(start))
+        shared = iter(partials.take(start))
         grad_k, grad_v = [None if g is None else next(shared)
-                          for g in grads[n_r + 1:]]
+                          for g in into[1:]]
         args, _ = _combine_args(table, [None] * n_r, widths, q, k,
                                 positions, values, slots, nonempty, eps,
                                 start, stop)
         _function('combine_backward', out.dtype)(
             *args, out[start:].data_ptr(), den[start:].data_ptr(),
             grad[start:].data_ptr(),
-            _pointers([None if g is None else g[start:]
-                       for g in grads[:n_r]]),
-            _ptr(None if grads[n_r] is None else grads[n_r][start:]),
-            _ptr(grad_k), _slot_pointers(grad_v, slots) if grad_v is not None
-            else _pointers([None] * len(slots)))
+            _pointers([None if g is None else g[start:] for g in grads]),
+            _ptr(None if grad_q is None else grad_q[start:]),
+            _ptr(grad_k), _pointers([None if grad_v is None else
+                                     grad_v[:, s] for s in slots]))
 
     _split_rows(run, nonempty.size(0))
-    if partials is None:
-        partial.add()
     return grads
 
 
@@ -773,8 +742,8 @@ def _direct_call(name: str, dtype: torch.dtype, keys: Groups,
     # unless split is False, at equal costs (QUERY_COST)
     function = _function(name, dtype)
     counts = torch.tensor([r.sel.numel() for r in readings] or [0])
-    before = [k.data_ptr(), v.data_ptr(), _rows(q, [r.start for r in
-                                                    readings]),
+    before = [k.data_ptr(), v.data_ptr(), _pointers([q[r.start:]
+                                                     for r in readings]),
               keys.rows.data_ptr(), keys.ptr.data_ptr()]
     after = [columns.data_ptr(), _pointers([r.queries.rows for r in readings]),
              _pointers([r.queries.ptr for r in readings]),
@@ -791,12 +760,6 @@ def _direct_call(name: str, dtype: torch.dtype, keys: Groups,
                   for r in readings)
     costs = queries * (keys.ptr.diff().index_select(0, groups) + QUERY_COST)
     _split_rows(run, groups.numel(), name, split, costs, fine=True)
-
-
-def _rows(t: Optional[Tensor], starts: Sequence[int]) -> ctypes.Array:
-    # pointers to rows `starts` of t (all NULL when t is None)
-    return (ctypes.c_void_p * max(len(starts), 1))(
-        *[None if t is None else _row(t, s, t.stride(0)) for s in starts])
 
 
 def direct_read(k: Tensor, v: Tensor, q: Tensor, keys: Groups,
