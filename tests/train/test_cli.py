@@ -265,3 +265,14 @@ def test_fit_can_be_skipped(root, tmp_path, capsys):
     with pytest.raises(SystemExit):
         run_cli(root, tmp_path, '--model', 'gin', '--fit-molecules', '-1')
     assert "'--fit-molecules' must be at least 0" in capsys.readouterr().err
+
+
+def test_results_table_shows_the_fit_beside_the_logged_loss(root, tmp_path):
+    summaries = run_cli(root, tmp_path, '--dataset', 'ogbg-molesol',
+                        '--model', 'gin', '--seed', '0,1')
+    table = (tmp_path / 'results.md').read_text().splitlines()
+    assert table[0].split(' | ')[3:5] == ['final train loss', 'fitted loss']
+    [row] = [line for line in table if line.startswith('| gin |')]
+    fitted = [s['fitted_loss'] for s in summaries]
+    mean = sum(fitted) / 2
+    assert row.split(' | ')[4].startswith(f'{mean:.4f} ± ')

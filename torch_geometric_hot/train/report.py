@@ -55,29 +55,37 @@ def runs_like(folder: str, summaries: List[Dict],
     return sorted(runs, key=lambda s: (order.index(s['model']), s['seed']))
 
 
+def _fitted(runs: List[Dict]) -> str:
+    values = [r['fitted_loss'] for r in runs
+              if r.get('fitted_loss') is not None]
+    return _mean_std(values) if values else ''
+
+
 def results_table(summaries: List[Dict]) -> str:
     r"""A Markdown table: per model, the test metric at the best validation
     epoch (mean ± sample standard deviation over seeds), the validation
-    metric, the training loss of the last epoch, epochs, parameters, seconds
-    per epoch and peak memory; and the mean predictor's test metric."""
+    metric, the training loss of the last epoch (logged in training mode),
+    the fitted loss (the last weights in evaluation mode on training
+    molecules; empty where not measured), epochs, parameters, seconds per
+    epoch and peak memory; and the mean predictor's test metric."""
     if not summaries:
         return '(no runs)'
     metric = summaries[0]['metric']
     lines = [f'| model | test {metric} | valid {metric} | final train loss '
-             f'| seeds | epochs | parameters | s / epoch | peak MB |',
-             '|---|---|---|---|---|---|---|---|---|']
+             f'| fitted loss | seeds | epochs | parameters | s / epoch '
+             f'| peak MB |', '|---' * 10 + '|']
     for model, runs in by_model(summaries).items():
         lines.append(
             f"| {model} | {_mean_std([r['test'] for r in runs])} | "
             f"{_mean_std([r['valid'] for r in runs])} | "
             f"{_mean_std([r.get('final_loss', math.nan) for r in runs])} | "
-            f"{len(runs)} | "
+            f"{_fitted(runs)} | {len(runs)} | "
             f"{runs[0]['epochs']} | {runs[0]['parameters']:,} | "
             f"{sum(r['seconds_per_epoch'] for r in runs) / len(runs):.1f} | "
             f"{max(r['peak_mb'] for r in runs):.0f} |")
     lines.append(f"| predict the training mean | "
                  f"{summaries[0]['mean_predictor_test']:.4f} | | | | | | | "
-                 f"|")
+                 f"| |")
     return '\n'.join(lines)
 
 
