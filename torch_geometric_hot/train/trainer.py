@@ -377,11 +377,7 @@ class Run:
         where that is 0. The logged loss is the mean over an epoch's steps
         in training mode, where every batch norm normalises by the batch's
         own statistics and dropout is on."""
-        if not self.args.fit_molecules:
-            return None
-        result = self.evaluate('fit')
-        return {'loss': result['loss'], 'metric': result['metric'],
-                'count': result['count']}
+        return self.evaluate('fit') if self.args.fit_molecules else None
 
     # ------------------------------------------------------------------
     def _is_better(self, value: float, best: Optional[float]) -> bool:
