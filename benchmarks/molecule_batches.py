@@ -319,7 +319,7 @@ class Runner:
         checks off: the batch's planning pass ran them, see
         :class:`~torch_geometric_hot.data.PlannedLoader`)."""
         from torch_geometric_hot.data import real_graphs
-        from torch_geometric_hot.ops.validation import validation
+        from torch_geometric_hot.validation import validation
         self.model.train()
         with validation(False), self.layout():
             out = real_graphs(self.model(batch), batch)
@@ -332,7 +332,7 @@ class Runner:
         self.optimizer.step()
 
     def infer_step(self, batch) -> None:
-        from torch_geometric_hot.ops.validation import validation
+        from torch_geometric_hot.validation import validation
         self.model.eval()
         with torch.inference_mode(), validation(False), self.layout():
             self.model(batch)

@@ -102,7 +102,7 @@ def measure(args: argparse.Namespace, name: str) -> Dict:
         torch.set_num_threads(args.threads)
     run = _command_args(args, name)
     if run.size_limit is not None:  # as the command applies it
-        from torch_geometric_hot.ops import set_size_limit
+        from torch_geometric_hot.validation import set_size_limit
         set_size_limit(run.size_limit)
     device = torch.device(args.device)
     spec = configured(run.model[0], settings(run, 0, 1))

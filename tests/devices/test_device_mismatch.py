@@ -7,7 +7,7 @@ import torch
 
 from torch_geometric_hot.data import PairView
 from torch_geometric_hot.nn import HOTConv2to2, HOTNodeConv, TokenGTEncoder
-from torch_geometric_hot.ops import validation
+from torch_geometric_hot.validation import validation
 from torch_geometric_hot.testing import attach_order_inputs, random_graph
 
 

@@ -10,7 +10,7 @@ import molecule_batches  # noqa: E402
 
 from torch_geometric_hot.data import (ModelPlanner, PadToBuckets,  # noqa
                                       PlannedLoader, real_graphs)
-from torch_geometric_hot.ops.validation import validation  # noqa: E402
+from torch_geometric_hot.validation import validation  # noqa: E402
 from torch_geometric_hot.testing import cuda_layout  # noqa: E402
 
 MODELS = ['hot_kernel', 'hot_softmax', 'tokengt_softmax', 'invariant_mlp']

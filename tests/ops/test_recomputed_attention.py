@@ -13,7 +13,7 @@ from torch_geometric_hot.ops.grouped_softmax_attention import \
     grouped_softmax_attention, softmax_groups
 from torch_geometric_hot.ops.higher_order_attention import attention_index
 from torch_geometric_hot.ops.native import available, use_native
-from torch_geometric_hot.ops.validation import SizeLimitError, size_limit
+from torch_geometric_hot.validation import SizeLimitError, size_limit
 from torch_geometric_hot.testing import class_cases, edge_case_batch
 
 OPS = torch.ops.torch_geometric_hot

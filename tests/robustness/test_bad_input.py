@@ -15,16 +15,17 @@ from torch_geometric_hot.nn import (HOTConv, HOTLayer, SimplexIndexer,
                                     SimplicialAttention, TokenGTEncoder,
                                     TokenGTEmbedding, TokenGTLayer,
                                     TokenSelfAttention)
-from torch_geometric_hot.ops import (SizeLimitError, current_size_limit,
-                                     native, size_limit, use_backend,
-                                     validating, validation)
+from torch_geometric_hot.ops import native, use_backend
+from torch_geometric_hot.validation import (SizeLimitError,
+                                            current_size_limit, size_limit,
+                                            validating, validation)
 from torch_geometric_hot.ops import (higher_order_attention, size_buckets,
                                      softmax_class_attention)
 from torch_geometric_hot.ops.attention.hot import \
     global_softmax_class_attention
 from torch_geometric_hot.ops.basis import basis
 from torch_geometric_hot.ops.scatter import current_backend
-from torch_geometric_hot.ops.validation import check_features, \
+from torch_geometric_hot.validation import check_features, \
     on_checked_features
 from torch_geometric_hot.testing import (attach_order_inputs,
                                          global_class_cases, random_graph)

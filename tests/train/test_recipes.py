@@ -81,9 +81,10 @@ def test_presets_set_every_value_and_options_given_override_them():
 
 def test_size_limit_option_is_applied_and_presets_raise_it(
         root, monkeypatch):
-    from torch_geometric_hot.ops import (SizeLimitError, current_size_limit,
-                                         set_size_limit)
-    from torch_geometric_hot.ops.validation import DEFAULT_SIZE_LIMIT
+    from torch_geometric_hot.validation import (DEFAULT_SIZE_LIMIT,
+                                                SizeLimitError,
+                                                current_size_limit,
+                                                set_size_limit)
     assert parse_args([]).size_limit is None
     for name in ('tokengt-lap', 'hot-pcqm4m'):  # a batch of 1,024 at 768
         assert parse_args(['--preset', name]).size_limit >= 4 * 10**8

@@ -7,7 +7,7 @@ from typing import Callable, Optional, Sequence
 import torch
 from torch import Tensor
 
-from torch_geometric_hot.ops.validation import check_batch, check_features
+from torch_geometric_hot.validation import check_batch, check_features
 
 NORMS = ('fro', '1,inf')
 Forward = Callable[[torch.nn.Module, Tensor], Tensor]

@@ -6,7 +6,7 @@ from torch import Tensor
 
 from torch_geometric_hot.ops.plan_cache import PlanCache
 from torch_geometric_hot.ops.scatter import segment_counts
-from torch_geometric_hot.ops.validation import check_batch
+from torch_geometric_hot.validation import check_batch
 
 
 class NodeView(PlanCache):

@@ -16,10 +16,10 @@ from torch import Tensor
 
 from torch_geometric_hot.ops.plan_cache import PlanCache
 from torch_geometric_hot.ops.scatter import scatter_sum, segment_counts
-from torch_geometric_hot.ops.validation import (check_batch, check_device,
-                                                check_edge_index, check_rows,
-                                                check_within_graphs,
-                                                validating)
+from torch_geometric_hot.validation import (check_batch, check_device,
+                                            check_edge_index, check_rows,
+                                            check_within_graphs,
+                                            validating)
 
 
 def build_pair_index(edge_index: Tensor,

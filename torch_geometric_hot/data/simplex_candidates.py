@@ -2,9 +2,9 @@ r"""Candidate tuples :obj:`simplex_index [N+1, T]` for N-simplicial
 attention (row 0 the query), built per graph of a batch and never across
 graphs. Every generator is vectorised (no Python loop over nodes or graphs)
 and returns tuples sorted by query. Each counts its tuples first and raises
-:class:`~torch_geometric_hot.ops.validation.SizeLimitError` when they
+:class:`~torch_geometric_hot.validation.SizeLimitError` when they
 exceed the size limit
-(:func:`~torch_geometric_hot.ops.validation.size_limit`).
+(:func:`~torch_geometric_hot.validation.size_limit`).
 
 * :func:`dense_simplices`: all :math:`n_g^{N+1}` tuples of each graph
   (repeats allowed, as in the paper's dense form);
@@ -22,8 +22,8 @@ import torch
 from torch import Tensor
 
 from torch_geometric_hot.ops.scatter import scatter_sum, segment_counts
-from torch_geometric_hot.ops.validation import (check_batch, check_size,
-                                                validating)
+from torch_geometric_hot.validation import (check_batch, check_size,
+                                            validating)
 
 
 def _check_order(order: int) -> None:

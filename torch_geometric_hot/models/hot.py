@@ -13,7 +13,7 @@ from torch_geometric_hot.data import (PairView, resolve_adjacency,
                                       resolve_node_view, resolve_pair_view)
 from torch_geometric_hot.nn.hot_layer import HOTLayer, norm_layer
 from torch_geometric_hot.nn.pair_encoder import PairEncoder
-from torch_geometric_hot.ops.validation import check_features, \
+from torch_geometric_hot.validation import check_features, \
     on_checked_features
 
 

@@ -15,7 +15,7 @@ from torch_geometric_hot.nn.hybrid_gps_conv import HybridGPSConv
 from torch_geometric_hot.nn.token_node_attention import TokenNodeAttention
 from torch_geometric_hot.ops.node_identifiers import \
     batched_laplacian_node_ids
-from torch_geometric_hot.ops.validation import check_batch
+from torch_geometric_hot.validation import check_batch
 
 GLOBAL_BLOCKS = ('hot', 'tokengt')
 TASKS = ('graph', 'node')

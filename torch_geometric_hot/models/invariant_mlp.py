@@ -8,7 +8,7 @@ from torch_geometric_hot.data import (PairView, resolve_adjacency,
                                       resolve_pair_view)
 from torch_geometric_hot.nn.equivariant_linear import EquivariantLinear
 from torch_geometric_hot.nn.pair_encoder import PairEncoder
-from torch_geometric_hot.ops.validation import check_features, \
+from torch_geometric_hot.validation import check_features, \
     on_checked_features
 
 

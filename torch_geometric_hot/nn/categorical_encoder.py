@@ -3,7 +3,7 @@ from typing import Sequence
 import torch
 from torch import Tensor
 
-from torch_geometric_hot.ops.validation import validating
+from torch_geometric_hot.validation import validating
 
 
 class CategoricalEncoder(torch.nn.Module):

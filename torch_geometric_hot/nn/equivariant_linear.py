@@ -13,7 +13,7 @@ from torch_geometric_hot.ops.equivariant import assemble_parts, \
 from torch_geometric_hot.ops.pair_light_linear import LIGHT_PAIR_CLASSES, \
     pair_light_linear
 from torch_geometric_hot.ops.row_selection import select_rows
-from torch_geometric_hot.ops.validation import check_features
+from torch_geometric_hot.validation import check_features
 
 NORMALIZATIONS = ('sum', 'mean')
 

@@ -7,7 +7,7 @@ from torch import Tensor
 from torch.nn import Linear
 
 from torch_geometric_hot.ops.scatter import segment_counts
-from torch_geometric_hot.ops.validation import check_batch, check_features
+from torch_geometric_hot.validation import check_batch, check_features
 
 GATES = ('sigmoid', 'identity')
 

@@ -14,7 +14,7 @@ from torch_geometric_hot.ops.feature_maps import KERNELS, FeatureMap
 from torch_geometric_hot.ops.attention.hot import SIZE_SCALERS, \
     ValueProjection, hot_class_attention
 from torch_geometric_hot.ops.row_selection import select_rows
-from torch_geometric_hot.ops.validation import check_features
+from torch_geometric_hot.validation import check_features
 
 ATTENTIONS = ('softmax', 'kernel')
 Attention = Dict[str, Tuple[Tensor, Tensor]]

@@ -5,7 +5,7 @@ from torch import Tensor
 
 from torch_geometric_hot.nn.equivariant_linear import EquivariantLinear
 from torch_geometric_hot.nn.hot_conv import HOTConv
-from torch_geometric_hot.ops.validation import check_features, \
+from torch_geometric_hot.validation import check_features, \
     on_checked_features
 
 NORMS = ('layer', 'batch')

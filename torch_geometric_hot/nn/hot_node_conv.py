@@ -8,7 +8,7 @@ from torch_geometric.typing import Adj
 from torch_geometric_hot.data import (PairView, resolve_adjacency,
                                       resolve_pair_view)
 from torch_geometric_hot.nn.hot_conv import HOTConv
-from torch_geometric_hot.ops.validation import check_device
+from torch_geometric_hot.validation import check_device
 
 
 class HOTNodeConv(torch.nn.Module):

@@ -9,7 +9,7 @@ from torch_geometric_hot.data.simplex_candidates import (csr, topk_pairs,
                                                          walk_simplices)
 from torch_geometric_hot.ops.simplicial_attention import (
     indexer_dense_scores, indexer_pair_scores)
-from torch_geometric_hot.ops.validation import check_batch, check_features
+from torch_geometric_hot.validation import check_batch, check_features
 
 
 class SimplexIndexer(torch.nn.Module):

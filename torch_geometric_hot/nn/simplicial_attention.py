@@ -15,10 +15,10 @@ from torch_geometric_hot.ops.rope import apply_rotary
 from torch_geometric_hot.ops.simplicial_attention import (
     FORMS, check_simplex_index, indexer_distillation_loss,
     simplicial_attention)
-from torch_geometric_hot.ops.validation import (check_batch,
-                                                check_edge_index,
-                                                check_features, check_rows,
-                                                check_within_graphs)
+from torch_geometric_hot.validation import (check_batch,
+                                            check_edge_index,
+                                            check_features, check_rows,
+                                            check_within_graphs)
 
 CANDIDATES = ('dense', 'neighbours', 'walks', 'indexer')
 INDEXER_LOSSES = (None, 'kl', 'mse')

@@ -10,7 +10,7 @@ from torch_geometric_hot.ops.token_attention import (
     TokenLayout, grouped_linear_attention, per_graph_softmax_attention)
 from torch_geometric_hot.ops.scatter import scatter_sum
 from torch_geometric_hot.ops.softmax import grouped_softmax
-from torch_geometric_hot.ops.validation import check_batch, check_features
+from torch_geometric_hot.validation import check_batch, check_features
 
 ATTENTIONS = ('softmax', 'performer')
 

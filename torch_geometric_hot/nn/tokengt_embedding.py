@@ -8,11 +8,11 @@ from torch import Tensor
 from torch.nn import Embedding, Linear, ModuleList, Parameter
 
 from torch_geometric_hot.ops.equality_patterns import bell, equality_pattern
-from torch_geometric_hot.ops.validation import (check_batch, check_device,
-                                                check_edge_index,
-                                                check_features,
-                                                check_within_graphs,
-                                                validating)
+from torch_geometric_hot.validation import (check_batch, check_device,
+                                            check_edge_index,
+                                            check_features,
+                                            check_within_graphs,
+                                            validating)
 from torch_geometric_hot.ops.node_identifiers import (
     batched_laplacian_node_ids, check_dim, orthogonal_node_ids,
     random_node_ids)

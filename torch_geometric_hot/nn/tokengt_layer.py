@@ -8,7 +8,7 @@ from torch.nn import LayerNorm, Linear
 
 from torch_geometric_hot.nn.token_self_attention import TokenSelfAttention
 from torch_geometric_hot.ops.token_attention import TokenLayout
-from torch_geometric_hot.ops.validation import check_batch, check_features
+from torch_geometric_hot.validation import check_batch, check_features
 
 
 def drop_path(x: Tensor, p: float, training: bool, token_batch: Tensor,

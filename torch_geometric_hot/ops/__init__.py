@@ -48,16 +48,6 @@ __all__ += [
     'simplicial_attention', 'simplicial_logits', 'multilinear_logits',
     'determinant_logits', 'indexer_distillation_loss', 'apply_rotary'
 ]
-from torch_geometric_hot.ops.validation import (SizeLimitError,
-                                                current_size_limit,
-                                                on_checked_features,
-                                                set_size_limit, size_limit,
-                                                validating, validation)
-
-__all__ += [
-    'SizeLimitError', 'current_size_limit', 'on_checked_features',
-    'set_size_limit', 'size_limit', 'validating', 'validation'
-]
 # registers the custom operators' flop counts with FlopCounterMode
 from torch_geometric_hot.ops import flop_counts  # noqa: E402
 

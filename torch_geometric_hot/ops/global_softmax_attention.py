@@ -17,7 +17,7 @@ from torch_geometric_hot.ops.recomputed_attention import \
     recomputed_attention
 from torch_geometric_hot.ops.size_buckets import BucketLayout, \
     bucket_layout, padded_blocks
-from torch_geometric_hot.ops.validation import check_size
+from torch_geometric_hot.validation import check_size
 
 #: Largest number of mask entries (graphs x query block x keys) per block.
 BLOCK_ELEMENTS = 1 << 22

@@ -20,7 +20,7 @@ from torch_geometric_hot.ops.native import Groups, SoftmaxGroups
 from torch_geometric_hot.ops.scatter import group_pairs, scatter_sum
 from torch_geometric_hot.ops.softmax import check_pairs, \
     pair_softmax_attention
-from torch_geometric_hot.ops.validation import check_device, validating
+from torch_geometric_hot.validation import check_device, validating
 
 #: A seed of dropout: an integer, or a CPU tensor of one.
 Seed = Union[int, Tensor]

@@ -24,8 +24,8 @@ import torch
 from torch import Tensor
 
 from torch_geometric_hot.ops.size_buckets import token_positions
-from torch_geometric_hot.ops.validation import (check_batch, check_edge_index,
-                                                check_size, validating)
+from torch_geometric_hot.validation import (check_batch, check_edge_index,
+                                            check_size, validating)
 
 Sizes = Union[int, Sequence[int], Tensor]
 
@@ -199,8 +199,8 @@ def batched_laplacian_node_ids(edge_index: Tensor, batch: Tensor,
 
     Costs :math:`O(\sum_g n_g^3)` time and :math:`O(c\, n^2)` memory per
     group of :math:`c` graphs of :math:`n` nodes, guarded by the size
-    limit (:func:`~torch_geometric_hot.ops.size_limit`): meant for batches
-    of small graphs; large graphs are better served by
+    limit (:func:`~torch_geometric_hot.validation.size_limit`): meant for
+    batches of small graphs; large graphs are better served by
     :class:`~torch_geometric_hot.transforms.AddLaplacianNodeId` at
     data-processing time.
 

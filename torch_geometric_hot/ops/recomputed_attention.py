@@ -18,7 +18,7 @@ from torch import Tensor
 from torch_geometric_hot.ops import native
 from torch_geometric_hot.ops.grouped_softmax_attention import \
     grouped_softmax_attention, grouped_softmax_gradients, softmax_groups
-from torch_geometric_hot.ops.validation import size_limit
+from torch_geometric_hot.validation import size_limit
 
 _NO_LIMIT = 2**63 - 1
 

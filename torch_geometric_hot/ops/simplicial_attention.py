@@ -38,7 +38,7 @@ from torch_geometric.utils import to_dense_batch
 from torch_geometric_hot.ops.scatter import scatter_sum, segment_counts
 from torch_geometric_hot.ops.softmax import grouped_log_softmax, \
     grouped_softmax
-from torch_geometric_hot.ops.validation import check_size, validating
+from torch_geometric_hot.validation import check_size, validating
 
 FORMS = ('multilinear', 'determinant')
 # Elements of a chunk's [chunk, H, d] temporaries when chunk_size is None.
@@ -301,7 +301,7 @@ def indexer_dense_scores(query: Tensor, key: Tensor, weight: Tensor,
         :obj:`(scores [B, L, L], mask [B, L])`, :math:`L` the largest graph
         size; :math:`O(B L^2 H_I d_I)` time, :math:`B H_I L^2` elements
         checked against the size limit
-        (:func:`~torch_geometric_hot.ops.validation.size_limit`).
+        (:func:`~torch_geometric_hot.validation.size_limit`).
     """
     heads, dim = query.shape[1:]
     if batch.numel():

@@ -8,7 +8,7 @@ from typing import Callable, Optional, Tuple, Union
 from torch import Tensor
 
 from torch_geometric_hot.ops.scatter import scatter_max, scatter_sum
-from torch_geometric_hot.ops.validation import check_size
+from torch_geometric_hot.validation import check_size
 
 
 def _shifted(logits: Tensor, group: Tensor, num_groups: int

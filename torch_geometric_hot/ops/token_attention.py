@@ -33,7 +33,7 @@ from torch_geometric_hot.ops.native import SoftmaxGroups
 from torch_geometric_hot.ops.plan_cache import making_plans_only
 from torch_geometric_hot.ops.size_buckets import BucketLayout, \
     bucket_layout, squares
-from torch_geometric_hot.ops.validation import check_size
+from torch_geometric_hot.validation import check_size
 
 
 TokenLayout = Union[BucketLayout, SoftmaxGroups]

@@ -245,7 +245,7 @@ def build_parser() -> argparse.ArgumentParser:
                      "aot_eager to debug) (default: %(default)s)")
     run.add_argument('--size-limit', type=_positive, default=None,
                      help='elements a size-guarded layer may allocate '
-                     '(torch_geometric_hot.ops.set_size_limit; a guard '
+                     '(torch_geometric_hot.validation.set_size_limit; a guard '
                      'against quadratic blow-ups, sized for small batches '
                      'by default; the presets raise it for their paper '
                      'batch) (default: the library\'s, 10^8)')
@@ -363,7 +363,7 @@ def main(argv: Optional[List[str]] = None) -> List[Dict]:
     if args.threads is not None:
         torch.set_num_threads(args.threads)
     if args.size_limit is not None:
-        from torch_geometric_hot.ops import set_size_limit
+        from torch_geometric_hot.validation import set_size_limit
         set_size_limit(args.size_limit)
         # the loader's worker processes plan batches under the same limit
         os.environ['TORCH_GEOMETRIC_HOT_SIZE_LIMIT'] = str(args.size_limit)

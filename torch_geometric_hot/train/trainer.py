@@ -27,7 +27,7 @@ from torch_geometric_hot.datasets.atomic_files import written_atomically
 from torch_geometric_hot.train import checkpoint, compiled, recipes
 from torch_geometric_hot.train.distributed import (Context, agree, barrier,
                                                    gather, sync_buffers)
-from torch_geometric_hot.ops.validation import validation
+from torch_geometric_hot.validation import validation
 from torch_geometric_hot.train.zoo import (HEADS, ModelSpec, Settings,
                                            SpecCall, configured,
                                            planning_settings, plans_batches,

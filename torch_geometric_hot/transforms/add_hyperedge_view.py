@@ -7,8 +7,8 @@ from torch_geometric.data.datapipes import functional_transform
 from torch_geometric.transforms import BaseTransform
 
 from torch_geometric_hot.data.pair_view import check_edge_index
-from torch_geometric_hot.ops.validation import (check_size,
-                                                current_size_limit)
+from torch_geometric_hot.validation import (check_size,
+                                            current_size_limit)
 from torch_geometric_hot.transforms.data_device import data_device, \
     edge_index_or_empty
 
@@ -16,7 +16,7 @@ from torch_geometric_hot.transforms.data_device import data_device, \
 def k_cliques(edge_index: torch.Tensor, num_nodes: int,
               k: int) -> Set[Tuple[int, ...]]:
     r"""All k-cliques of the undirected graph, as sorted node tuples;
-    raises :class:`~torch_geometric_hot.ops.validation.SizeLimitError`
+    raises :class:`~torch_geometric_hot.validation.SizeLimitError`
     as soon as their :math:`k` nodes each exceed the size limit."""
     most = current_size_limit() // k  # the cliques the limit allows
     neighbours = [set() for _ in range(num_nodes)]

@@ -35,6 +35,11 @@ from typing import Callable, Iterator, Optional, Tuple, TypeVar
 import torch
 from torch import Tensor
 
+__all__ = [
+    'SizeLimitError', 'current_size_limit', 'on_checked_features',
+    'set_size_limit', 'size_limit', 'validating', 'validation'
+]
+
 INTEGER_DTYPES = (torch.long, torch.int, torch.int16, torch.uint8,
                   torch.int8)
 #: Elements a size-guarded transform or layer may allocate by default.
@@ -131,9 +136,10 @@ def check_size(elements: int, what: str) -> None:
         raise SizeLimitError(
             f"{what} would allocate {elements:,} elements, above the size "
             f"limit of {limit:,}; raise it with "
-            f"'with torch_geometric_hot.ops.size_limit(n):' or "
-            f"torch_geometric_hot.ops.set_size_limit(n) (or the environment "
-            f"variable TORCH_GEOMETRIC_HOT_SIZE_LIMIT), or use sparser "
+            f"'with torch_geometric_hot.validation.size_limit(n):' or "
+            f"torch_geometric_hot.validation.set_size_limit(n) (or the "
+            f"environment variable TORCH_GEOMETRIC_HOT_SIZE_LIMIT), or use "
+            f"sparser "
             f"candidates")
 
 
