@@ -5,16 +5,21 @@ from torch_geometric_hot.data import PairView
 from torch_geometric_hot.data.targets import resolve_targets
 import torch_geometric_hot.ops.global_softmax_attention as module
 from torch_geometric_hot.ops import size_buckets, softmax_class_attention
-from torch_geometric_hot.ops.attention.hot import \
-    global_softmax_class_attention
 from torch_geometric_hot.ops.basis import basis
 from torch_geometric_hot.ops.global_softmax_attention import \
-    global_buckets
+    global_block_attention, global_buckets
+from torch_geometric_hot.ops.higher_order_attention import attention_index
 from torch_geometric_hot.testing import edge_case_batch, \
     global_class_cases, skewed_batch
 
 ORDERS = [(2, 2), (2, 1), (2, 0), (1, 1), (1, 0), (1, 2)]
 H, D = 2, 3
+
+
+def global_softmax_class_attention(cls, target, view, in_order, q, k, v):
+    # the padded path of one global class, from the class's index tensors
+    return global_block_attention(
+        q, k, v, *attention_index(cls, target, view, in_order))
 
 
 @pytest.mark.parametrize('orders', ORDERS)
@@ -59,17 +64,6 @@ def test_empty_group_outputs_zero_and_small_query_blocks(monkeypatch):
     torch.testing.assert_close(
         global_softmax_class_attention(cls, targets['diag'], view, 2, q, k,
                                        v), out)
-
-
-def test_rejects_local_class():
-    data = edge_case_batch(2)
-    view = PairView.from_data(data)
-    view, targets = resolve_targets(data.pair_x, view, 2, 2)
-    cls = next(c for c in basis(2, 2) if c.kind == 'local')
-    x = torch.zeros(data.pair_x.size(0), H, D)
-    with pytest.raises(ValueError, match='not global'):
-        global_softmax_class_attention(cls, targets[cls.part], view, 2,
-                                       x[:targets[cls.part].num_rows], x, x)
 
 
 def outputs_and_grads(fn, q, k, v, seed=0):
@@ -125,6 +119,7 @@ def test_rule_keeps_one_block_for_graphs_of_one_size():
     graph = torch.repeat_interleave(torch.arange(7), lengths)
     buckets = global_buckets(graph, graph, 7)
     assert buckets.counts == [1, 2, 3, 1]  # by queries + keys
-    assert [buckets.bucket_lengths('key', b).tolist()
-            for b in range(4)] == \
+    key_lengths = buckets.lengths['key'][0][buckets.order]
+    assert [key_lengths[start:end].tolist() for start, end in
+            zip(buckets.bounds[:-1], buckets.bounds[1:])] == \
         [[40], [3, 3], [2, 2, 2], [1]]

@@ -21,8 +21,8 @@ from torch_geometric_hot.validation import (SizeLimitError,
                                             validating, validation)
 from torch_geometric_hot.ops import (higher_order_attention, size_buckets,
                                      softmax_class_attention)
-from torch_geometric_hot.ops.attention.hot import \
-    global_softmax_class_attention
+from torch_geometric_hot.ops.global_softmax_attention import \
+    global_block_attention
 from torch_geometric_hot.ops.basis import basis
 from torch_geometric_hot.ops.scatter import current_backend
 from torch_geometric_hot.validation import check_features, \
@@ -348,8 +348,9 @@ def test_size_limit_guards_global_softmax_blocks(layout, monkeypatch):
     cls, target, view, q, k, v = next(global_class_cases(data, 2, 2, 2, 3))
 
     def attend():
-        return global_softmax_class_attention(
-            cls, target, view, 2, q, k, v)
+        return global_block_attention(
+            q, k, v, *higher_order_attention.attention_index(
+                cls, target, view, 2))
 
     expected = attend()
     assert 'slots' in built

@@ -54,13 +54,23 @@ def global_block_attention(q: Tensor, k: Tensor, v: Tensor,
                            seed: Optional[Tensor] = None,
                            layout: Optional[BucketLayout] = None,
                            scale: Optional[float] = 1.0) -> Tensor:
-    r"""The attention of :func:`~torch_geometric_hot.ops.attention.hot.\
-    global_softmax_class_attention` from index
-    tensors: the graph of every query row :obj:`[rows]`, the graph and the
-    input row of every key :obj:`[K]`, and the exclusions as ids (see
+    r"""Exact softmax attention of one global class,
+
+    .. math::
+        o_q = \sum_{k \in \mathcal{G}(q)}
+        \mathrm{softmax}_{k \in \mathcal{G}(q)}(q^\top k)\, v_k,
+        \qquad \mathcal{G}(q) = \{\text{keys of } q\text{'s graph}\}
+        \setminus X(q),
+
+    from index tensors: the graph of every query row :obj:`[rows]`, the
+    graph and the input row of every key :obj:`[K]`, and the exclusions
+    :math:`X(q)` as ids (see
     :func:`~torch_geometric_hot.ops.higher_order_attention.exclusion_ids`),
     on the blocks of :func:`global_buckets`, one chunk of queries at a time
-    (at most ``BLOCK_ELEMENTS`` mask entries). With dropout the weights are
+    (at most ``BLOCK_ELEMENTS`` mask entries). Every key block ends with an
+    all-zero key that a query attends to only when its group is empty, so
+    such a query outputs exactly 0 (no :math:`0/0`, finite gradients).
+    With dropout the weights are
     computed explicitly and multiplied by
     :func:`~torch_geometric_hot.ops.attention.dropout.keep_factors` of
     :obj:`seed` (:obj:`None`: drawn). Self-attention without exclusions

@@ -156,11 +156,6 @@ class BucketLayout(NamedTuple):
         return [end - start
                 for start, end in zip(self.bounds[:-1], self.bounds[1:])]
 
-    def bucket_lengths(self, kind: str, bucket: int) -> Tensor:
-        r"""Rows of :obj:`kind` of every graph of :obj:`bucket`."""
-        start, end = self.bounds[bucket], self.bounds[bucket + 1]
-        return self.lengths[kind][0][self.order[start:end]]
-
     def blocks(self, x: Tensor, kind: str) -> List[Tensor]:
         r"""Slots :obj:`[S, *]` of :obj:`kind` as one block
         :obj:`[counts[b], widths[b], *]` per bucket (views)."""
