@@ -9,11 +9,9 @@ from torch_geometric_hot.data.targets import resolve_targets
 from torch_geometric_hot.nn.equivariant_linear import EquivariantLinear
 from torch_geometric_hot.ops.basis import group_by_part, output_parts, \
     select_classes
-from torch_geometric_hot.ops.equivariant import assemble_parts
 from torch_geometric_hot.ops.feature_maps import KERNELS, FeatureMap
 from torch_geometric_hot.ops.attention.hot import SIZE_SCALERS, \
-    ValueProjection, hot_class_attention
-from torch_geometric_hot.ops.row_selection import select_rows
+    ValueProjection, hot_class_attention, project_outputs
 from torch_geometric_hot.validation import check_features
 
 ATTENTIONS = ('softmax', 'kernel')
@@ -210,30 +208,19 @@ class HOTConv(torch.nn.Module):
             key_graph = view.entry_batch if self.in_order == 2 else view.batch
             keys = self.feature_map(keys, False, key_graph, view.num_graphs)
 
-        parts = {}
         weights: Optional[Attention] = {} if return_attention_weights \
             else None
         values = ValueProjection(x, self.lin_value.weight, H, D)
+        parts = list(targets.values())
+        slots = [self._part_index.get(name, []) for name in targets]
         outs = hot_class_attention(
-            self.attention, list(targets.values()),
-            [self._by_part.get(name, []) for name in targets],
-            [self._part_index.get(name, []) for name in targets], view,
+            self.attention, parts,
+            [self._by_part.get(name, []) for name in targets], slots, view,
             self.in_order, self.out_order, queries, keys, values,
             self.exact_exclusion, self.dropout if self.training else 0.0,
             weights, size_scaler=self.size_scaler)
-        for p, (name, target) in enumerate(targets.items()):
-            index = self._part_index.get(name, [])
-            if outs[p] is not None:  # one product with the projections
-                out = outs[p].reshape(target.num_rows,
-                                      len(index) * H * D) @ \
-                    select_rows(self.lin_out, index).reshape(
-                        len(index) * H * D, -1)
-            else:
-                out = x.new_zeros(target.num_rows, self.out_channels)
-            if self.bias is not None:
-                out = out + self.bias[p]
-            parts[name] = out
-        out = assemble_parts(parts, view)
+        out = project_outputs(outs, parts, slots, self.lin_out, self.bias,
+                              view)
         if self.lin_light is not None:
             out = out + self.lin_light(x, view, hyperedge_index)
         return (out, weights) if return_attention_weights else out

@@ -11,8 +11,8 @@ from torch_geometric_hot.ops.attention import dispatch
 from torch_geometric_hot.ops.attention.dropout import class_seed, \
     draw_seed, drop_outputs
 from torch_geometric_hot.ops.basis import EquivariantClass
-from torch_geometric_hot.ops.equivariant import Target, class_counts, \
-    summary_counts
+from torch_geometric_hot.ops.equivariant import Target, assemble_parts, \
+    class_counts, summary_counts
 from torch_geometric_hot.ops.global_softmax_attention import \
     global_block_attention, global_class_softmax
 from torch_geometric_hot.ops.grouped_class_attention import \
@@ -24,8 +24,10 @@ from torch_geometric_hot.ops.packed_class_attention import \
     packed_class_attention
 from torch_geometric_hot.ops.pooled_combination import ValueProjection
 from torch_geometric_hot.ops.plan_cache import is_planned, view_plan
+from torch_geometric_hot.ops.row_selection import select_rows
 
-__all__ = ['hot_class_attention', 'ValueProjection', 'SIZE_SCALERS']
+__all__ = ['hot_class_attention', 'project_outputs', 'ValueProjection',
+           'SIZE_SCALERS']
 
 #: The functions :math:`s(c)` of a key group's size that
 #: :func:`hot_class_attention` may multiply a class's output by.
@@ -182,3 +184,45 @@ def _softmax_class(path: str, cls: EquivariantClass, target: Target, view,
     operator = global_class_softmax if cls.kind == 'global' else \
         local_class_softmax
     return operator(*args, seed)
+
+
+def project_outputs(outs: Sequence[Optional[Tensor]],
+                    targets: Sequence[Target], slots: Sequence[Sequence[int]],
+                    weight: Tensor, bias: Optional[Tensor], view) -> Tensor:
+    r"""The layer's output from the outputs of :func:`hot_class_attention`:
+    each part's class outputs times their output projections,
+
+    .. math::
+        \mathbf{Y}_{\mathbf{j}} = \sum_{\mu} \sum_{h=1}^{H}
+        \mathbf{o}^{h,\mu}_{\mathbf{j}} \mathbf{W}^{O}_{h,\mu}
+        + \mathbf{b}_{\text{part}},
+
+    in one product per part, the parts then assembled into the output rows
+    (pair entries in entry order).
+
+    Args:
+        outs (list): Per part, :obj:`[rows, classes, H, d_v]` or
+            :obj:`None` (a part without classes: its bias only).
+        targets (list): The output parts.
+        slots (list): Per part, per class, its value slot (its row of
+            :obj:`weight`).
+        weight (torch.Tensor): The output projections
+            :obj:`[classes, H * d_v, F_out]`.
+        bias (torch.Tensor, optional): Per part, its bias
+            :obj:`[parts, F_out]`.
+        view: Index bundle.
+
+    :rtype: :class:`torch.Tensor` :obj:`[elements, F_out]`
+    """
+    dtype = next((out.dtype for out in outs if out is not None),
+                 weight.dtype)
+    parts = {}
+    for p, (out, target) in enumerate(zip(outs, targets)):
+        if out is None:
+            y = weight.new_zeros(target.num_rows, weight.size(-1),
+                                 dtype=dtype)
+        else:
+            projection = select_rows(weight, slots[p]).flatten(0, 1)
+            y = out.reshape(target.num_rows, projection.size(0)) @ projection
+        parts[target.part] = y if bias is None else y + bias[p]
+    return assemble_parts(parts, view)
