@@ -129,13 +129,28 @@ def hot_class_attention(attention: str, targets: Sequence[Target],
             results = [drop_outputs(out, [class_seed(seed, slot)
                                           for slot in part], dropout)
                        for out, part in zip(results, part_slots)]
-    else:
+    else:  # class by class
         v = values.values().unbind(1)  # one backward for all classes
-        results = [torch.stack([
-            _softmax_class(chosen, cls, targets[p], view, in_order,
-                           queries[rows[p]], keys, v[slot], dropout, weights,
-                           None if seed is None else class_seed(seed, slot))
-            for cls, slot in zip(classes[p], slots[p])], 1) for p in names]
+        results = []
+        for p in names:
+            q, per_class = queries[rows[p]], []
+            for cls, slot in zip(classes[p], slots[p]):
+                drawn = None if seed is None else class_seed(seed, slot)
+                if chosen == 'pairs' or chosen == 'padded' and \
+                        cls.kind != 'global':
+                    out, alpha = softmax_class_attention(
+                        cls, targets[p], view, in_order, q, keys, v[slot],
+                        dropout, dropout > 0, drawn)
+                    if weights is not None:
+                        weights[f'{targets[p].part}/{cls.name}'] = alpha
+                else:  # 'padded' (a global class) or 'compiled'
+                    operator = global_block_attention \
+                        if chosen == 'padded' else global_class_softmax \
+                        if cls.kind == 'global' else local_class_softmax
+                    out = operator(q, keys, v[slot], *attention_index(
+                        cls, targets[p], view, in_order), dropout, drawn)
+                per_class.append(out)
+            results.append(torch.stack(per_class, 1))
     for p, result in zip(names, results):
         if size_scaler != 'none':
             result = result * _size_scales(
@@ -162,28 +177,6 @@ def _size_scales(view, in_order: int, target: Target,
     return view_plan(view, ('size_scale', in_order, target.part, size_scaler,
                             tuple(c.name for c in classes), dtype), scales,
                      keep=target.part != 'hyperedge')
-
-
-def _softmax_class(path: str, cls: EquivariantClass, target: Target, view,
-                   in_order: int, q: Tensor, k: Tensor, v: Tensor,
-                   dropout: float, weights: Optional[Weights],
-                   seed: Optional[Tensor]) -> Tensor:
-    r"""Softmax attention of one class on the path ``'compiled'``,
-    ``'padded'`` (its global classes) or ``'pairs'``, dropout drawn from the
-    class's :obj:`seed`."""
-    if path == 'pairs' or path == 'padded' and cls.kind != 'global':
-        out, attention = softmax_class_attention(cls, target, view, in_order,
-                                                 q, k, v, dropout, dropout > 0,
-                                                 seed)
-        if weights is not None:
-            weights[f'{target.part}/{cls.name}'] = attention
-        return out
-    args = (q, k, v, *attention_index(cls, target, view, in_order), dropout)
-    if path == 'padded':
-        return global_block_attention(*args, seed)
-    operator = global_class_softmax if cls.kind == 'global' else \
-        local_class_softmax
-    return operator(*args, seed)
 
 
 def project_outputs(outs: Sequence[Optional[Tensor]],
