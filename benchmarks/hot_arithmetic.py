@@ -44,7 +44,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import write_json  # noqa: E402
 from hot_scaling import gat, hot  # noqa: E402
 
-import torch_geometric_hot.ops.higher_order_attention as attention  # noqa
+import torch_geometric_hot.ops.attention.pooled as attention  # noqa
 from torch_geometric_hot.ops.pooled_combination import \
     pooled_combination  # noqa: E402
 

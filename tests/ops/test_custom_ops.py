@@ -15,8 +15,7 @@ from torch_geometric_hot.ops.class_combination import \
     CombinationTerm as Term
 from torch_geometric_hot.ops.basis import basis, group_by_part
 from torch_geometric_hot.ops.equivariant import Target
-from torch_geometric_hot.ops.higher_order_attention import \
-    kernel_class_attention
+from torch_geometric_hot.ops.attention.pooled import kernel_class_attention
 from torch_geometric_hot.ops.pooled_combination import CombinationPart, \
     ValueProjection, _encode
 from torch_geometric_hot.testing import attach_order_inputs, random_graph

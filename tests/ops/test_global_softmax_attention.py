@@ -3,12 +3,13 @@ import torch
 
 from torch_geometric_hot.data import PairView
 from torch_geometric_hot.data.targets import resolve_targets
-import torch_geometric_hot.ops.global_softmax_attention as module
-from torch_geometric_hot.ops import size_buckets, softmax_class_attention
+import torch_geometric_hot.ops.attention.padded as module
+from torch_geometric_hot.ops import size_buckets
+from torch_geometric_hot.ops.attention.pairs import softmax_class_attention
 from torch_geometric_hot.ops.basis import basis
-from torch_geometric_hot.ops.global_softmax_attention import \
+from torch_geometric_hot.ops.attention.padded import \
     global_block_attention, global_buckets
-from torch_geometric_hot.ops.higher_order_attention import attention_index
+from torch_geometric_hot.ops.key_groups import attention_index
 from torch_geometric_hot.testing import edge_case_batch, \
     global_class_cases, skewed_batch
 
@@ -43,7 +44,7 @@ def test_empty_group_outputs_zero_and_small_query_blocks(monkeypatch):
     # A 1-node graph: class 12 of 2->2 (diag query, all other diagonal
     # entries) has no key; its output and gradients are 0, not NaN. Tiny
     # query blocks must give the same result as one block.
-    import torch_geometric_hot.ops.global_softmax_attention as module
+    import torch_geometric_hot.ops.attention.padded as module
     data = edge_case_batch(2)
     view = PairView.from_data(data)
     view, targets = resolve_targets(data.pair_x, view, 2, 2)

@@ -3,13 +3,14 @@ import torch
 
 from torch_geometric_hot.data import PairView
 from torch_geometric_hot.nn import HOTConv
-from torch_geometric_hot.ops import softmax_class_attention, use_path
-from torch_geometric_hot.ops.grouped_class_attention import class_groups
+from torch_geometric_hot.ops import use_path
+from torch_geometric_hot.ops.attention.pairs import softmax_class_attention
+from torch_geometric_hot.ops.attention.grouped import class_groups
 from torch_geometric_hot.ops.attention.dropout import dropout_threshold, \
     keep_factors
 from torch_geometric_hot.ops.grouped_softmax_attention import \
     grouped_softmax_attention, softmax_groups
-from torch_geometric_hot.ops.higher_order_attention import summary_keys
+from torch_geometric_hot.ops.key_groups import summary_keys
 from torch_geometric_hot.ops.native import available, use_native
 from torch_geometric_hot.testing import class_cases, skewed_batch
 

@@ -5,7 +5,7 @@ from torch_geometric.data import Batch
 from torch_geometric_hot.data import PairView
 from torch_geometric_hot.nn import HOTConv
 from torch_geometric_hot.ops import use_path
-from torch_geometric_hot.ops.packed_class_attention import packed_layout
+from torch_geometric_hot.ops.attention.packed import packed_layout
 from torch_geometric_hot.ops.size_buckets import pack, unpack
 from torch_geometric_hot import testing
 

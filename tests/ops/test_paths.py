@@ -11,7 +11,7 @@ from torch_geometric_hot.data import PairView
 from torch_geometric_hot.nn import HOTConv
 from torch_geometric_hot.ops import native, use_path
 from torch_geometric_hot.ops.attention import dispatch
-from torch_geometric_hot.ops.token_attention import \
+from torch_geometric_hot.ops.attention.tokens import \
     per_graph_softmax_attention
 from torch_geometric_hot import testing
 

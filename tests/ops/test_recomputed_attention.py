@@ -1,5 +1,5 @@
 r"""The softmax attention of one class as an operator
-(:mod:`~torch_geometric_hot.ops.recomputed_attention`): its output equals
+(:mod:`~torch_geometric_hot.ops.attention.compiled`): its output equals
 the eager attention's (on the CPU with the native kernels, the grouped
 operator's), its backward pass (a recomputation) the eager gradients,
 dropout included (the recomputation draws the forward pass's factors from
@@ -11,7 +11,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from torch_geometric_hot.ops import native
 from torch_geometric_hot.ops.grouped_softmax_attention import \
     grouped_softmax_attention, softmax_groups
-from torch_geometric_hot.ops.higher_order_attention import attention_index
+from torch_geometric_hot.ops.key_groups import attention_index
 from torch_geometric_hot.ops.native import available, use_native
 from torch_geometric_hot.validation import SizeLimitError, size_limit
 from torch_geometric_hot.testing import class_cases, edge_case_batch
@@ -41,10 +41,9 @@ def _grouped(q, k, v, query_group, key_group, key_position, num_groups,
 
 def _eager(op, q):
     # the function the operator runs, called eagerly (autograd through it)
-    from torch_geometric_hot.ops.global_softmax_attention import \
+    from torch_geometric_hot.ops.attention.padded import \
         global_block_attention
-    from torch_geometric_hot.ops.higher_order_attention import \
-        local_pair_attention
+    from torch_geometric_hot.ops.attention.pairs import local_pair_attention
     if native.applies(q):
         return _grouped
     return global_block_attention if op is OPS.global_class_softmax else \

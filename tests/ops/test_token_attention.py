@@ -3,12 +3,13 @@ import torch
 
 import torch_geometric_hot.ops.kernel_attention as kernel_attention
 from torch_geometric_hot.models import TokenGT
-from torch_geometric_hot.ops import size_buckets, token_attention
+from torch_geometric_hot.ops import size_buckets
+from torch_geometric_hot.ops.attention import tokens as token_attention
 from torch_geometric_hot.ops.feature_maps import FeatureMap
 from torch_geometric_hot.ops.size_buckets import BucketLayout
 from torch_geometric_hot.ops.native import SoftmaxGroups, available, \
     use_native
-from torch_geometric_hot.ops.token_attention import (
+from torch_geometric_hot.ops.attention.tokens import (
     grouped_linear_attention, per_graph_softmax_attention,
     token_buckets, token_layout)
 from torch_geometric_hot.testing import dense_softmax_attention_reference

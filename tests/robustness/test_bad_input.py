@@ -8,7 +8,7 @@ import torch
 from torch_geometric.data import Batch, Data
 
 from torch_geometric_hot.data.targets import resolve_targets
-import torch_geometric_hot.ops.global_softmax_attention as global_softmax
+import torch_geometric_hot.ops.attention.padded as global_softmax
 from torch_geometric_hot.data import NodeView, PairView
 from torch_geometric_hot.models import HOTGraphModel, InvariantMLP, TokenGT
 from torch_geometric_hot.nn import (HOTConv, HOTLayer, SimplexIndexer,
@@ -19,9 +19,9 @@ from torch_geometric_hot.ops import native, use_backend
 from torch_geometric_hot.validation import (SizeLimitError,
                                             current_size_limit, size_limit,
                                             validating, validation)
-from torch_geometric_hot.ops import (higher_order_attention, size_buckets,
-                                     softmax_class_attention)
-from torch_geometric_hot.ops.global_softmax_attention import \
+from torch_geometric_hot.ops import key_groups, size_buckets
+from torch_geometric_hot.ops.attention.pairs import softmax_class_attention
+from torch_geometric_hot.ops.attention.padded import \
     global_block_attention
 from torch_geometric_hot.ops.basis import basis
 from torch_geometric_hot.ops.scatter import current_backend
@@ -295,8 +295,8 @@ def test_size_limit_guards_enumerated_softmax_pairs(monkeypatch):
     view, targets = fresh()
     q, k, v = (torch.randn(view.num_entries, 2, 3) for _ in range(3))
     built = []
-    pairs = higher_order_attention.group_pairs
-    monkeypatch.setattr(higher_order_attention, 'group_pairs',
+    pairs = key_groups.group_pairs
+    monkeypatch.setattr(key_groups, 'group_pairs',
                         lambda *args: built.append(1) or pairs(*args))
     for cls in (c for c in basis(2, 2) if c.kind == 'local'):
         target = targets[cls.part]
@@ -349,7 +349,7 @@ def test_size_limit_guards_global_softmax_blocks(layout, monkeypatch):
 
     def attend():
         return global_block_attention(
-            q, k, v, *higher_order_attention.attention_index(
+            q, k, v, *key_groups.attention_index(
                 cls, target, view, 2))
 
     expected = attend()

@@ -9,7 +9,7 @@ from torch_geometric.typing import Adj
 from torch_geometric_hot.data.adjacency import resolve_adjacency
 from torch_geometric_hot.nn.token_self_attention import TokenSelfAttention
 from torch_geometric_hot.nn.tokengt_embedding import TokenGTEmbedding
-from torch_geometric_hot.ops.token_attention import token_layout
+from torch_geometric_hot.ops.attention.tokens import token_layout
 
 
 class TokenNodeAttention(torch.nn.Module):

@@ -6,7 +6,7 @@ from torch import Tensor
 from torch.nn import Linear
 
 from torch_geometric_hot.ops.feature_maps import FeatureMap
-from torch_geometric_hot.ops.token_attention import (
+from torch_geometric_hot.ops.attention.tokens import (
     TokenLayout, grouped_linear_attention, per_graph_softmax_attention)
 from torch_geometric_hot.ops.scatter import scatter_sum
 from torch_geometric_hot.ops.softmax import grouped_softmax
@@ -127,7 +127,7 @@ class TokenSelfAttention(torch.nn.Module):
             token_batch (torch.Tensor): Graph of every token, :obj:`[T]`.
             num_graphs (int): Number of graphs.
             layout (optional): The tokens' layout, as
-                ``ops.token_attention.token_layout`` returns it, reused
+                ``ops.attention.tokens.token_layout`` returns it, reused
                 across layers (softmax only).
         """
         check_features(x, self.channels, self.qkv.weight.dtype)

@@ -12,7 +12,7 @@ from torch_geometric_hot.nn.tokengt_layer import TokenGTLayer
 from torch_geometric_hot.ops.node_identifiers import check_dim
 from torch_geometric_hot.ops.scatter import scatter_sum
 from torch_geometric_hot.ops.plan_cache import PlanCache, view_plan
-from torch_geometric_hot.ops.token_attention import token_layout
+from torch_geometric_hot.ops.attention.tokens import token_layout
 from torch_geometric_hot.validation import check_features, \
     on_checked_features
 

@@ -7,7 +7,7 @@ from torch import Tensor
 from torch.nn import LayerNorm, Linear
 
 from torch_geometric_hot.nn.token_self_attention import TokenSelfAttention
-from torch_geometric_hot.ops.token_attention import TokenLayout
+from torch_geometric_hot.ops.attention.tokens import TokenLayout
 from torch_geometric_hot.validation import check_batch, check_features
 
 

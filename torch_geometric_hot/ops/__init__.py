@@ -16,13 +16,9 @@ from torch_geometric_hot.ops.pooled_combination import (CombinationPart,
                                                         ValueProjection,
                                                         pooled_combination)
 from torch_geometric_hot.ops.pair_light_linear import pair_light_linear
-from torch_geometric_hot.ops.higher_order_attention import (
-    softmax_class_attention, kernel_class_attention)
 from torch_geometric_hot.ops.attention.hot import hot_class_attention
 from torch_geometric_hot.ops.attention.dispatch import DirectReadings, \
     use_path
-from torch_geometric_hot.ops.grouped_class_attention import \
-    grouped_class_attention
 from torch_geometric_hot.ops.grouped_softmax_attention import \
     grouped_softmax_attention
 
@@ -34,9 +30,7 @@ __all__ = [
     'gather_contract', 'segment_outer_sum', 'SummaryKeys', 'Reading',
     'pair_light_linear', 'pooled_combination', 'CombinationPart',
     'ValueProjection',
-    'softmax_class_attention',
-    'kernel_class_attention',
-    'grouped_class_attention', 'grouped_softmax_attention',
+    'grouped_softmax_attention',
     'hot_class_attention', 'use_path', 'DirectReadings'
 ]
 from torch_geometric_hot.ops.simplicial_attention import (

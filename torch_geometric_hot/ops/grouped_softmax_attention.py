@@ -32,7 +32,7 @@ def softmax_groups(query_group: Tensor, key_group: Tensor,
                    key_hash: Optional[Tensor] = None) -> SoftmaxGroups:
     r"""The groups of :func:`grouped_softmax_attention` from the index
     tensors of a class's attention
-    (:func:`~torch_geometric_hot.ops.higher_order_attention.attention_index`:
+    (:func:`~torch_geometric_hot.ops.key_groups.attention_index`:
     the group of every query row, the group and the input row of every key,
     the number of groups, the exclusions as ids), the keys' rows dropout
     hashes :obj:`key_hash` (:obj:`None`: :obj:`key_position`)."""

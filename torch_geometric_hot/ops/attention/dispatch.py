@@ -109,7 +109,6 @@ class Path(NamedTuple):
         operations (tuple): The operations it runs (``'hot'``,
             ``'tokens'``).
         attentions (tuple): The attentions it computes.
-        runs (str): What it runs, in a line.
         supports (callable): :obj:`None` where it runs the problem, else
             the reason it does not.
         default (callable): Whether the rule picks it where it supports
@@ -118,7 +117,6 @@ class Path(NamedTuple):
     name: str
     operations: Tuple[str, ...]
     attentions: Tuple[str, ...]
-    runs: str
     supports: Callable[[Problem], Optional[str]]
     default: Callable[[Problem], bool]
 
@@ -222,30 +220,18 @@ def _always(problem: Problem) -> bool:
     return True
 
 
-#: The paths, in the order the rule tries them.
+#: The paths, in the order the rule tries them (``docs/design.md``,
+#: "Paths", says what each runs; each is the module of
+#: :mod:`~torch_geometric_hot.ops.attention` of its name).
 PATHS: Tuple[Path, ...] = (
-    Path('grouped', ('hot', 'tokens'), ('softmax', ),
-         'the native grouped softmax operator, class by class (CPU)',
-         _grouped, _always),
-    Path('packed', ('hot', ), ('softmax', 'kernel'),
-         'per-graph dense blocks on size buckets, all classes of a part '
-         'and key kind in one product (on the CPU softmax attention\'s '
-         'local classes on enumerated pairs)', _packed, _packed_pays),
-    Path('compiled', ('hot', 'tokens'), ('softmax', ),
-         'one operator per class whose backward recomputes it (the form '
-         'under torch.compile; on the CPU it runs the grouped operator)',
-         _no_weights, lambda problem: problem.compiling),
-    Path('padded', ('hot', 'tokens'), ('softmax', ),
-         'scaled_dot_product_attention on size buckets (HOT: the global '
-         'classes; the local ones on enumerated pairs)', _eager_no_weights,
+    Path('grouped', ('hot', 'tokens'), ('softmax', ), _grouped, _always),
+    Path('packed', ('hot', ), ('softmax', 'kernel'), _packed, _packed_pays),
+    Path('compiled', ('hot', 'tokens'), ('softmax', ), _no_weights,
+         lambda problem: problem.compiling),
+    Path('padded', ('hot', 'tokens'), ('softmax', ), _eager_no_weights,
          _always),
-    Path('pairs', ('hot', 'tokens'), ('softmax', ),
-         'enumerated (query, key) pairs and a grouped softmax: the '
-         'reference; the only path that returns the weights', _any,
-         _always),
-    Path('pooled', ('hot', 'tokens'), ('kernel', ),
-         'per-group summaries of the mapped keys (native or torch '
-         'operator): the reference of kernel attention', _any, _always),
+    Path('pairs', ('hot', 'tokens'), ('softmax', ), _any, _always),
+    Path('pooled', ('hot', 'tokens'), ('kernel', ), _any, _always),
 )
 NAMES = tuple(path.name for path in PATHS)
 

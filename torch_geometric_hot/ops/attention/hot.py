@@ -10,20 +10,19 @@ from torch import Tensor
 from torch_geometric_hot.ops.attention import dispatch
 from torch_geometric_hot.ops.attention.dropout import class_seed, \
     draw_seed, drop_outputs
+from torch_geometric_hot.ops.attention.grouped import grouped_class_attention
+from torch_geometric_hot.ops.attention.packed import packed_class_attention
+from torch_geometric_hot.ops.attention.padded import \
+    global_block_attention, global_class_softmax
+from torch_geometric_hot.ops.attention.pairs import local_class_softmax, \
+    softmax_class_attention
+from torch_geometric_hot.ops.attention.pooled import kernel_class_attention
 from torch_geometric_hot.ops.basis import EquivariantClass
 from torch_geometric_hot.ops.equivariant import Target, assemble_parts, \
     class_counts, summary_counts
-from torch_geometric_hot.ops.global_softmax_attention import \
-    global_block_attention, global_class_softmax
-from torch_geometric_hot.ops.grouped_class_attention import \
-    grouped_class_attention
-from torch_geometric_hot.ops.higher_order_attention import \
-    attention_index, kernel_class_attention, local_class_softmax, \
-    softmax_class_attention
-from torch_geometric_hot.ops.packed_class_attention import \
-    packed_class_attention
-from torch_geometric_hot.ops.pooled_combination import ValueProjection
+from torch_geometric_hot.ops.key_groups import attention_index
 from torch_geometric_hot.ops.plan_cache import is_planned, view_plan
+from torch_geometric_hot.ops.pooled_combination import ValueProjection
 from torch_geometric_hot.ops.row_selection import select_rows
 
 __all__ = ['hot_class_attention', 'project_outputs', 'ValueProjection',

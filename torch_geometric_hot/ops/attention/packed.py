@@ -12,10 +12,11 @@ from torch import Tensor
 
 from torch_geometric_hot.ops.attention.dropout import block_factors, \
     class_seed, draw_seed
+from torch_geometric_hot.ops.attention.pairs import softmax_class_attention
 from torch_geometric_hot.ops.basis import EquivariantClass
 from torch_geometric_hot.ops.equivariant import Target
-from torch_geometric_hot.ops.higher_order_attention import KEY_ROWS, \
-    exclusion_ids, softmax_class_attention, summary_keys
+from torch_geometric_hot.ops.key_groups import KEY_ROWS, exclusion_ids, \
+    summary_keys
 from torch_geometric_hot.ops.plan_cache import making_plans_only, view_plan
 from torch_geometric_hot.ops.pooled_combination import ValueProjection
 from torch_geometric_hot.ops.row_selection import select_rows
@@ -82,31 +83,15 @@ def packed_class_attention(attention: str,
     enumerated pairs where :obj:`local_on_pairs`); the same result as the
     sparse operations.
 
+    The arguments are those of
+    :func:`~torch_geometric_hot.ops.attention.hot.hot_class_attention`
+    (the parts with classes only), and:
+
     Args:
-        attention (str): ``'kernel'`` or ``'softmax'``.
-        classes (list): Per output part, its aggregating classes.
-        targets (list): The output parts (``'diag'``, ``'off'``,
-            ``'node'`` or ``'graph'``).
-        view: Index bundle.
-        in_order (int): Input order (1 or 2).
-        queries (torch.Tensor): Queries :obj:`[rows, H, r]`, the parts' rows
-            one after the other (mapped by the feature map for kernel
-            attention, scaled for softmax).
-        keys (torch.Tensor): Keys :obj:`[inputs, H, r]` (mapped for kernel
-            attention).
-        values (ValueProjection): The value projection of all classes.
-        slots (list): Per part, per class, its value slot.
-        exact (bool): Keep the distinct-index exclusions (kernel
-            attention; softmax attention is always exact).
         eps (float): Floor of the kernel denominator.
-        dropout (float): Dropout on the attention weights of softmax
-            attention (that of kernel attention, on the outputs, is the
-            caller's: ``drop_outputs`` of
-            :mod:`~torch_geometric_hot.ops.attention.dropout`).
-        seed (torch.Tensor, optional): The call's seed of dropout (each
-            class draws from
-            :func:`~torch_geometric_hot.ops.attention.dropout.class_seed`
-            of its value slot; :obj:`None`: drawn).
+        seed (torch.Tensor, optional): The call's seed of dropout
+            (:obj:`None`: drawn). Dropout of kernel attention, on the
+            outputs, is the caller's.
         ratio (float): Largest ratio of graph sizes within one bucket.
         local_on_pairs (bool): Softmax attention's local classes on
             enumerated pairs, not on the blocks.

@@ -12,7 +12,7 @@ from torch_geometric_hot.ops.basis import EquivariantClass
 from torch_geometric_hot.ops.equivariant import Target
 from torch_geometric_hot.ops.grouped_softmax_attention import \
     grouped_softmax_attention, softmax_groups
-from torch_geometric_hot.ops.higher_order_attention import KEY_ROWS, \
+from torch_geometric_hot.ops.key_groups import KEY_ROWS, \
     attention_index, summary_keys
 from torch_geometric_hot.ops.native import SoftmaxGroups
 from torch_geometric_hot.ops.plan_cache import view_plan
@@ -24,8 +24,8 @@ def class_groups(cls: EquivariantClass, target: Target, view,
                  in_order: int) -> SoftmaxGroups:
     r"""The groups of one aggregating class for
     :func:`grouped_softmax_attention`, its keys numbered in the order of
-    its pool (:func:`~torch_geometric_hot.ops.higher_order_attention.\
-    summary_keys`: the inputs of one kind) and hashed by dropout as their
+    its pool (:func:`~torch_geometric_hot.ops.key_groups.summary_keys`:
+    the inputs of one kind) and hashed by dropout as their
     input rows, kept with the view."""
     def build() -> SoftmaxGroups:
         query_group, key_group, position, num_groups, query_ids, key_ids = \
@@ -53,22 +53,10 @@ def grouped_class_attention(classes: Sequence[Sequence[EquivariantClass]],
     kind gathered once, the values of all classes of a kind one product
     of the kind's inputs with their value weights.
 
-    Args:
-        classes (list): Per output part, its aggregating classes.
-        targets (list): The output parts.
-        view: Index bundle.
-        in_order (int): Input order.
-        queries (list): Per part, its queries :obj:`[rows, H, d]` (already
-            scaled).
-        keys (torch.Tensor): Keys :obj:`[inputs, H, d]`.
-        values (ValueProjection): The value projection of all classes.
-        slots (list): Per part, per class, its value slot.
-        dropout (float, optional): Dropout probability on the attention
-            weights. (default: :obj:`0.0`)
-        seed (torch.Tensor, optional): The call's seed of dropout (each
-            class draws from
-            :func:`~torch_geometric_hot.ops.attention.dropout.class_seed`;
-            :obj:`None`: drawn from torch's default generator).
+    The arguments are those of
+    :func:`~torch_geometric_hot.ops.attention.hot.hot_class_attention`,
+    except :obj:`queries` (per part, its queries :obj:`[rows, H, d]`) and
+    :obj:`seed` (the call's seed of dropout; :obj:`None`: drawn).
 
     Returns:
         Per part, its classes' outputs :obj:`[rows, classes, H, d_v]`.

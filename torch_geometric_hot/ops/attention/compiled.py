@@ -5,7 +5,7 @@ attention"): one node with a static output shape, so that no size read
 from the data enters a compiled graph.
 
 Both operators take the index tensors of
-:func:`~torch_geometric_hot.ops.higher_order_attention.attention_index`
+:func:`~torch_geometric_hot.ops.key_groups.attention_index`
 after the queries, keys and values, then the dropout probability and its
 seed (a tensor: the factors are hashes of the rows and the seed, so the
 recomputation draws the forward pass's).

@@ -21,12 +21,11 @@ from torch import Tensor
 
 from torch_geometric_hot.ops.attention import dispatch
 from torch_geometric_hot.ops.attention.dropout import draw_seed
-from torch_geometric_hot.ops.global_softmax_attention import \
+from torch_geometric_hot.ops.attention.padded import \
     global_block_attention, global_class_softmax
+from torch_geometric_hot.ops.attention.pairs import local_pair_attention
 from torch_geometric_hot.ops.grouped_softmax_attention import \
     grouped_softmax_attention, softmax_groups
-from torch_geometric_hot.ops.higher_order_attention import \
-    local_pair_attention
 from torch_geometric_hot.ops.kernel_attention import (gather_contract,
                                                       segment_outer_sum)
 from torch_geometric_hot.ops.native import SoftmaxGroups

@@ -13,7 +13,7 @@ from torch import Tensor
 
 from torch_geometric_hot.ops.attention.dropout import block_factors, \
     draw_seed
-from torch_geometric_hot.ops.recomputed_attention import \
+from torch_geometric_hot.ops.attention.compiled import \
     recomputed_attention
 from torch_geometric_hot.ops.size_buckets import BucketLayout, \
     bucket_layout, padded_blocks
@@ -65,7 +65,7 @@ def global_block_attention(q: Tensor, k: Tensor, v: Tensor,
     from index tensors: the graph of every query row :obj:`[rows]`, the
     graph and the input row of every key :obj:`[K]`, and the exclusions
     :math:`X(q)` as ids (see
-    :func:`~torch_geometric_hot.ops.higher_order_attention.exclusion_ids`),
+    :func:`~torch_geometric_hot.ops.key_groups.exclusion_ids`),
     on the blocks of :func:`global_buckets`, one chunk of queries at a time
     (at most ``BLOCK_ELEMENTS`` mask entries). Every key block ends with an
     all-zero key that a query attends to only when its group is empty, so
