@@ -264,7 +264,8 @@ def test_fit_can_be_skipped(root, tmp_path, capsys):
     assert 'fit of the last weights' not in capsys.readouterr().out
     with pytest.raises(SystemExit):
         run_cli(root, tmp_path, '--model', 'gin', '--fit-molecules', '-1')
-    assert "'--fit-molecules' must be at least 0" in capsys.readouterr().err
+    assert "argument --fit-molecules: must be >= 0, got -1" in \
+        capsys.readouterr().err
 
 
 def test_results_table_shows_the_fit_beside_the_logged_loss(root, tmp_path):

@@ -270,7 +270,7 @@ def build_parser() -> argparse.ArgumentParser:
                      'the run\'s): the schedule is rebuilt for the new '
                      'length from the step reached, and the run\'s summary '
                      'records the extension')
-    run.add_argument('--fit-molecules', type=int, default=10000,
+    run.add_argument('--fit-molecules', type=_non_negative, default=10000,
                      metavar='N',
                      help='after training, the fit of the last weights: '
                      'their loss and metric in evaluation mode on the first '
@@ -304,9 +304,6 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     if args.smoke and 'epochs' not in given:
         args.epochs = 2
     args.explicit = sorted(given)
-    if args.fit_molecules < 0:
-        parser.error(f"'--fit-molecules' must be at least 0, got "
-                     f"{args.fit_molecules}")
     if not 0.0 <= args.dropout < 1.0:
         parser.error(f"'--dropout' must be in [0, 1), got {args.dropout}")
     if args.num_workers < 0:
