@@ -55,15 +55,28 @@ _FLAGS = [['-O3', '-march=native'], ['-O3']]  # the second if the first fails
 _COMMON = ['-std=gnu11', '-fopenmp-simd', '-fPIC']
 _LIBRARIES = ['-lm']
 _MODES = ('auto', 'on', 'off')
-_FUNCTIONS = {  # name: (pointer arguments, integer arguments)
-    'outer_sum': (6, 9),
-    'contract': (6, 5),
-    'contract_backward': (8, 8),
-    'outer_sum_backward': (8, 7),
-    'direct_read': (12, 7),
-    'direct_read_backward': (15, 7),
-    'grouped_softmax': (12, 14),
-    'grouped_softmax_backward': (16, 14),
+_STATUS = ctypes.c_int  # -1: out of memory for the kernel's scratch, else 0
+_COMBINE = 'i' * 7 + 'p' * 12 + 'r'  # sizes; 12 tables and sources; eps
+#: Every kernel: its arguments (p: pointer, i: int64, r: the real type) and
+#: result type.
+_FUNCTIONS = {
+    'outer_sum': ('p' * 6 + 'i' * 9, _STATUS),
+    'contract': ('p' * 6 + 'i' * 5, _STATUS),
+    'contract_backward': ('p' * 8 + 'i' * 8, _STATUS),
+    'outer_sum_backward': ('p' * 8 + 'i' * 7, _STATUS),
+    'direct_read': ('p' * 12 + 'i' * 7, _STATUS),
+    'direct_read_backward': ('p' * 15 + 'i' * 7, _STATUS),
+    'direct_max_keys': ('', ctypes.c_int64),
+    'grouped_softmax': ('p' * 12 + 'i' * 14, _STATUS),
+    'grouped_softmax_backward': ('p' * 16 + 'i' * 14, _STATUS),
+    'combine': (_COMBINE + 'pp', None),  # then the outputs
+    'combine_backward': (_COMBINE + 'p' * 7, None),
+    # FAVOR+: data, rows, d, r (, shift flag), scale of x (, log-scale)
+    'favor_logits': ('p' * 4 + 'i' * 4 + 'rr', _STATUS),
+    'favor_shift': ('pp' + 'ii', None),
+    'favor_backward': ('p' * 5 + 'iii' + 'r', _STATUS),
+    'pair_gather': ('p' * 6 + 'iii', None),  # 6 arrays, 3 sizes
+    'pair_scatter': ('p' * 6 + 'iii', None),
 }
 
 
@@ -172,33 +185,12 @@ def _build() -> ctypes.CDLL:
 
 
 def _declare(library: ctypes.CDLL) -> ctypes.CDLL:
-    pointer, integer = ctypes.c_void_p, ctypes.c_int64
     for suffix, real in (('f32', ctypes.c_float), ('f64', ctypes.c_double)):
-        for name, (pointers, integers) in _FUNCTIONS.items():
+        types = {'p': ctypes.c_void_p, 'i': ctypes.c_int64, 'r': real}
+        for name, (arguments, result) in _FUNCTIONS.items():
             function = getattr(library, f'{name}_{suffix}')
-            function.argtypes = [pointer] * pointers + [integer] * integers
-            function.restype = ctypes.c_int  # -1: out of memory
-        # rows, H, D, R, classes, value row stride, single-key sources;
-        # 12 tables and sources; eps; outputs
-        combine = [integer] * 7 + [pointer] * 12 + [real]
-        getattr(library, f'combine_{suffix}').argtypes = combine + [
-            pointer] * 2
-        getattr(library, f'combine_backward_{suffix}').argtypes = \
-            combine + [pointer] * 7
-        # FAVOR+: data pointers, then rows, d, r (and the shift flag), then
-        # the scale of x (and the log-scale of the features)
-        getattr(library, f'favor_logits_{suffix}').argtypes = \
-            [pointer] * 4 + [integer] * 4 + [real] * 2
-        getattr(library, f'favor_shift_{suffix}').argtypes = \
-            [pointer] * 2 + [integer] * 2
-        getattr(library, f'favor_shift_{suffix}').restype = None
-        getattr(library, f'direct_max_keys_{suffix}').restype = integer
-        for name in ('pair_gather', 'pair_scatter'):  # 6 arrays, 3 sizes
-            getattr(library, f'{name}_{suffix}').argtypes = \
-                [pointer] * 6 + [integer] * 3
-            getattr(library, f'{name}_{suffix}').restype = None
-        getattr(library, f'favor_backward_{suffix}').argtypes = \
-            [pointer] * 5 + [integer] * 3 + [real]
+            function.argtypes = [types[a] for a in arguments]
+            function.restype = result
     return library
 
 
@@ -500,25 +492,20 @@ class CombinationTable(NamedTuple):
     offset: Tensor
 
 
-def _combine_args(table: CombinationTable, readings, widths, q: Tensor,
-                  k: Tensor, positions, values: Tensor,
+def _combine_args(table: CombinationTable, readings, widths: Tensor,
+                  q: Tensor, k: Tensor, positions, values: Tensor,
                   slots: Sequence[int], nonempty: Tensor, eps: float,
-                  start: int, stop: int):
+                  start: int, stop: int) -> list:
     # the leading arguments of the combination kernels for rows
     # start..stop: every per-row input from there on (keys and values are
-    # gathered by position: whole); the widths' tensor is returned too, to
-    # be kept alive through the call
-    nc = nonempty.size(1)
-    H, D = values.shape[2:]
-    width = torch.tensor(list(widths) or [0])
-    return [stop - start, H, D, q.size(-1), nc, values.stride(0),
-            len(positions), *(t.data_ptr() for t in table),
+    # gathered by position: whole)
+    return [stop - start, *values.shape[2:], q.size(-1), nonempty.size(1),
+            values.stride(0), len(positions), *(t.data_ptr() for t in table),
             _pointers([None if r is None else r[start:] for r in readings]),
-            width.data_ptr(), q[start:].data_ptr(), k.data_ptr(),
+            widths.data_ptr(), q[start:].data_ptr(), k.data_ptr(),
             _pointers([p[start:] for p in positions]),
             _pointers([values[:, s] for s in slots]),
-            nonempty[start:].data_ptr(),
-            eps], width
+            nonempty[start:].data_ptr(), eps]
 
 
 #: Segments per thread of the calls that may split finely (their parts
@@ -580,13 +567,13 @@ def combine(table: CombinationTable, readings: Sequence[Tensor], q: Tensor,
     rows, (H, D) = nonempty.size(0), values.shape[2:]
     out = values.new_empty(rows, nonempty.size(1), H, D)
     den = values.new_empty(rows, nonempty.size(1), H)
-    widths = [r.size(-1) for r in readings]
+    widths = torch.tensor([r.size(-1) for r in readings] or [0])
+    function = _function('combine', out.dtype)
 
     def run(start: int, stop: int) -> None:
-        args, _ = _combine_args(table, readings, widths, q, k, positions,
-                                values, slots, nonempty, eps, start, stop)
-        _function('combine', out.dtype)(*args, out[start:].data_ptr(),
-                                        den[start:].data_ptr())
+        function(*_combine_args(table, readings, widths, q, k, positions,
+                                values, slots, nonempty, eps, start, stop),
+                 out[start:].data_ptr(), den[start:].data_ptr())
 
     _split_rows(run, rows, fine=True)  # rows are independent
     return out, den
@@ -612,24 +599,23 @@ def combine_backward(table: CombinationTable,
     :obj:`into` that are not :obj:`None`, in that order,
     :obj:`per_thread`), which the caller adds (:meth:`Partials.add`):
     calls for several row sets share one set of blocks."""
-    widths = [shape[-1] for shape in reading_shapes]
+    widths = torch.tensor([shape[-1] for shape in reading_shapes] or [0])
     grad = grad.contiguous()  # (kept alive through the call)
-    n_r = len(reading_shapes)
     grads = [scratch.zeros(shape, out.dtype) if need else None
              for shape, need in zip(reading_shapes, needs)]
     grad_q = into[0]
+    function = _function('combine_backward', out.dtype)
 
     def run(start: int, stop: int) -> None:
         # rows start..stop (see _combine_args)
         shared = iter(partials.take(start))
         grad_k, grad_v = [None if g is None else next(shared)
                           for g in into[1:]]
-        args, _ = _combine_args(table, [None] * n_r, widths, q, k,
-                                positions, values, slots, nonempty, eps,
-                                start, stop)
-        _function('combine_backward', out.dtype)(
-            *args, out[start:].data_ptr(), den[start:].data_ptr(),
-            grad[start:].data_ptr(),
+        function(
+            *_combine_args(table, [None] * len(grads), widths, q, k,
+                           positions, values, slots, nonempty, eps, start,
+                           stop), out[start:].data_ptr(),
+            den[start:].data_ptr(), grad[start:].data_ptr(),
             _pointers([None if g is None else g[start:] for g in grads]),
             _ptr(None if grad_q is None else grad_q[start:]),
             _ptr(grad_k), _pointers([None if grad_v is None else
