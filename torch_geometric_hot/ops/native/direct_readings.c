@@ -153,16 +153,13 @@ INLINE_D void dst_##SUF(T *p, dvec_##SUF x) { *(dvec_##SUF *)p = x; }        \
    queries in each of the nr readings (of its queries q[r], of gq[r] when   \
    gq and it are not NULL, and their output or gradient rows; the loop over \
    the queries fetches the others). */                                       \
-static void fetch_group_##SUF(fetch_queue *f, const T *k, const T *v,        \
-                              const T *gk,                                    \
-                              const T *gv, const T *const *q,                 \
-                              T *const *gq,                                   \
-                              const int64_t *key_rows, const int64_t *key_ptr,\
-                              int64_t g, const int64_t *const *query_rows,    \
-                              const int64_t *const *query_ptr,                \
-                              const int64_t *nsel, T *const *data,            \
-                              int64_t nr, int64_t H, int64_t R, int64_t ldv,  \
-                              int64_t v_lo, int64_t v_hi) {                   \
+static void fetch_group_##SUF(                                                \
+        fetch_queue *f, const T *k, const T *v, const T *gk, const T *gv,     \
+        const T *const *q, T *const *gq, const int64_t *key_rows,             \
+        const int64_t *key_ptr, int64_t g, const int64_t *const *query_rows,  \
+        const int64_t *const *query_ptr, const int64_t *nsel,                 \
+        T *const *data, int64_t nr, int64_t H, int64_t R, int64_t ldv,        \
+        int64_t v_lo, int64_t v_hi) {                                         \
     const int64_t span = sizeof(T) * (v_hi - v_lo);                          \
     for (int64_t t = key_ptr[g]; t < key_ptr[g + 1]; ++t) {                   \
         const int64_t x = key_rows[t];                                        \
@@ -401,14 +398,13 @@ INLINE_D void read_group_##SUF(const panels_##SUF *p, const T *q,            \
    (at most NK) and, in reading r, the rows                                  \
    query_rows[r][query_ptr[r][g] .. query_ptr[r][g + 1]) of its queries     \
    q[r] [rows, H, R] (each reading its own). */                              \
-int direct_read_##SUF(const T *k, const T *v, const T *const *q,              \
-                      const int64_t *key_rows, const int64_t *key_ptr,        \
-                      const int64_t *groups, const int64_t *src,              \
-                      const int64_t *const *query_rows,                       \
-                      const int64_t *const *query_ptr,                        \
-                      const int64_t *const *sel, const int64_t *nsel,         \
-                      T *const *out, int64_t ng, int64_t nr, int64_t H,       \
-                      int64_t R, int64_t C, int64_t ldv, int64_t hb) {        \
+int direct_read_##SUF(                                                        \
+        const T *k, const T *v, const T *const *q, const int64_t *key_rows,   \
+        const int64_t *key_ptr, const int64_t *groups, const int64_t *src,    \
+        const int64_t *const *query_rows, const int64_t *const *query_ptr,    \
+        const int64_t *const *sel, const int64_t *nsel, T *const *out,        \
+        int64_t ng, int64_t nr, int64_t H, int64_t R, int64_t C, int64_t ldv, \
+        int64_t hb) {                                                         \
     panels_##SUF p;                                                           \
     if (panels_alloc_##SUF(&p, R, C, src, H, hb)) return -1;                  \
     int64_t total = 0;                                                        \
@@ -579,18 +575,13 @@ static void small_group_backward_##SUF(                                      \
 /* Backward of direct_read for the readings' gradients grad[r] (NULL: zero) \
    : adds to grad_q[r] (laid out as q[r]), grad_k (as k) and grad_v (as v,   \
    at the value columns; each skipped when NULL). */                         \
-int direct_read_backward_##SUF(const T *k, const T *v, const T *const *q,    \
-                               const int64_t *key_rows,                       \
-                               const int64_t *key_ptr, const int64_t *groups, \
-                               const int64_t *src,                            \
-                               const int64_t *const *query_rows,              \
-                               const int64_t *const *query_ptr,               \
-                               const int64_t *const *sel, const int64_t *nsel,\
-                               const T *const *grad, T *const *grad_q,        \
-                               T *grad_k,                                     \
-                               T *grad_v, int64_t ng, int64_t nr, int64_t H,  \
-                               int64_t R, int64_t C, int64_t ldv,             \
-                               int64_t hb) {                                  \
+int direct_read_backward_##SUF(                                               \
+        const T *k, const T *v, const T *const *q, const int64_t *key_rows,   \
+        const int64_t *key_ptr, const int64_t *groups, const int64_t *src,    \
+        const int64_t *const *query_rows, const int64_t *const *query_ptr,    \
+        const int64_t *const *sel, const int64_t *nsel, const T *const *grad, \
+        T *const *grad_q, T *grad_k, T *grad_v, int64_t ng, int64_t nr,       \
+        int64_t H, int64_t R, int64_t C, int64_t ldv, int64_t hb) {           \
     panels_##SUF p;                                                           \
     if (panels_alloc_##SUF(&p, R, C, src, H, hb)) return -1;                  \
     int64_t total = 0, *nruns = malloc(sizeof(int64_t) * (nr > 0 ? nr : 1));  \

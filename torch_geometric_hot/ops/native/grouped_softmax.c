@@ -312,12 +312,11 @@ INLINE_G void fetch_listed_##SUF(const T *base, const int64_t *rows,         \
                                                                               \
 /* Prefetches share h of H of the key and value rows of the group after g \
    (if it is one of g_lo .. g_hi), while g runs its head h. */              \
-INLINE_G void fetch_next_##SUF(const T *k, const T *v,                       \
+INLINE_G void fetch_next_##SUF(const T *k, const T *v,                        \
                                const int64_t *key_rows,                       \
                                const int64_t *key_start, int64_t g,           \
-                               int64_t g_hi, int64_t h, int64_t H,            \
-                               int64_t D, int64_t DV, int64_t ldk,            \
-                               int64_t ldv) {                                 \
+                               int64_t g_hi, int64_t h, int64_t H, int64_t D, \
+                               int64_t DV, int64_t ldk, int64_t ldv) {        \
     if (g + 1 >= g_hi) return;                                                \
     const int64_t *rows = key_rows + key_start[g + 1];                        \
     const int64_t n = key_start[g + 2] - key_start[g + 1];                    \
@@ -334,13 +333,11 @@ typedef struct { const T *base; int64_t ld, bytes; int write; } rowset_##SUF; \
 /* Prefetches the rows of group a, if it is one of g_lo .. g_hi and small:  \
    those of its queries in the nq tensors `queries`, those of its keys in   \
    the nk tensors `keys`. */                                                 \
-static void fetch_small_##SUF(int64_t a, int64_t g_hi,                        \
-                              const int64_t *query_order,                     \
-                              const int64_t *query_start,                     \
-                              const int64_t *key_rows,                        \
-                              const int64_t *key_start,                       \
-                              const rowset_##SUF *queries, int nq,            \
-                              const rowset_##SUF *keys, int nk) {             \
+static void fetch_small_##SUF(                                                \
+        int64_t a, int64_t g_hi, const int64_t *query_order,                  \
+        const int64_t *query_start, const int64_t *key_rows,                  \
+        const int64_t *key_start, const rowset_##SUF *queries, int nq,        \
+        const rowset_##SUF *keys, int nk) {                                   \
     if (a >= g_hi || key_start[a + 1] - key_start[a] > SMALL_KEYS) return;    \
     const int64_t *qa = query_order + query_start[a];                         \
     const int64_t *ka = key_rows + key_start[a];                              \
