@@ -273,6 +273,20 @@ def runs(index: Tensor, num_groups: int) -> Runs:
     return Runs(order, groups)
 
 
+class Groups(NamedTuple):
+    r"""Rows listed group by group: group :obj:`g` holds
+    :obj:`rows[ptr[g]:ptr[g + 1]]`."""
+    rows: Tensor
+    ptr: Tensor
+
+    @staticmethod
+    def of(runs: Runs, num_groups: int) -> 'Groups':
+        r"""The visits of :obj:`runs` as groups."""
+        counts = torch.bincount(runs.groups, minlength=num_groups)
+        return Groups(runs.rows, torch.cat([counts.new_zeros(1),
+                                            counts.cumsum(0)]))
+
+
 def _function(name: str, dtype: torch.dtype):
     # The built library whatever the current mode: a backward pass runs
     # the kernels its forward pass ran, even after use_native('off').
@@ -280,6 +294,20 @@ def _function(name: str, dtype: torch.dtype):
         library()
     suffix = 'f32' if dtype == torch.float32 else 'f64'
     return getattr(_state['library'], f'{name}_{suffix}')
+
+
+def _ptr(t: Optional[Tensor]) -> Optional[int]:
+    return None if t is None else t.data_ptr()
+
+
+def _pointers(tensors: Sequence[Optional[Tensor]]) -> ctypes.Array:
+    return (ctypes.c_void_p * max(len(tensors), 1))(
+        *[None if t is None else t.data_ptr() for t in tensors])
+
+
+def _row(t: Tensor, row: int, width: int) -> int:
+    # the address of row `row` of a contiguous tensor of rows `width` long
+    return t.data_ptr() + row * width * t.element_size()
 
 
 #: Rows below which a kernel call is not split across threads.
@@ -292,6 +320,61 @@ MIN_COST_PER_THREAD = 1 << 16
 _executors: Dict[Tuple[int, int], ThreadPoolExecutor] = {}
 
 
+#: Segments per thread of the calls that may split finely (their parts
+#: need no gradient blocks of their own): the threads take them in turn
+#: as they finish, so a thread that runs slower (a busy virtual CPU) does
+#: fewer.
+SEGMENTS_PER_THREAD = 4
+
+
+def _split_rows(run, rows: int, name: Optional[str] = None,
+                split: bool = True, costs: Optional[Tensor] = None,
+                fine: bool = False,
+                bounds: Optional[Callable[[int], List[int]]] = None) -> None:
+    # The one thread splitter of the kernels: run(start, stop) over rows,
+    # split across threads (unless split is False) into equal numbers of
+    # rows, or, with costs [rows], equal total costs, or at the split
+    # points bounds(threads) gives; fine: SEGMENTS_PER_THREAD segments per
+    # thread; with a name, run returns the kernel's status
+    threads = min(torch.get_num_threads(), rows // MIN_ROWS_PER_THREAD) \
+        if costs is None else min(torch.get_num_threads(), rows,
+                                  int(costs.sum()) // MIN_COST_PER_THREAD)
+    if threads <= 1 or not split:
+        statuses = [run(0, rows)]
+    else:
+        parts = min(rows, threads * SEGMENTS_PER_THREAD) if fine else threads
+        statuses = _in_threads(run, bounds(parts) if bounds is not None else
+                               [rows * t // parts for t in range(parts + 1)]
+                               if costs is None else
+                               _balanced_bounds(costs, parts), threads)
+    # the kernels return a negative status when their scratch is not had
+    if name is not None and any(status < 0 for status in statuses):
+        raise MemoryError(f'native {name}: out of memory for its scratch')
+
+
+def _balanced_bounds(costs: Tensor, threads: int) -> List[int]:
+    # split points of rows with these costs into `threads` consecutive
+    # parts of about equal total cost (no part empty)
+    total = costs.double().cumsum(0)
+    targets = total[-1] * torch.arange(1, threads, dtype=torch.double) / \
+        threads
+    inner = torch.searchsorted(total, targets, right=True).tolist()
+    return sorted({0, costs.numel(), *(min(max(b, 1), costs.numel() - 1)
+                                       for b in inner)})
+
+
+def _in_threads(run, bounds: List[int],
+                threads: Optional[int] = None) -> list:
+    # run(start, stop) for consecutive bounds on a shared pool of `threads`
+    # (default: one per segment; ctypes releases the GIL: the segments run
+    # in parallel), each thread taking the next segment when it is done
+    threads = threads or len(bounds) - 1
+    key = (os.getpid(), threads)  # a forked child starts its own pool
+    if key not in _executors:
+        _executors[key] = ThreadPoolExecutor(threads)
+    return list(_executors[key].map(run, bounds[:-1], bounds[1:]))
+
+
 def _segments(groups: Tensor, threads: int) -> List[int]:
     # Split points of the visits, each at the start of a group, so that no
     # two threads write the same summary block.
@@ -299,6 +382,14 @@ def _segments(groups: Tensor, threads: int) -> List[int]:
         groups.numel() // threads
     starts = torch.searchsorted(groups, groups.index_select(0, targets))
     return sorted({0, groups.numel(), *starts.tolist()})
+
+
+def _may_split_adds(rows: Tensor) -> bool:
+    # whether a kernel that adds to data rows may split its work across
+    # threads: more than one thread, and no row listed twice (two threads
+    # would add to it at once)
+    return torch.get_num_threads() > 1 and bool(
+        (torch.bincount(rows) <= 1).all())
 
 
 class Partials:
@@ -340,12 +431,13 @@ def _call(name: str, dtype: torch.dtype, runs: Runs, pointers: Sequence,
           split: bool = True,
           written: Optional[Tuple[int, Tensor]] = None) -> None:
     # pointers: data before the runs, the runs, data after; integers after
-    # the number of visits; with num_groups, the kernel writes summary
-    # blocks and is told the groups it owns (g_lo, g_hi); split=False keeps
-    # it on one thread (it adds to rows that several runs may share);
-    # written: (its place in the data after the runs, the summary blocks
-    # the kernel writes), so that one group's summary can be split too
-    # (Partials)
+    # the number of visits. With num_groups, the kernel writes summary
+    # blocks, is told the groups it owns (g_lo, g_hi) and splits at group
+    # starts (one writer per block), unless `written` (its place in the
+    # data after the runs, the blocks) gives the parts of a single group
+    # blocks of their own (Partials); the others split anywhere, also
+    # inside a long run. split=False: one thread (the kernel adds to rows
+    # that several runs may share).
     function = _function(name, dtype)
     visits = runs.rows.numel()
     partial = Partials([written[1]]) \
@@ -362,30 +454,11 @@ def _call(name: str, dtype: torch.dtype, runs: Runs, pointers: Sequence,
                         runs.groups[start:].data_ptr(), *after,
                         stop - start, *integers, *owned)
 
-    # a kernel that writes summary blocks splits at group starts (one
-    # writer per block), unless it has partial blocks; the others
-    # anywhere, also inside a long run (a per-graph pool is a single one)
     split_anywhere = num_groups is None or partial is not None
     _split_rows(run, visits, name, split, bounds=None if split_anywhere else
                 lambda threads: _segments(runs.groups, threads))
     if partial is not None:
         partial.add()
-
-
-def _in_threads(run, bounds: List[int],
-                threads: Optional[int] = None) -> list:
-    # run(start, stop) for consecutive bounds on a shared pool of `threads`
-    # (default: one per segment; ctypes releases the GIL: the segments run
-    # in parallel), each thread taking the next segment when it is done
-    threads = threads or len(bounds) - 1
-    key = (os.getpid(), threads)  # a forked child starts its own pool
-    if key not in _executors:
-        _executors[key] = ThreadPoolExecutor(threads)
-    return list(_executors[key].map(run, bounds[:-1], bounds[1:]))
-
-
-def _ptr(t: Optional[Tensor]) -> Optional[int]:
-    return None if t is None else t.data_ptr()
 
 
 def outer_sum(k: Tensor, v: Tensor, runs: Runs, num_groups: int,
@@ -404,14 +477,6 @@ def outer_sum(k: Tensor, v: Tensor, runs: Runs, num_groups: int,
         [H, R, C, v.size(1), head_stride, int(ones)], num_groups,
         written=(1, out))
     return out
-
-
-def _may_split_adds(rows: Tensor) -> bool:
-    # whether a kernel that adds to data rows may split its work across
-    # threads: more than one thread, and no row listed twice (two threads
-    # would add to it at once)
-    return torch.get_num_threads() > 1 and bool(
-        (torch.bincount(rows) <= 1).all())
 
 
 def outer_sum_backward(k: Tensor, v: Tensor, grad: Tensor, runs: Runs,
@@ -476,11 +541,6 @@ def contract_backward(q: Tensor, summary: Tensor, grad: Tensor, runs: Runs,
         written=None if grad_summary is None else (2, grad_summary))
 
 
-def _pointers(tensors: Sequence[Optional[Tensor]]) -> ctypes.Array:
-    return (ctypes.c_void_p * max(len(tensors), 1))(
-        *[None if t is None else t.data_ptr() for t in tensors])
-
-
 class CombinationTable(NamedTuple):
     r"""The terms of a part's classes as flat :obj:`long` tables (class
     :obj:`c` owns terms :obj:`start[c]:start[c + 1]`; see
@@ -506,54 +566,6 @@ def _combine_args(table: CombinationTable, readings, widths: Tensor,
             _pointers([p[start:] for p in positions]),
             _pointers([values[:, s] for s in slots]),
             nonempty[start:].data_ptr(), eps]
-
-
-#: Segments per thread of the calls that may split finely (their parts
-#: need no gradient blocks of their own): the threads take them in turn
-#: as they finish, so a thread that runs slower (a busy virtual CPU) does
-#: fewer.
-SEGMENTS_PER_THREAD = 4
-
-
-def _split_rows(run, rows: int, name: Optional[str] = None,
-                split: bool = True, costs: Optional[Tensor] = None,
-                fine: bool = False,
-                bounds: Optional[Callable[[int], List[int]]] = None) -> None:
-    # The one thread splitter of the kernels: run(start, stop) over rows,
-    # split across threads (unless split is False) into equal numbers of
-    # rows, or, with costs [rows], equal total costs, or at the split
-    # points bounds(threads) gives; fine: SEGMENTS_PER_THREAD segments per
-    # thread; with a name, run returns the kernel's status
-    threads = min(torch.get_num_threads(), rows // MIN_ROWS_PER_THREAD) \
-        if costs is None else min(torch.get_num_threads(), rows,
-                                  int(costs.sum()) // MIN_COST_PER_THREAD)
-    if threads <= 1 or not split:
-        statuses = [run(0, rows)]
-    else:
-        parts = min(rows, threads * SEGMENTS_PER_THREAD) if fine else threads
-        statuses = _in_threads(run, bounds(parts) if bounds is not None else
-                               [rows * t // parts for t in range(parts + 1)]
-                               if costs is None else
-                               _balanced_bounds(costs, parts), threads)
-    # the kernels return a negative status when their scratch is not had
-    if name is not None and any(status < 0 for status in statuses):
-        raise MemoryError(f'native {name}: out of memory for its scratch')
-
-
-def _balanced_bounds(costs: Tensor, threads: int) -> List[int]:
-    # split points of rows with these costs into `threads` consecutive
-    # parts of about equal total cost (no part empty)
-    total = costs.double().cumsum(0)
-    targets = total[-1] * torch.arange(1, threads, dtype=torch.double) / \
-        threads
-    inner = torch.searchsorted(total, targets, right=True).tolist()
-    return sorted({0, costs.numel(), *(min(max(b, 1), costs.numel() - 1)
-                                       for b in inner)})
-
-
-def _row(t: Tensor, row: int, width: int) -> int:
-    # the address of row `row` of a contiguous tensor of rows `width` long
-    return t.data_ptr() + row * width * t.element_size()
 
 
 def combine(table: CombinationTable, readings: Sequence[Tensor], q: Tensor,
@@ -679,20 +691,6 @@ def favor_backward(x: Tensor, projection: Tensor, phi: Tensor,
 
     _split_rows(run, x.numel() // d, 'favor_backward')
     return grad_x
-
-
-class Groups(NamedTuple):
-    r"""Rows listed group by group: group :obj:`g` holds
-    :obj:`rows[ptr[g]:ptr[g + 1]]`."""
-    rows: Tensor
-    ptr: Tensor
-
-    @staticmethod
-    def of(runs: Runs, num_groups: int) -> 'Groups':
-        r"""The visits of :obj:`runs` as groups."""
-        counts = torch.bincount(runs.groups, minlength=num_groups)
-        return Groups(runs.rows, torch.cat([counts.new_zeros(1),
-                                            counts.cumsum(0)]))
 
 
 def direct_max_keys(dtype: torch.dtype) -> int:

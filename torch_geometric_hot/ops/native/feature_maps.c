@@ -12,10 +12,10 @@
  * zero columns, the padding lanes masked); the d channels of the backward
  * pass likewise. A row's last vector may read or write past the row's end
  * (into the rows after it, processed later), except where it would pass
- * the end of the call's rows: those rows go through a scratch row. Plain C11 with GCC vector
- * extensions; compiled with the other kernels by
- * torch_geometric_hot.ops.native. Functions that allocate scratch return
- * -1 when that fails, else 0.
+ * the end of the call's rows: those rows go through a scratch row. Plain
+ * C11 with GCC vector extensions; compiled with the other kernels by
+ * torch_geometric_hot.ops.native. Functions that allocate scratch return -1
+ * when that fails, else 0.
  */
 #include <math.h>
 #include <stdint.h>

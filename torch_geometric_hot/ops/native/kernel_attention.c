@@ -418,12 +418,11 @@ static void transpose_##SUF(const T *M, int64_t R, int64_t C,                 \
    g_lo .. g_hi - 1 (when grad_S is not NULL); bit 1 of `add` adds to       \
    grad_q instead, bit 2 to grad_S (needed when src leaves columns out:     \
    only the read columns are written). */                                   \
-int contract_backward_##SUF(const T *q, const T *S, const T *grad,            \
-                            const int64_t *rows, const int64_t *groups,       \
-                            const int64_t *src, T *grad_q, T *grad_S,         \
-                            int64_t E, int64_t H, int64_t R, int64_t C,       \
-                            int64_t Cout, int64_t add, int64_t g_lo,          \
-                            int64_t g_hi) {                                   \
+int contract_backward_##SUF(                                                  \
+        const T *q, const T *S, const T *grad, const int64_t *rows,           \
+        const int64_t *groups, const int64_t *src, T *grad_q, T *grad_S,      \
+        int64_t E, int64_t H, int64_t R, int64_t C, int64_t Cout, int64_t add,\
+        int64_t g_lo, int64_t g_hi) {                                         \
     colmap cm = {0}, all_r = {0};                                             \
     T *scratch = malloc(sizeof(T) * (2 * R * Cout + 1));                      \
     if (!scratch || colmap_build(&cm, src, Cout, W_##SUF) ||                  \
@@ -457,11 +456,11 @@ int contract_backward_##SUF(const T *q, const T *S, const T *grad,            \
 /* Backward of outer_sum, accumulated into grad_a / grad_b (laid out as a    \
    and b; each skipped when NULL): grad_a[row] += grad_S[g] [b[row, src], 1] \
    and grad_b[row, src] += grad_S[g, :, :C'] ^T a[row]. */                    \
-int outer_sum_backward_##SUF(const T *a, const T *b, const T *grad_S,         \
-                             const int64_t *rows, const int64_t *groups,      \
-                             const int64_t *src, T *grad_a, T *grad_b,        \
-                             int64_t E, int64_t H, int64_t R, int64_t C,      \
-                             int64_t ldb, int64_t hb, int64_t ones) {         \
+int outer_sum_backward_##SUF(                                                 \
+        const T *a, const T *b, const T *grad_S, const int64_t *rows,         \
+        const int64_t *groups, const int64_t *src, T *grad_a, T *grad_b,      \
+        int64_t E, int64_t H, int64_t R, int64_t C, int64_t ldb, int64_t hb,  \
+        int64_t ones) {                                                       \
     const int64_t Cb = C - ones;                                              \
     colmap to_b = {0}, all_r = {0};                                           \
     /* transposed block [C, R], tail [<= R C], gathered rows [MAX_ACC, C] */  \
