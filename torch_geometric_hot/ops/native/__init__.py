@@ -30,6 +30,7 @@ import contextvars
 import ctypes
 import hashlib
 import os
+import pathlib
 import platform
 import shutil
 import subprocess
@@ -163,10 +164,7 @@ def _build() -> ctypes.CDLL:
     compiler = _compiler()
     if compiler is None:
         raise RuntimeError('no C compiler found ($CC, cc or gcc)')
-    source = b''
-    for path in _SOURCES:
-        with open(path, 'rb') as f:
-            source += f.read()
+    source = b''.join(pathlib.Path(path).read_bytes() for path in _SOURCES)
     version = _run([compiler, '--version']).stdout
     target_cpu = (platform.machine(), _cpu_signature())
     errors = []
@@ -426,32 +424,33 @@ class Partials:
                 target.add_(block)
 
 
-def _call(name: str, dtype: torch.dtype, runs: Runs, pointers: Sequence,
+def _call(name: str, dtype: torch.dtype, runs: Runs,
+          before: Sequence[Tensor], after: Sequence[Optional[Tensor]],
           integers: Sequence[int], num_groups: Optional[int] = None,
-          split: bool = True,
-          written: Optional[Tuple[int, Tensor]] = None) -> None:
-    # pointers: data before the runs, the runs, data after; integers after
-    # the number of visits. With num_groups, the kernel writes summary
-    # blocks, is told the groups it owns (g_lo, g_hi) and splits at group
-    # starts (one writer per block), unless `written` (its place in the
-    # data after the runs, the blocks) gives the parts of a single group
-    # blocks of their own (Partials); the others split anywhere, also
-    # inside a long run. split=False: one thread (the kernel adds to rows
-    # that several runs may share).
+          split: bool = True, written: Optional[int] = None) -> None:
+    # The kernel's arguments: the tensors before the runs, the runs, the
+    # tensors after them (None: NULL), the number of visits, the integers.
+    # With num_groups, the kernel writes summary blocks, is told the groups
+    # it owns (g_lo, g_hi) and splits at group starts (one writer per
+    # block), unless after[written] (the blocks) gives the parts of a
+    # single group blocks of their own (Partials); the others split
+    # anywhere, also inside a long run. split=False: one thread (the kernel
+    # adds to rows that several runs may share).
     function = _function(name, dtype)
     visits = runs.rows.numel()
-    partial = Partials([written[1]]) \
-        if num_groups == 1 and written is not None else None
+    partial = Partials([after[written]]) if num_groups == 1 and \
+        written is not None and after[written] is not None else None
+    before, after = [t.data_ptr() for t in before], [_ptr(t) for t in after]
 
     def run(start: int, stop: int) -> int:
         owned = [] if num_groups is None else [
             0 if start == 0 else int(runs.groups[start]),
             num_groups if stop == visits else int(runs.groups[stop])]
-        after = list(pointers[-1])
+        pointers = list(after)
         if partial is not None:
-            after[written[0]] = partial.take(start)[0].data_ptr()
-        return function(*pointers[:-1], runs.rows[start:].data_ptr(),
-                        runs.groups[start:].data_ptr(), *after,
+            pointers[written] = partial.take(start)[0].data_ptr()
+        return function(*before, runs.rows[start:].data_ptr(),
+                        runs.groups[start:].data_ptr(), *pointers,
                         stop - start, *integers, *owned)
 
     split_anywhere = num_groups is None or partial is not None
@@ -472,10 +471,8 @@ def outer_sum(k: Tensor, v: Tensor, runs: Runs, num_groups: int,
     (_, H, R), C = k.shape, columns.numel() + ones
     if out is None:
         out = k.new_empty(num_groups, H, R, C)  # written by the kernel
-    _call('outer_sum', k.dtype, runs, [k.data_ptr(), v.data_ptr(), [
-        columns.data_ptr(), out.data_ptr()]],
-        [H, R, C, v.size(1), head_stride, int(ones)], num_groups,
-        written=(1, out))
+    _call('outer_sum', k.dtype, runs, [k, v], [columns, out],
+          [H, R, C, v.size(1), head_stride, int(ones)], num_groups, written=1)
     return out
 
 
@@ -491,10 +488,9 @@ def outer_sum_backward(k: Tensor, v: Tensor, grad: Tensor, runs: Runs,
     (_, H, R), C = k.shape, grad.size(-1)
     grad = grad.contiguous()
     split = _may_split_adds(runs.rows)
-    _call('outer_sum_backward', k.dtype, runs, [
-        k.data_ptr(), v.data_ptr(), grad.data_ptr(),
-        [columns.data_ptr(), _ptr(grad_k), _ptr(grad_v)]],
-        [H, R, C, v.size(1), head_stride, int(ones)], split=split)
+    _call('outer_sum_backward', k.dtype, runs, [k, v, grad],
+          [columns, grad_k, grad_v],
+          [H, R, C, v.size(1), head_stride, int(ones)], split=split)
 
 
 def reads_every_column(columns: Tensor, num_columns: int) -> bool:
@@ -512,8 +508,8 @@ def contract(q: Tensor, summary: Tensor, runs: Runs, columns: Tensor,
     (E, H, R), C = q.shape, summary.size(-1)
     if out is None:
         out = q.new_empty(E, H, columns.numel())
-    _call('contract', q.dtype, runs, [q.data_ptr(), summary.data_ptr(), [
-        columns.data_ptr(), out.data_ptr()]], [H, R, C, columns.numel()])
+    _call('contract', q.dtype, runs, [q, summary], [columns, out],
+          [H, R, C, columns.numel()])
     return out
 
 
@@ -533,12 +529,10 @@ def contract_backward(q: Tensor, summary: Tensor, grad: Tensor, runs: Runs,
             not reads_every_column(columns, C):
         raise ValueError('a reading of some columns adds to the summary '
                          'gradient (add_summary=True)')
-    _call('contract_backward', q.dtype, runs, [
-        q.data_ptr(), summary.data_ptr(), grad.data_ptr(),
-        [columns.data_ptr(), _ptr(grad_q), _ptr(grad_summary)]],
-        [H, R, C, columns.numel(), int(add_q) + 2 * int(add_summary)],
-        summary.size(0),
-        written=None if grad_summary is None else (2, grad_summary))
+    _call('contract_backward', q.dtype, runs, [q, summary, grad],
+          [columns, grad_q, grad_summary],
+          [H, R, C, columns.numel(), int(add_q) + 2 * int(add_summary)],
+          summary.size(0), written=2)
 
 
 class CombinationTable(NamedTuple):
