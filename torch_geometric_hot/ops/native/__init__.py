@@ -432,10 +432,10 @@ def _call(name: str, dtype: torch.dtype, runs: Runs,
     # tensors after them (None: NULL), the number of visits, the integers.
     # With num_groups, the kernel writes summary blocks, is told the groups
     # it owns (g_lo, g_hi) and splits at group starts (one writer per
-    # block), unless after[written] (the blocks) gives the parts of a
-    # single group blocks of their own (Partials); the others split
-    # anywhere, also inside a long run. split=False: one thread (the kernel
-    # adds to rows that several runs may share).
+    # block), or, one group with its blocks after[written], anywhere, each
+    # part past the first writing blocks of its own (Partials); the others
+    # split anywhere. split=False: one thread (the kernel adds to rows
+    # that several runs may share).
     function = _function(name, dtype)
     visits = runs.rows.numel()
     partial = Partials([after[written]]) if num_groups == 1 and \
