@@ -30,6 +30,7 @@ import contextvars
 import ctypes
 import hashlib
 import os
+import pathlib
 import platform
 import shutil
 import subprocess
@@ -55,15 +56,28 @@ _FLAGS = [['-O3', '-march=native'], ['-O3']]  # the second if the first fails
 _COMMON = ['-std=gnu11', '-fopenmp-simd', '-fPIC']
 _LIBRARIES = ['-lm']
 _MODES = ('auto', 'on', 'off')
-_FUNCTIONS = {  # name: (pointer arguments, integer arguments)
-    'outer_sum': (6, 9),
-    'contract': (6, 5),
-    'contract_backward': (8, 8),
-    'outer_sum_backward': (8, 7),
-    'direct_read': (12, 7),
-    'direct_read_backward': (15, 7),
-    'grouped_softmax': (12, 14),
-    'grouped_softmax_backward': (16, 14),
+_STATUS = ctypes.c_int  # -1: out of memory for the kernel's scratch, else 0
+_COMBINE = 'i' * 7 + 'p' * 12 + 'r'  # sizes; 12 tables and sources; eps
+#: Every kernel: its arguments (p: pointer, i: int64, r: the real type) and
+#: result type.
+_FUNCTIONS = {
+    'outer_sum': ('p' * 6 + 'i' * 9, _STATUS),
+    'contract': ('p' * 6 + 'i' * 5, _STATUS),
+    'contract_backward': ('p' * 8 + 'i' * 8, _STATUS),
+    'outer_sum_backward': ('p' * 8 + 'i' * 7, _STATUS),
+    'direct_read': ('p' * 12 + 'i' * 7, _STATUS),
+    'direct_read_backward': ('p' * 15 + 'i' * 7, _STATUS),
+    'direct_max_keys': ('', ctypes.c_int64),
+    'grouped_softmax': ('p' * 12 + 'i' * 14, _STATUS),
+    'grouped_softmax_backward': ('p' * 16 + 'i' * 14, _STATUS),
+    'combine': (_COMBINE + 'pp', None),  # then the outputs
+    'combine_backward': (_COMBINE + 'p' * 7, None),
+    # FAVOR+: data, rows, d, r (, shift flag), scale of x (, log-scale)
+    'favor_logits': ('p' * 4 + 'i' * 4 + 'rr', _STATUS),
+    'favor_shift': ('pp' + 'ii', None),
+    'favor_backward': ('p' * 5 + 'iii' + 'r', _STATUS),
+    'pair_gather': ('p' * 6 + 'iii', None),  # 6 arrays, 3 sizes
+    'pair_scatter': ('p' * 6 + 'iii', None),
 }
 
 
@@ -150,10 +164,7 @@ def _build() -> ctypes.CDLL:
     compiler = _compiler()
     if compiler is None:
         raise RuntimeError('no C compiler found ($CC, cc or gcc)')
-    source = b''
-    for path in _SOURCES:
-        with open(path, 'rb') as f:
-            source += f.read()
+    source = b''.join(pathlib.Path(path).read_bytes() for path in _SOURCES)
     version = _run([compiler, '--version']).stdout
     target_cpu = (platform.machine(), _cpu_signature())
     errors = []
@@ -172,33 +183,12 @@ def _build() -> ctypes.CDLL:
 
 
 def _declare(library: ctypes.CDLL) -> ctypes.CDLL:
-    pointer, integer = ctypes.c_void_p, ctypes.c_int64
     for suffix, real in (('f32', ctypes.c_float), ('f64', ctypes.c_double)):
-        for name, (pointers, integers) in _FUNCTIONS.items():
+        types = {'p': ctypes.c_void_p, 'i': ctypes.c_int64, 'r': real}
+        for name, (arguments, result) in _FUNCTIONS.items():
             function = getattr(library, f'{name}_{suffix}')
-            function.argtypes = [pointer] * pointers + [integer] * integers
-            function.restype = ctypes.c_int  # -1: out of memory
-        # rows, H, D, R, classes, value row stride, single-key sources;
-        # 12 tables and sources; eps; outputs
-        combine = [integer] * 7 + [pointer] * 12 + [real]
-        getattr(library, f'combine_{suffix}').argtypes = combine + [
-            pointer] * 2
-        getattr(library, f'combine_backward_{suffix}').argtypes = \
-            combine + [pointer] * 7
-        # FAVOR+: data pointers, then rows, d, r (and the shift flag), then
-        # the scale of x (and the log-scale of the features)
-        getattr(library, f'favor_logits_{suffix}').argtypes = \
-            [pointer] * 4 + [integer] * 4 + [real] * 2
-        getattr(library, f'favor_shift_{suffix}').argtypes = \
-            [pointer] * 2 + [integer] * 2
-        getattr(library, f'favor_shift_{suffix}').restype = None
-        getattr(library, f'direct_max_keys_{suffix}').restype = integer
-        for name in ('pair_gather', 'pair_scatter'):  # 6 arrays, 3 sizes
-            getattr(library, f'{name}_{suffix}').argtypes = \
-                [pointer] * 6 + [integer] * 3
-            getattr(library, f'{name}_{suffix}').restype = None
-        getattr(library, f'favor_backward_{suffix}').argtypes = \
-            [pointer] * 5 + [integer] * 3 + [real]
+            function.argtypes = [types[a] for a in arguments]
+            function.restype = result
     return library
 
 
@@ -281,6 +271,20 @@ def runs(index: Tensor, num_groups: int) -> Runs:
     return Runs(order, groups)
 
 
+class Groups(NamedTuple):
+    r"""Rows listed group by group: group :obj:`g` holds
+    :obj:`rows[ptr[g]:ptr[g + 1]]`."""
+    rows: Tensor
+    ptr: Tensor
+
+    @staticmethod
+    def of(runs: Runs, num_groups: int) -> 'Groups':
+        r"""The visits of :obj:`runs` as groups."""
+        counts = torch.bincount(runs.groups, minlength=num_groups)
+        return Groups(runs.rows, torch.cat([counts.new_zeros(1),
+                                            counts.cumsum(0)]))
+
+
 def _function(name: str, dtype: torch.dtype):
     # The built library whatever the current mode: a backward pass runs
     # the kernels its forward pass ran, even after use_native('off').
@@ -288,6 +292,20 @@ def _function(name: str, dtype: torch.dtype):
         library()
     suffix = 'f32' if dtype == torch.float32 else 'f64'
     return getattr(_state['library'], f'{name}_{suffix}')
+
+
+def _ptr(t: Optional[Tensor]) -> Optional[int]:
+    return None if t is None else t.data_ptr()
+
+
+def _pointers(tensors: Sequence[Optional[Tensor]]) -> ctypes.Array:
+    return (ctypes.c_void_p * max(len(tensors), 1))(
+        *[None if t is None else t.data_ptr() for t in tensors])
+
+
+def _row(t: Tensor, row: int, width: int) -> int:
+    # the address of row `row` of a contiguous tensor of rows `width` long
+    return t.data_ptr() + row * width * t.element_size()
 
 
 #: Rows below which a kernel call is not split across threads.
@@ -298,227 +316,6 @@ MIN_ROWS_PER_THREAD = 4096
 #: which 4,096 rows would not be.
 MIN_COST_PER_THREAD = 1 << 16
 _executors: Dict[Tuple[int, int], ThreadPoolExecutor] = {}
-
-
-def _segments(groups: Tensor, threads: int) -> List[int]:
-    # Split points of the visits, each at the start of a group, so that no
-    # two threads write the same summary block.
-    targets = torch.arange(1, threads, device=groups.device) * \
-        groups.numel() // threads
-    starts = torch.searchsorted(groups, groups.index_select(0, targets))
-    return sorted({0, groups.numel(), *starts.tolist()})
-
-
-class Partials:
-    r"""Tensors that the parts of a split would all add to: the first part
-    adds to them, each other part to zeroed blocks of its own (made by
-    :obj:`zeros`, under a lock: a workspace is not thread-safe), added to
-    them after the split (:meth:`add`). With :obj:`per_thread`, the parts
-    that one thread runs share its blocks: for kernels that add to them
-    (not write), and then several splits may share one set (parts that
-    run at once run on different threads)."""
-    def __init__(self, targets: Sequence[Tensor],
-                 zeros: Callable[[Tensor], Tensor] = torch.zeros_like,
-                 per_thread: bool = False) -> None:
-        self.targets, self.zeros = list(targets), zeros
-        self.per_thread = per_thread
-        self.blocks: Dict[object, List[Tensor]] = {}
-        self.lock = threading.Lock()
-
-    def take(self, start: int) -> List[Tensor]:
-        r"""What the part starting at row :obj:`start` adds to."""
-        if start == 0:
-            return self.targets
-        with self.lock:
-            owner = threading.get_ident() if self.per_thread else \
-                len(self.blocks)
-            if owner not in self.blocks:
-                self.blocks[owner] = [self.zeros(t) for t in self.targets]
-            return self.blocks[owner]
-
-    def add(self) -> None:
-        r"""Adds the other parts' blocks to the targets."""
-        for blocks in self.blocks.values():
-            for target, block in zip(self.targets, blocks):
-                target.add_(block)
-
-
-def _call(name: str, dtype: torch.dtype, runs: Runs, pointers: Sequence,
-          integers: Sequence[int], num_groups: Optional[int] = None,
-          split: bool = True,
-          written: Optional[Tuple[int, Tensor]] = None) -> None:
-    # pointers: data before the runs, the runs, data after; integers after
-    # the number of visits; with num_groups, the kernel writes summary
-    # blocks and is told the groups it owns (g_lo, g_hi); split=False keeps
-    # it on one thread (it adds to rows that several runs may share);
-    # written: (its place in the data after the runs, the summary blocks
-    # the kernel writes), so that one group's summary can be split too
-    # (Partials)
-    function = _function(name, dtype)
-    visits = runs.rows.numel()
-    partial = Partials([written[1]]) \
-        if num_groups == 1 and written is not None else None
-
-    def run(start: int, stop: int) -> int:
-        owned = [] if num_groups is None else [
-            0 if start == 0 else int(runs.groups[start]),
-            num_groups if stop == visits else int(runs.groups[stop])]
-        after = list(pointers[-1])
-        if partial is not None:
-            after[written[0]] = partial.take(start)[0].data_ptr()
-        return function(*pointers[:-1], runs.rows[start:].data_ptr(),
-                        runs.groups[start:].data_ptr(), *after,
-                        stop - start, *integers, *owned)
-
-    # a kernel that writes summary blocks splits at group starts (one
-    # writer per block), unless it has partial blocks; the others
-    # anywhere, also inside a long run (a per-graph pool is a single one)
-    split_anywhere = num_groups is None or partial is not None
-    _split_rows(run, visits, name, split, bounds=None if split_anywhere else
-                lambda threads: _segments(runs.groups, threads))
-    if partial is not None:
-        partial.add()
-
-
-def _in_threads(run, bounds: List[int],
-                threads: Optional[int] = None) -> list:
-    # run(start, stop) for consecutive bounds on a shared pool of `threads`
-    # (default: one per segment; ctypes releases the GIL: the segments run
-    # in parallel), each thread taking the next segment when it is done
-    threads = threads or len(bounds) - 1
-    key = (os.getpid(), threads)  # a forked child starts its own pool
-    if key not in _executors:
-        _executors[key] = ThreadPoolExecutor(threads)
-    return list(_executors[key].map(run, bounds[:-1], bounds[1:]))
-
-
-def _ptr(t: Optional[Tensor]) -> Optional[int]:
-    return None if t is None else t.data_ptr()
-
-
-def outer_sum(k: Tensor, v: Tensor, runs: Runs, num_groups: int,
-              head_stride: int, columns: Tensor, ones: bool,
-              out: Optional[Tensor] = None) -> Tensor:
-    r"""Summaries :obj:`[G, H, R, C]` of the visited rows:
-    :obj:`S[g, h] = sum k[row, h] b^T` with :obj:`b = v[row, h * head_stride
-    + columns]` (then 1 when :obj:`ones`), :obj:`k [rows, H, R]`,
-    :obj:`v [rows, L]` (both contiguous), :obj:`columns` long; written to
-    :obj:`out` (contiguous) when given."""
-    (_, H, R), C = k.shape, columns.numel() + ones
-    if out is None:
-        out = k.new_empty(num_groups, H, R, C)  # written by the kernel
-    _call('outer_sum', k.dtype, runs, [k.data_ptr(), v.data_ptr(), [
-        columns.data_ptr(), out.data_ptr()]],
-        [H, R, C, v.size(1), head_stride, int(ones)], num_groups,
-        written=(1, out))
-    return out
-
-
-def _may_split_adds(rows: Tensor) -> bool:
-    # whether a kernel that adds to data rows may split its work across
-    # threads: more than one thread, and no row listed twice (two threads
-    # would add to it at once)
-    return torch.get_num_threads() > 1 and bool(
-        (torch.bincount(rows) <= 1).all())
-
-
-def outer_sum_backward(k: Tensor, v: Tensor, grad: Tensor, runs: Runs,
-                       head_stride: int, columns: Tensor, ones: bool,
-                       grad_k: Optional[Tensor], grad_v: Optional[Tensor]
-                       ) -> None:
-    r"""Adds the gradients of :func:`outer_sum` with respect to :obj:`k` and
-    :obj:`v` to :obj:`grad_k` and :obj:`grad_v` (laid out as :obj:`k`,
-    :obj:`v`; each skipped when :obj:`None`), in one pass over the rows
-    (split across threads only when no data row is visited twice: two
-    threads would add to it at once)."""
-    (_, H, R), C = k.shape, grad.size(-1)
-    grad = grad.contiguous()
-    split = _may_split_adds(runs.rows)
-    _call('outer_sum_backward', k.dtype, runs, [
-        k.data_ptr(), v.data_ptr(), grad.data_ptr(),
-        [columns.data_ptr(), _ptr(grad_k), _ptr(grad_v)]],
-        [H, R, C, v.size(1), head_stride, int(ones)], split=split)
-
-
-def reads_every_column(columns: Tensor, num_columns: int) -> bool:
-    r"""Whether a reading of :obj:`columns` covers all :obj:`num_columns`
-    columns of its summary (then its gradient can be written, not added)."""
-    return columns.unique().numel() == num_columns
-
-
-def contract(q: Tensor, summary: Tensor, runs: Runs, columns: Tensor,
-             out: Optional[Tensor] = None) -> Tensor:
-    r""":obj:`[E, H, C']` readings :math:`q_e^\top S_{g(e)}[:, \text{columns}]`
-    (the runs visit every row of :obj:`q` once; :obj:`columns` long, in
-    range), written to :obj:`out` (contiguous) when given."""
-    q, summary = q.contiguous(), summary.contiguous()
-    (E, H, R), C = q.shape, summary.size(-1)
-    if out is None:
-        out = q.new_empty(E, H, columns.numel())
-    _call('contract', q.dtype, runs, [q.data_ptr(), summary.data_ptr(), [
-        columns.data_ptr(), out.data_ptr()]], [H, R, C, columns.numel()])
-    return out
-
-
-def contract_backward(q: Tensor, summary: Tensor, grad: Tensor, runs: Runs,
-                      columns: Tensor, grad_q: Optional[Tensor],
-                      grad_summary: Optional[Tensor], add_q: bool = False,
-                      add_summary: bool = False) -> None:
-    r"""Gradients of :func:`contract` with respect to :obj:`q` and
-    :obj:`summary` (contiguous buffers shaped as them, each skipped when
-    :obj:`None`), written or, with :obj:`add_q` / :obj:`add_summary`, added
-    to, in one pass over the rows. Only the read :obj:`columns` of
-    :obj:`grad_summary` are written: leaving some out needs
-    :obj:`add_summary`."""
-    q, summary, grad = q.contiguous(), summary.contiguous(), grad.contiguous()
-    (_, H, R), C = q.shape, summary.size(-1)
-    if grad_summary is not None and not add_summary and \
-            not reads_every_column(columns, C):
-        raise ValueError('a reading of some columns adds to the summary '
-                         'gradient (add_summary=True)')
-    _call('contract_backward', q.dtype, runs, [
-        q.data_ptr(), summary.data_ptr(), grad.data_ptr(),
-        [columns.data_ptr(), _ptr(grad_q), _ptr(grad_summary)]],
-        [H, R, C, columns.numel(), int(add_q) + 2 * int(add_summary)],
-        summary.size(0),
-        written=None if grad_summary is None else (2, grad_summary))
-
-
-def _pointers(tensors: Sequence[Optional[Tensor]]) -> ctypes.Array:
-    return (ctypes.c_void_p * max(len(tensors), 1))(
-        *[None if t is None else t.data_ptr() for t in tensors])
-
-
-class CombinationTable(NamedTuple):
-    r"""The terms of a part's classes as flat :obj:`long` tables (class
-    :obj:`c` owns terms :obj:`start[c]:start[c + 1]`; see
-    :mod:`torch_geometric_hot.ops.class_combination`)."""
-    start: Tensor
-    kind: Tensor
-    sign: Tensor
-    src: Tensor
-    offset: Tensor
-
-
-def _combine_args(table: CombinationTable, readings, widths, q: Tensor,
-                  k: Tensor, positions, values: Tensor,
-                  slots: Sequence[int], nonempty: Tensor, eps: float,
-                  start: int, stop: int):
-    # the leading arguments of the combination kernels for rows
-    # start..stop: every per-row input from there on (keys and values are
-    # gathered by position: whole); the widths' tensor is returned too, to
-    # be kept alive through the call
-    nc = nonempty.size(1)
-    H, D = values.shape[2:]
-    width = torch.tensor(list(widths) or [0])
-    return [stop - start, H, D, q.size(-1), nc, values.stride(0),
-            len(positions), *(t.data_ptr() for t in table),
-            _pointers([None if r is None else r[start:] for r in readings]),
-            width.data_ptr(), q[start:].data_ptr(), k.data_ptr(),
-            _pointers([p[start:] for p in positions]),
-            _pointers([values[:, s] for s in slots]),
-            nonempty[start:].data_ptr(),
-            eps], width
 
 
 #: Segments per thread of the calls that may split finely (their parts
@@ -564,9 +361,205 @@ def _balanced_bounds(costs: Tensor, threads: int) -> List[int]:
                                        for b in inner)})
 
 
-def _row(t: Tensor, row: int, width: int) -> int:
-    # the address of row `row` of a contiguous tensor of rows `width` long
-    return t.data_ptr() + row * width * t.element_size()
+def _in_threads(run, bounds: List[int],
+                threads: Optional[int] = None) -> list:
+    # run(start, stop) for consecutive bounds on a shared pool of `threads`
+    # (default: one per segment; ctypes releases the GIL: the segments run
+    # in parallel), each thread taking the next segment when it is done
+    threads = threads or len(bounds) - 1
+    key = (os.getpid(), threads)  # a forked child starts its own pool
+    if key not in _executors:
+        _executors[key] = ThreadPoolExecutor(threads)
+    return list(_executors[key].map(run, bounds[:-1], bounds[1:]))
+
+
+def _segments(groups: Tensor, threads: int) -> List[int]:
+    # Split points of the visits, each at the start of a group, so that no
+    # two threads write the same summary block.
+    targets = torch.arange(1, threads, device=groups.device) * \
+        groups.numel() // threads
+    starts = torch.searchsorted(groups, groups.index_select(0, targets))
+    return sorted({0, groups.numel(), *starts.tolist()})
+
+
+def _may_split_adds(rows: Tensor) -> bool:
+    # whether a kernel that adds to data rows may split its work across
+    # threads: more than one thread, and no row listed twice (two threads
+    # would add to it at once)
+    return torch.get_num_threads() > 1 and bool(
+        (torch.bincount(rows) <= 1).all())
+
+
+class Partials:
+    r"""Tensors that the parts of a split would all add to: the first part
+    adds to them, each other part to zeroed blocks of its own (made by
+    :obj:`zeros`, under a lock: a workspace is not thread-safe), added to
+    them after the split (:meth:`add`). With :obj:`per_thread`, the parts
+    that one thread runs share its blocks: for kernels that add to them
+    (not write), and then several splits may share one set (parts that
+    run at once run on different threads)."""
+    def __init__(self, targets: Sequence[Tensor],
+                 zeros: Callable[[Tensor], Tensor] = torch.zeros_like,
+                 per_thread: bool = False) -> None:
+        self.targets, self.zeros = list(targets), zeros
+        self.per_thread = per_thread
+        self.blocks: Dict[object, List[Tensor]] = {}
+        self.lock = threading.Lock()
+
+    def take(self, start: int) -> List[Tensor]:
+        r"""What the part starting at row :obj:`start` adds to."""
+        if start == 0:
+            return self.targets
+        with self.lock:
+            owner = threading.get_ident() if self.per_thread else \
+                len(self.blocks)
+            if owner not in self.blocks:
+                self.blocks[owner] = [self.zeros(t) for t in self.targets]
+            return self.blocks[owner]
+
+    def add(self) -> None:
+        r"""Adds the other parts' blocks to the targets."""
+        for blocks in self.blocks.values():
+            for target, block in zip(self.targets, blocks):
+                target.add_(block)
+
+
+def _call(name: str, dtype: torch.dtype, runs: Runs,
+          before: Sequence[Tensor], after: Sequence[Optional[Tensor]],
+          integers: Sequence[int], num_groups: Optional[int] = None,
+          split: bool = True, written: Optional[int] = None) -> None:
+    # The kernel's arguments: the tensors before the runs, the runs, the
+    # tensors after them (None: NULL), the number of visits, the integers.
+    # With num_groups, the kernel writes summary blocks, is told the groups
+    # it owns (g_lo, g_hi) and splits at group starts (one writer per
+    # block), or, one group with its blocks after[written], anywhere, each
+    # part past the first writing blocks of its own (Partials); the others
+    # split anywhere. split=False: one thread (the kernel adds to rows
+    # that several runs may share).
+    function = _function(name, dtype)
+    visits = runs.rows.numel()
+    partial = Partials([after[written]]) if num_groups == 1 and \
+        written is not None and after[written] is not None else None
+    before, after = [t.data_ptr() for t in before], [_ptr(t) for t in after]
+
+    def run(start: int, stop: int) -> int:
+        owned = [] if num_groups is None else [
+            0 if start == 0 else int(runs.groups[start]),
+            num_groups if stop == visits else int(runs.groups[stop])]
+        pointers = list(after)
+        if partial is not None:
+            pointers[written] = partial.take(start)[0].data_ptr()
+        return function(*before, runs.rows[start:].data_ptr(),
+                        runs.groups[start:].data_ptr(), *pointers,
+                        stop - start, *integers, *owned)
+
+    split_anywhere = num_groups is None or partial is not None
+    _split_rows(run, visits, name, split, bounds=None if split_anywhere else
+                lambda threads: _segments(runs.groups, threads))
+    if partial is not None:
+        partial.add()
+
+
+def outer_sum(k: Tensor, v: Tensor, runs: Runs, num_groups: int,
+              head_stride: int, columns: Tensor, ones: bool,
+              out: Optional[Tensor] = None) -> Tensor:
+    r"""Summaries :obj:`[G, H, R, C]` of the visited rows:
+    :obj:`S[g, h] = sum k[row, h] b^T` with :obj:`b = v[row, h * head_stride
+    + columns]` (then 1 when :obj:`ones`), :obj:`k [rows, H, R]`,
+    :obj:`v [rows, L]` (both contiguous), :obj:`columns` long; written to
+    :obj:`out` (contiguous) when given."""
+    (_, H, R), C = k.shape, columns.numel() + ones
+    if out is None:
+        out = k.new_empty(num_groups, H, R, C)  # written by the kernel
+    _call('outer_sum', k.dtype, runs, [k, v], [columns, out],
+          [H, R, C, v.size(1), head_stride, int(ones)], num_groups, written=1)
+    return out
+
+
+def outer_sum_backward(k: Tensor, v: Tensor, grad: Tensor, runs: Runs,
+                       head_stride: int, columns: Tensor, ones: bool,
+                       grad_k: Optional[Tensor], grad_v: Optional[Tensor]
+                       ) -> None:
+    r"""Adds the gradients of :func:`outer_sum` with respect to :obj:`k` and
+    :obj:`v` to :obj:`grad_k` and :obj:`grad_v` (laid out as :obj:`k`,
+    :obj:`v`; each skipped when :obj:`None`), in one pass over the rows
+    (split across threads only when no data row is visited twice: two
+    threads would add to it at once)."""
+    (_, H, R), C = k.shape, grad.size(-1)
+    grad = grad.contiguous()
+    split = _may_split_adds(runs.rows)
+    _call('outer_sum_backward', k.dtype, runs, [k, v, grad],
+          [columns, grad_k, grad_v],
+          [H, R, C, v.size(1), head_stride, int(ones)], split=split)
+
+
+def reads_every_column(columns: Tensor, num_columns: int) -> bool:
+    r"""Whether a reading of :obj:`columns` covers all :obj:`num_columns`
+    columns of its summary (then its gradient can be written, not added)."""
+    return columns.unique().numel() == num_columns
+
+
+def contract(q: Tensor, summary: Tensor, runs: Runs, columns: Tensor,
+             out: Optional[Tensor] = None) -> Tensor:
+    r""":obj:`[E, H, C']` readings :math:`q_e^\top S_{g(e)}[:, \text{columns}]`
+    (the runs visit every row of :obj:`q` once; :obj:`columns` long, in
+    range), written to :obj:`out` (contiguous) when given."""
+    q, summary = q.contiguous(), summary.contiguous()
+    (E, H, R), C = q.shape, summary.size(-1)
+    if out is None:
+        out = q.new_empty(E, H, columns.numel())
+    _call('contract', q.dtype, runs, [q, summary], [columns, out],
+          [H, R, C, columns.numel()])
+    return out
+
+
+def contract_backward(q: Tensor, summary: Tensor, grad: Tensor, runs: Runs,
+                      columns: Tensor, grad_q: Optional[Tensor],
+                      grad_summary: Optional[Tensor], add_q: bool = False,
+                      add_summary: bool = False) -> None:
+    r"""Gradients of :func:`contract` with respect to :obj:`q` and
+    :obj:`summary` (contiguous buffers shaped as them, each skipped when
+    :obj:`None`), written or, with :obj:`add_q` / :obj:`add_summary`, added
+    to, in one pass over the rows. Only the read :obj:`columns` of
+    :obj:`grad_summary` are written: leaving some out needs
+    :obj:`add_summary`."""
+    q, summary, grad = q.contiguous(), summary.contiguous(), grad.contiguous()
+    (_, H, R), C = q.shape, summary.size(-1)
+    if grad_summary is not None and not add_summary and \
+            not reads_every_column(columns, C):
+        raise ValueError('a reading of some columns adds to the summary '
+                         'gradient (add_summary=True)')
+    _call('contract_backward', q.dtype, runs, [q, summary, grad],
+          [columns, grad_q, grad_summary],
+          [H, R, C, columns.numel(), int(add_q) + 2 * int(add_summary)],
+          summary.size(0), written=2)
+
+
+class CombinationTable(NamedTuple):
+    r"""The terms of a part's classes as flat :obj:`long` tables (class
+    :obj:`c` owns terms :obj:`start[c]:start[c + 1]`; see
+    :mod:`torch_geometric_hot.ops.class_combination`)."""
+    start: Tensor
+    kind: Tensor
+    sign: Tensor
+    src: Tensor
+    offset: Tensor
+
+
+def _combine_args(table: CombinationTable, readings, widths: Tensor,
+                  q: Tensor, k: Tensor, positions, values: Tensor,
+                  slots: Sequence[int], nonempty: Tensor, eps: float,
+                  start: int, stop: int) -> list:
+    # the leading arguments of the combination kernels for rows
+    # start..stop: every per-row input from there on (keys and values are
+    # gathered by position: whole)
+    return [stop - start, *values.shape[2:], q.size(-1), nonempty.size(1),
+            values.stride(0), len(positions), *(t.data_ptr() for t in table),
+            _pointers([None if r is None else r[start:] for r in readings]),
+            widths.data_ptr(), q[start:].data_ptr(), k.data_ptr(),
+            _pointers([p[start:] for p in positions]),
+            _pointers([values[:, s] for s in slots]),
+            nonempty[start:].data_ptr(), eps]
 
 
 def combine(table: CombinationTable, readings: Sequence[Tensor], q: Tensor,
@@ -580,13 +573,13 @@ def combine(table: CombinationTable, readings: Sequence[Tensor], q: Tensor,
     rows, (H, D) = nonempty.size(0), values.shape[2:]
     out = values.new_empty(rows, nonempty.size(1), H, D)
     den = values.new_empty(rows, nonempty.size(1), H)
-    widths = [r.size(-1) for r in readings]
+    widths = torch.tensor([r.size(-1) for r in readings] or [0])
+    function = _function('combine', out.dtype)
 
     def run(start: int, stop: int) -> None:
-        args, _ = _combine_args(table, readings, widths, q, k, positions,
-                                values, slots, nonempty, eps, start, stop)
-        _function('combine', out.dtype)(*args, out[start:].data_ptr(),
-                                        den[start:].data_ptr())
+        function(*_combine_args(table, readings, widths, q, k, positions,
+                                values, slots, nonempty, eps, start, stop),
+                 out[start:].data_ptr(), den[start:].data_ptr())
 
     _split_rows(run, rows, fine=True)  # rows are independent
     return out, den
@@ -612,24 +605,23 @@ def combine_backward(table: CombinationTable,
     :obj:`into` that are not :obj:`None`, in that order,
     :obj:`per_thread`), which the caller adds (:meth:`Partials.add`):
     calls for several row sets share one set of blocks."""
-    widths = [shape[-1] for shape in reading_shapes]
+    widths = torch.tensor([shape[-1] for shape in reading_shapes] or [0])
     grad = grad.contiguous()  # (kept alive through the call)
-    n_r = len(reading_shapes)
     grads = [scratch.zeros(shape, out.dtype) if need else None
              for shape, need in zip(reading_shapes, needs)]
     grad_q = into[0]
+    function = _function('combine_backward', out.dtype)
 
     def run(start: int, stop: int) -> None:
         # rows start..stop (see _combine_args)
         shared = iter(partials.take(start))
         grad_k, grad_v = [None if g is None else next(shared)
                           for g in into[1:]]
-        args, _ = _combine_args(table, [None] * n_r, widths, q, k,
-                                positions, values, slots, nonempty, eps,
-                                start, stop)
-        _function('combine_backward', out.dtype)(
-            *args, out[start:].data_ptr(), den[start:].data_ptr(),
-            grad[start:].data_ptr(),
+        function(
+            *_combine_args(table, [None] * len(grads), widths, q, k,
+                           positions, values, slots, nonempty, eps, start,
+                           stop), out[start:].data_ptr(),
+            den[start:].data_ptr(), grad[start:].data_ptr(),
             _pointers([None if g is None else g[start:] for g in grads]),
             _ptr(None if grad_q is None else grad_q[start:]),
             _ptr(grad_k), _pointers([None if grad_v is None else
@@ -693,20 +685,6 @@ def favor_backward(x: Tensor, projection: Tensor, phi: Tensor,
 
     _split_rows(run, x.numel() // d, 'favor_backward')
     return grad_x
-
-
-class Groups(NamedTuple):
-    r"""Rows listed group by group: group :obj:`g` holds
-    :obj:`rows[ptr[g]:ptr[g + 1]]`."""
-    rows: Tensor
-    ptr: Tensor
-
-    @staticmethod
-    def of(runs: Runs, num_groups: int) -> 'Groups':
-        r"""The visits of :obj:`runs` as groups."""
-        counts = torch.bincount(runs.groups, minlength=num_groups)
-        return Groups(runs.rows, torch.cat([counts.new_zeros(1),
-                                            counts.cumsum(0)]))
 
 
 def direct_max_keys(dtype: torch.dtype) -> int:

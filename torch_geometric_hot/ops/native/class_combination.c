@@ -37,11 +37,14 @@
     rows, H, D, R, nc, ldv, nk, start, kind, sign, src, off, reading, width,  \
     q, k, position, value, nonempty, eps
 
-/* Calls BODY(d) with d a compile-time constant for the usual head sizes. */
-#define DISPATCH_D(BODY)                                                      \
+/* Calls F(COMBINE_ARGS, ..., d) with d a compile-time constant for the
+   usual head sizes. */
+#define DISPATCH_D(F, ...)                                                    \
     switch (D) {                                                              \
-    case 4: BODY(4); break;  case 8: BODY(8); break;                          \
-    case 16: BODY(16); break; default: BODY(D); break;                        \
+    case 4: F(COMBINE_ARGS, __VA_ARGS__, 4); break;                           \
+    case 8: F(COMBINE_ARGS, __VA_ARGS__, 8); break;                           \
+    case 16: F(COMBINE_ARGS, __VA_ARGS__, 16); break;                         \
+    default: F(COMBINE_ARGS, __VA_ARGS__, D); break;                          \
     }
 
 /* Rows ahead whose keys and value rows (and, backward, their gradient
@@ -92,10 +95,9 @@ INLINE void prefetch_values_##SUF(int64_t row, int64_t rows, int64_t c,       \
 }                                                                             \
                                                                               \
 /* dots[s, h] of the row's single-key sources (0 for missing keys) */         \
-INLINE void row_dots_##SUF(COMBINE_PARAMS(T), int64_t row, T *dots) {         \
-    (void)rows; (void)D; (void)nc; (void)ldv; (void)start; (void)kind;        \
-    (void)sign; (void)src; (void)off; (void)reading; (void)width;             \
-    (void)value; (void)nonempty; (void)eps;                                   \
+INLINE void row_dots_##SUF(const T *q, const T *k, int64_t *const *position,  \
+                           int64_t nk, int64_t H, int64_t R, int64_t row,     \
+                           T *dots) {                                         \
     for (int64_t s = 0; s < nk; ++s) {                                        \
         const int64_t p = position[s][row];                                   \
         for (int64_t h = 0; h < H; ++h) {                                     \
@@ -116,7 +118,7 @@ INLINE void combine_body_##SUF(COMBINE_PARAMS(T), T *out, T *den_out,         \
     for (int64_t row = 0; row < rows; ++row) {                                \
         prefetch_keys_##SUF(row + PREFETCH_ROWS, rows, nk, position, k,       \
                             (T *)0, H * R);                                   \
-        row_dots_##SUF(COMBINE_ARGS, row, dots);                              \
+        row_dots_##SUF(q, k, position, nk, H, R, row, dots);                  \
         for (int64_t c = 0; c < nc; ++c) {                                    \
             prefetch_values_##SUF(row + PREFETCH_ROWS, rows, c, start, kind,  \
                                   src, position, value, (T *const *)0, ldv,   \
@@ -163,7 +165,7 @@ INLINE void combine_body_##SUF(COMBINE_PARAMS(T), T *out, T *den_out,         \
 }                                                                             \
                                                                               \
 void combine_##SUF(COMBINE_PARAMS(T), T *out, T *den_out) {                   \
-    DISPATCH_D(COMBINE_BODY_##SUF)                                            \
+    DISPATCH_D(combine_body_##SUF, out, den_out)                              \
 }                                                                             \
                                                                               \
 INLINE void combine_backward_body_##SUF(COMBINE_PARAMS(T), const T *out,     \
@@ -175,7 +177,7 @@ INLINE void combine_backward_body_##SUF(COMBINE_PARAMS(T), const T *out,     \
     for (int64_t row = 0; row < rows; ++row) {                                \
         prefetch_keys_##SUF(row + PREFETCH_ROWS, rows, nk, position, k,       \
                             grad_k, H * R);                                   \
-        row_dots_##SUF(COMBINE_ARGS, row, dots);                              \
+        row_dots_##SUF(q, k, position, nk, H, R, row, dots);                  \
         for (int64_t j = 0; j < nk * H; ++j) g_dots[j] = 0;                   \
         for (int64_t c = 0; c < nc; ++c) {                                    \
             prefetch_values_##SUF(row + PREFETCH_ROWS, rows, c, start, kind,  \
@@ -262,17 +264,9 @@ void combine_backward_##SUF(COMBINE_PARAMS(T), const T *out,                 \
                             const T *den_out, const T *grad_out,              \
                             T *const *grad_reading, T *grad_q, T *grad_k,     \
                             T *const *grad_value) {                           \
-    DISPATCH_D(COMBINE_BACKWARD_BODY_##SUF)                                   \
+    DISPATCH_D(combine_backward_body_##SUF, out, den_out, grad_out,           \
+               grad_reading, grad_q, grad_k, grad_value)                      \
 }
-
-#define COMBINE_BODY_f32(d) combine_body_f32(COMBINE_ARGS, out, den_out, d)
-#define COMBINE_BODY_f64(d) combine_body_f64(COMBINE_ARGS, out, den_out, d)
-#define COMBINE_BACKWARD_BODY_f32(d)                                          \
-    combine_backward_body_f32(COMBINE_ARGS, out, den_out, grad_out,           \
-                              grad_reading, grad_q, grad_k, grad_value, d)
-#define COMBINE_BACKWARD_BODY_f64(d)                                          \
-    combine_backward_body_f64(COMBINE_ARGS, out, den_out, grad_out,           \
-                              grad_reading, grad_q, grad_k, grad_value, d)
 
 DEFINE_COMBINE(float, f32)
 DEFINE_COMBINE(double, f64)

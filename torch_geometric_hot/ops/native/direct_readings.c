@@ -63,6 +63,15 @@ enum { PANEL_KT = 1, PANEL_K = 2, PANEL_V = 4, PANEL_VT = 8 };
    their loads would otherwise wait on memory. The next group's first
    queries are fetched with its keys. */
 #define QUERY_AHEAD 6
+/* Calls F(..., NW) with NW = n (1 for 0, 4 for more) a compile-time
+   constant. */
+#define WITH_NW(n, F, ...)                                                    \
+    switch (n) {                                                              \
+    case 0: case 1: F(__VA_ARGS__, 1); break;                                 \
+    case 2: F(__VA_ARGS__, 2); break;                                         \
+    case 3: F(__VA_ARGS__, 3); break;                                         \
+    default: F(__VA_ARGS__, 4); break;                                        \
+    }
 /* Prefetches the n elements from p (RW: 1 when they will be written). */
 #define FETCH_SPAN(p, n, RW)                                                  \
     do {                                                                      \
@@ -117,6 +126,21 @@ static int64_t column_runs(const int64_t *cols, int64_t n, int64_t *runs) {
     return count;
 }
 
+/* The span [lo, hi) of the columns cols[0, n) (a pool's sources in a values
+   row, or a reading's selection of the pool's columns); whether they are
+   that span, in order. */
+static int column_span(const int64_t *cols, int64_t n, int64_t *lo,
+                       int64_t *hi) {
+    *lo = n ? cols[0] : 0; *hi = *lo;
+    int in_order = 1;
+    for (int64_t c = 0; c < n; ++c) {
+        if (cols[c] < *lo) *lo = cols[c];
+        if (cols[c] + 1 > *hi) *hi = cols[c] + 1;
+        in_order &= cols[c] == cols[0] + c;
+    }
+    return in_order;
+}
+
 #define DEFINE_DIRECT(T, SUF)                                                 \
 typedef T dvec_##SUF __attribute__((vector_size(DV_BYTES), aligned(sizeof(T))));\
 enum { DW_##SUF = DV_BYTES / sizeof(T), NK_##SUF = KEY_VECS * DW_##SUF };     \
@@ -129,16 +153,13 @@ INLINE_D void dst_##SUF(T *p, dvec_##SUF x) { *(dvec_##SUF *)p = x; }        \
    queries in each of the nr readings (of its queries q[r], of gq[r] when   \
    gq and it are not NULL, and their output or gradient rows; the loop over \
    the queries fetches the others). */                                       \
-static void fetch_group_##SUF(fetch_queue *f, const T *k, const T *v,        \
-                              const T *gk,                                    \
-                              const T *gv, const T *const *q,                 \
-                              T *const *gq,                                   \
-                              const int64_t *key_rows, const int64_t *key_ptr,\
-                              int64_t g, const int64_t *const *query_rows,    \
-                              const int64_t *const *query_ptr,                \
-                              const int64_t *nsel, T *const *data,            \
-                              int64_t nr, int64_t H, int64_t R, int64_t ldv,  \
-                              int64_t v_lo, int64_t v_hi) {                   \
+static void fetch_group_##SUF(                                                \
+        fetch_queue *f, const T *k, const T *v, const T *gk, const T *gv,     \
+        const T *const *q, T *const *gq, const int64_t *key_rows,             \
+        const int64_t *key_ptr, int64_t g, const int64_t *const *query_rows,  \
+        const int64_t *const *query_ptr, const int64_t *nsel,                 \
+        T *const *data, int64_t nr, int64_t H, int64_t R, int64_t ldv,        \
+        int64_t v_lo, int64_t v_hi) {                                         \
     const int64_t span = sizeof(T) * (v_hi - v_lo);                          \
     for (int64_t t = key_ptr[g]; t < key_ptr[g + 1]; ++t) {                   \
         const int64_t x = key_rows[t];                                        \
@@ -160,18 +181,6 @@ static void fetch_group_##SUF(fetch_queue *f, const T *k, const T *v,        \
         }                                                                     \
 }                                                                             \
                                                                               \
-/* The span [lo, hi) of a values row that the pool's columns of all H       \
-   heads cover. */                                                           \
-static void value_span_##SUF(const int64_t *src, int64_t C, int64_t H,       \
-                             int64_t hb, int64_t *lo, int64_t *hi) {          \
-    *lo = 0; *hi = 0;                                                         \
-    for (int64_t c = 0; c < C; ++c) {                                         \
-        if (c == 0 || src[c] < *lo) *lo = src[c];                             \
-        if (c == 0 || src[c] + 1 > *hi) *hi = src[c] + 1;                     \
-    }                                                                         \
-    *hi += (H - 1) * hb;                                                      \
-}                                                                             \
-                                                                              \
 /* The largest group the direct readings take. */                            \
 int64_t direct_max_keys_##SUF(void) { return NK_##SUF; }                     \
                                                                               \
@@ -189,7 +198,8 @@ typedef struct {                                                              \
 static int panels_alloc_##SUF(panels_##SUF *p, int64_t R, int64_t C,        \
                                const int64_t *src, int64_t H, int64_t hb) {   \
     const int64_t nk = NK_##SUF;                                              \
-    value_span_##SUF(src, C, H, hb, &p->v_lo, &p->v_hi);                      \
+    column_span(src, C, &p->v_lo, &p->v_hi);                                  \
+    p->v_hi += (H - 1) * hb; /* the columns of all H heads */                 \
     p->rp = (R + DW_##SUF - 1) / DW_##SUF * DW_##SUF;                         \
     p->cp = (C + DW_##SUF - 1) / DW_##SUF * DW_##SUF;                         \
     const int64_t lanes = (p->rp > p->cp ? p->rp : p->cp) +                   \
@@ -317,12 +327,8 @@ INLINE_D void weighted_block_##SUF(const T *wj, const T *m, int64_t ldm,     \
 INLINE_D void weighted_rows_##SUF(const T *wj, const T *m, int64_t ldm,      \
                                   int64_t n, int64_t C, T *lanes) {           \
     for (int64_t c0 = 0; c0 < C; c0 += COL_VECS * DW_##SUF) {                 \
-        switch ((C - c0 + DW_##SUF - 1) / DW_##SUF) {                         \
-        case 1: weighted_block_##SUF(wj, m, ldm, n, c0, lanes, 1); break;     \
-        case 2: weighted_block_##SUF(wj, m, ldm, n, c0, lanes, 2); break;     \
-        case 3: weighted_block_##SUF(wj, m, ldm, n, c0, lanes, 3); break;     \
-        default: weighted_block_##SUF(wj, m, ldm, n, c0, lanes, 4); break;    \
-        }                                                                     \
+        WITH_NW((C - c0 + DW_##SUF - 1) / DW_##SUF, weighted_block_##SUF, wj, \
+                m, ldm, n, c0, lanes)                                         \
     }                                                                         \
 }                                                                             \
                                                                               \
@@ -343,7 +349,7 @@ static void small_group_read_##SUF(const panels_##SUF *p, const T *q,        \
             FETCH_SPAN(out + f * (nsel + 1), H * (nsel + 1), 1);              \
         }                                                                     \
         const T *qi = q + i * R;                                              \
-        T *o = out + i * (nsel + 1), w[ROW_LAYOUT_KEYS], den = 0;              \
+        T *o = out + i * (nsel + 1), w[ROW_LAYOUT_KEYS], den = 0;             \
         for (int64_t j = 0; j < n; ++j)                                       \
             den += w[j] = dot_##SUF(qi, p->k + j * p->rp, R);                 \
         memset(o, 0, sizeof(T) * nsel);                                       \
@@ -355,20 +361,6 @@ static void small_group_read_##SUF(const panels_##SUF *p, const T *q,        \
             }                                                                 \
         o[nsel] = den;                                                        \
     }                                                                         \
-}                                                                             \
-                                                                              \
-/* The span [lo, hi) of the pool's columns that a reading's selection     \
-   sel[0, nsel) covers; whether it is the selection, in order. */           \
-static int selection_span_##SUF(const int64_t *sel, int64_t nsel,            \
-                                int64_t *lo, int64_t *hi) {                   \
-    *lo = nsel ? sel[0] : 0; *hi = *lo;                                       \
-    int in_order = 1;                                                         \
-    for (int64_t c = 0; c < nsel; ++c) {                                      \
-        if (sel[c] < *lo) *lo = sel[c];                                       \
-        if (sel[c] + 1 > *hi) *hi = sel[c] + 1;                               \
-        in_order &= sel[c] == sel[0] + c;                                     \
-    }                                                                         \
-    return in_order;                                                          \
 }                                                                             \
                                                                               \
 /* The readings of one reading's queries of group g, head h (the weighted  \
@@ -406,14 +398,13 @@ INLINE_D void read_group_##SUF(const panels_##SUF *p, const T *q,            \
    (at most NK) and, in reading r, the rows                                  \
    query_rows[r][query_ptr[r][g] .. query_ptr[r][g + 1]) of its queries     \
    q[r] [rows, H, R] (each reading its own). */                              \
-int direct_read_##SUF(const T *k, const T *v, const T *const *q,              \
-                      const int64_t *key_rows, const int64_t *key_ptr,        \
-                      const int64_t *groups, const int64_t *src,              \
-                      const int64_t *const *query_rows,                       \
-                      const int64_t *const *query_ptr,                        \
-                      const int64_t *const *sel, const int64_t *nsel,         \
-                      T *const *out, int64_t ng, int64_t nr, int64_t H,       \
-                      int64_t R, int64_t C, int64_t ldv, int64_t hb) {        \
+int direct_read_##SUF(                                                        \
+        const T *k, const T *v, const T *const *q, const int64_t *key_rows,   \
+        const int64_t *key_ptr, const int64_t *groups, const int64_t *src,    \
+        const int64_t *const *query_rows, const int64_t *const *query_ptr,    \
+        const int64_t *const *sel, const int64_t *nsel, T *const *out,        \
+        int64_t ng, int64_t nr, int64_t H, int64_t R, int64_t C, int64_t ldv, \
+        int64_t hb) {                                                         \
     panels_##SUF p;                                                           \
     if (panels_alloc_##SUF(&p, R, C, src, H, hb)) return -1;                  \
     int64_t total = 0;                                                        \
@@ -424,8 +415,8 @@ int direct_read_##SUF(const T *k, const T *v, const T *const *q,              \
         free(span); free(runs); panels_free_##SUF(&p); return -1;             \
     }                                                                         \
     for (int64_t r = 0, at = 0; r < nr; at += 3 * nsel[r++]) {                \
-        span[4 * r + 2] = selection_span_##SUF(sel[r], nsel[r], span + 4 * r, \
-                                               span + 4 * r + 1);             \
+        span[4 * r + 2] = column_span(sel[r], nsel[r], span + 4 * r,          \
+                                      span + 4 * r + 1);                      \
         span[4 * r + 3] = column_runs(sel[r], nsel[r], runs + at);            \
     }                                                                         \
     for (int64_t i = 0; i < ng; ++i) {                                        \
@@ -458,12 +449,9 @@ int direct_read_##SUF(const T *k, const T *v, const T *const *q,              \
                 issue_fetches(&p.fetches, share);                             \
                 const int64_t *rows = query_rows[r] + query_ptr[r][g];        \
                 const int64_t m = query_ptr[r][g + 1] - query_ptr[r][g];      \
-                switch (nw) {                                                 \
-                case 0: case 1: READ_GROUP(SUF, 1); break;                    \
-                case 2: READ_GROUP(SUF, 2); break;                            \
-                case 3: READ_GROUP(SUF, 3); break;                            \
-                default: READ_GROUP(SUF, 4); break;                           \
-                }                                                             \
+                WITH_NW(nw, read_group_##SUF, &p, q[r], rows, m, sel[r],      \
+                        nsel[r], span[4 * r], span[4 * r + 1],                \
+                        (int)span[4 * r + 2], out[r], n, h, H, R)             \
             }                                                                 \
         }                                                                     \
     }                                                                         \
@@ -560,7 +548,7 @@ static void small_group_backward_##SUF(                                      \
             if (grad_q) FETCH_SPAN(grad_q + f * R, H * R, 1);                 \
         }                                                                     \
         const T *qi = q + i * R, *go = grad + i * (nsel + 1);                 \
-        T w[ROW_LAYOUT_KEYS], a[ROW_LAYOUT_KEYS];                              \
+        T w[ROW_LAYOUT_KEYS], a[ROW_LAYOUT_KEYS];                             \
         for (int64_t j = 0; j < n; ++j) {                                     \
             const T *vj = p->v + j * p->cp;                                   \
             T s = go[nsel];                                                   \
@@ -587,18 +575,13 @@ static void small_group_backward_##SUF(                                      \
 /* Backward of direct_read for the readings' gradients grad[r] (NULL: zero) \
    : adds to grad_q[r] (laid out as q[r]), grad_k (as k) and grad_v (as v,   \
    at the value columns; each skipped when NULL). */                         \
-int direct_read_backward_##SUF(const T *k, const T *v, const T *const *q,    \
-                               const int64_t *key_rows,                       \
-                               const int64_t *key_ptr, const int64_t *groups, \
-                               const int64_t *src,                            \
-                               const int64_t *const *query_rows,              \
-                               const int64_t *const *query_ptr,               \
-                               const int64_t *const *sel, const int64_t *nsel,\
-                               const T *const *grad, T *const *grad_q,        \
-                               T *grad_k,                                     \
-                               T *grad_v, int64_t ng, int64_t nr, int64_t H,  \
-                               int64_t R, int64_t C, int64_t ldv,             \
-                               int64_t hb) {                                  \
+int direct_read_backward_##SUF(                                               \
+        const T *k, const T *v, const T *const *q, const int64_t *key_rows,   \
+        const int64_t *key_ptr, const int64_t *groups, const int64_t *src,    \
+        const int64_t *const *query_rows, const int64_t *const *query_ptr,    \
+        const int64_t *const *sel, const int64_t *nsel, const T *const *grad, \
+        T *const *grad_q, T *grad_k, T *grad_v, int64_t ng, int64_t nr,       \
+        int64_t H, int64_t R, int64_t C, int64_t ldv, int64_t hb) {           \
     panels_##SUF p;                                                           \
     if (panels_alloc_##SUF(&p, R, C, src, H, hb)) return -1;                  \
     int64_t total = 0, *nruns = malloc(sizeof(int64_t) * (nr > 0 ? nr : 1));  \
@@ -659,12 +642,9 @@ int direct_read_backward_##SUF(const T *k, const T *v, const T *const *q,    \
                 if (!grad[r]) continue;                                       \
                 const int64_t *rows = query_rows[r] + query_ptr[r][g];        \
                 const int64_t m = query_ptr[r][g + 1] - query_ptr[r][g];      \
-                switch (nw) {                                                 \
-                case 1: READ_GROUP_BACKWARD(SUF, 1); break;                   \
-                case 2: READ_GROUP_BACKWARD(SUF, 2); break;                   \
-                case 3: READ_GROUP_BACKWARD(SUF, 3); break;                   \
-                default: READ_GROUP_BACKWARD(SUF, 4); break;                  \
-                }                                                             \
+                WITH_NW(nw, read_group_backward_##SUF, &p, q[r], grad[r],     \
+                        rows, m, sel[r], nsel[r], n, h, H, R, grad_q[r],      \
+                        grad_k != NULL, grad_v != NULL)                       \
             }                                                                 \
             for (int64_t j = 0; j < n; ++j) {                                 \
                 if (grad_k) {                                                 \
@@ -685,15 +665,6 @@ int direct_read_backward_##SUF(const T *k, const T *v, const T *const *q,    \
     panels_free_##SUF(&p);                                                    \
     return 0;                                                                 \
 }
-
-#define READ_GROUP(SUF, NW)                                                   \
-    read_group_##SUF(&p, q[r], rows, m, sel[r], nsel[r], span[4 * r],       \
-                     span[4 * r + 1], (int)span[4 * r + 2], out[r], n, h, H, \
-                     R, NW)
-#define READ_GROUP_BACKWARD(SUF, NW)                                          \
-    read_group_backward_##SUF(&p, q[r], grad[r], rows, m, sel[r], nsel[r], n,\
-                              h, H, R, grad_q[r], grad_k != NULL,             \
-                              grad_v != NULL, NW)
 
 DEFINE_DIRECT(float, f32)
 DEFINE_DIRECT(double, f64)

@@ -12,10 +12,10 @@
  * zero columns, the padding lanes masked); the d channels of the backward
  * pass likewise. A row's last vector may read or write past the row's end
  * (into the rows after it, processed later), except where it would pass
- * the end of the call's rows: those rows go through a scratch row. Plain C11 with GCC vector
- * extensions; compiled with the other kernels by
- * torch_geometric_hot.ops.native. Functions that allocate scratch return
- * -1 when that fails, else 0.
+ * the end of the call's rows: those rows go through a scratch row. Plain
+ * C11 with GCC vector extensions; compiled with the other kernels by
+ * torch_geometric_hot.ops.native. Functions that allocate scratch return -1
+ * when that fails, else 0.
  */
 #include <math.h>
 #include <stdint.h>
@@ -28,6 +28,14 @@
 /* Vectors a register block holds (4 accumulators, their loads and one
    broadcast fit in 16 registers). */
 #define MAXV 4
+/* Calls F(..., NV) with NV = n (1 to MAXV) a compile-time constant. */
+#define WITH_NV(n, F, ...)                                                    \
+    switch (n) {                                                              \
+    case 1: F(__VA_ARGS__, 1); break;                                         \
+    case 2: F(__VA_ARGS__, 2); break;                                         \
+    case 3: F(__VA_ARGS__, 3); break;                                         \
+    default: F(__VA_ARGS__, 4); break;                                        \
+    }
 
 #define DEFINE_FAVOR(T, SUF)                                                  \
 typedef T fvec_##SUF __attribute__((vector_size(FV_BYTES), aligned(sizeof(T))));\
@@ -91,12 +99,8 @@ int favor_logits_##SUF(const T *x, const T *Wt, T *out, T *row_max,           \
         T *o = (i * r + nv * FW_##SUF <= rows * r) ? out + i * r : last;      \
         fvec_##SUF top = (fvec_##SUF){0} - (T)INFINITY;                       \
         for (int64_t v0 = 0; v0 < nv; v0 += MAXV) {                           \
-            switch (MIN_F(nv - v0, MAXV)) {                                   \
-            case 1: logits_block_##SUF(xi, w, d, nv, v0, s, sq, o, pad, &top, 1); break;\
-            case 2: logits_block_##SUF(xi, w, d, nv, v0, s, sq, o, pad, &top, 2); break;\
-            case 3: logits_block_##SUF(xi, w, d, nv, v0, s, sq, o, pad, &top, 3); break;\
-            default: logits_block_##SUF(xi, w, d, nv, v0, s, sq, o, pad, &top, 4); break;\
-            }                                                                 \
+            WITH_NV(MIN_F(nv - v0, MAXV), logits_block_##SUF, xi, w, d, nv,  \
+                    v0, s, sq, o, pad, &top)                                  \
         }                                                                     \
         T m = top[0];                                                         \
         for (int j = 1; j < FW_##SUF; ++j) m = top[j] > m ? top[j] : m;       \
@@ -157,12 +161,8 @@ int favor_backward_##SUF(const T *x, const T *W, const T *phi,                \
         T total = 0;                                                          \
         for (int64_t j = 0; j < r; ++j) total += g[j] * p[j];                 \
         for (int64_t v0 = 0; v0 < nv; v0 += MAXV) {                           \
-            switch (MIN_F(nv - v0, MAXV)) {                                   \
-            case 1: backward_block_##SUF(p, g, xi, w, r, nv, v0, s, total, o, 1); break;\
-            case 2: backward_block_##SUF(p, g, xi, w, r, nv, v0, s, total, o, 2); break;\
-            case 3: backward_block_##SUF(p, g, xi, w, r, nv, v0, s, total, o, 3); break;\
-            default: backward_block_##SUF(p, g, xi, w, r, nv, v0, s, total, o, 4); break;\
-            }                                                                 \
+            WITH_NV(MIN_F(nv - v0, MAXV), backward_block_##SUF, p, g, xi, w, \
+                    r, nv, v0, s, total, o)                                   \
         }                                                                     \
         if (o == last) memcpy(grad_x + i * d, last, sizeof(T) * d);           \
     }                                                                         \

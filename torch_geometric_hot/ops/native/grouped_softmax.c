@@ -312,12 +312,11 @@ INLINE_G void fetch_listed_##SUF(const T *base, const int64_t *rows,         \
                                                                               \
 /* Prefetches share h of H of the key and value rows of the group after g \
    (if it is one of g_lo .. g_hi), while g runs its head h. */              \
-INLINE_G void fetch_next_##SUF(const T *k, const T *v,                       \
+INLINE_G void fetch_next_##SUF(const T *k, const T *v,                        \
                                const int64_t *key_rows,                       \
                                const int64_t *key_start, int64_t g,           \
-                               int64_t g_hi, int64_t h, int64_t H,            \
-                               int64_t D, int64_t DV, int64_t ldk,            \
-                               int64_t ldv) {                                 \
+                               int64_t g_hi, int64_t h, int64_t H, int64_t D, \
+                               int64_t DV, int64_t ldk, int64_t ldv) {        \
     if (g + 1 >= g_hi) return;                                                \
     const int64_t *rows = key_rows + key_start[g + 1];                        \
     const int64_t n = key_start[g + 2] - key_start[g + 1];                    \
@@ -327,31 +326,27 @@ INLINE_G void fetch_next_##SUF(const T *k, const T *v,                       \
                        (int64_t)sizeof(T) * H * DV, 0);                       \
 }                                                                             \
                                                                               \
+/* Rows of a tensor that a small group touches: base + row * ld, `bytes`  \
+   long (write: 1 when they will be written). */                            \
+typedef struct { const T *base; int64_t ld, bytes; int write; } rowset_##SUF; \
+                                                                              \
 /* Prefetches the rows of group a, if it is one of g_lo .. g_hi and small:  \
-   of its queries from the tensors query_side[0, nqt) (row stride qld[t],   \
-   qbytes[t] bytes each; the last qw of them to be written), of its keys    \
-   from key_side[0, nkt) (the same with kld, kbytes; the last kw). */        \
-static void fetch_small_##SUF(int64_t a, int64_t g_hi,                        \
-                              const int64_t *query_order,                     \
-                              const int64_t *query_start,                     \
-                              const int64_t *key_rows,                        \
-                              const int64_t *key_start,                       \
-                              const T *const *query_side,                     \
-                              const int64_t *qld,                             \
-                              const int64_t *qbytes, int nqt, int qw,         \
-                              const T *const *key_side,                       \
-                              const int64_t *kld,                             \
-                              const int64_t *kbytes, int nkt, int kw) {       \
+   those of its queries in the nq tensors `queries`, those of its keys in   \
+   the nk tensors `keys`. */                                                 \
+static void fetch_small_##SUF(                                                \
+        int64_t a, int64_t g_hi, const int64_t *query_order,                  \
+        const int64_t *query_start, const int64_t *key_rows,                  \
+        const int64_t *key_start, const rowset_##SUF *queries, int nq,        \
+        const rowset_##SUF *keys, int nk) {                                   \
     if (a >= g_hi || key_start[a + 1] - key_start[a] > SMALL_KEYS) return;    \
     const int64_t *qa = query_order + query_start[a];                         \
     const int64_t *ka = key_rows + key_start[a];                              \
-    for (int t = 0; t < nqt; ++t)                                             \
-        fetch_listed_##SUF(query_side[t], qa,                                 \
-                           query_start[a + 1] - query_start[a],               \
-                           qld[t], qbytes[t], t >= nqt - qw);                 \
-    for (int t = 0; t < nkt; ++t)                                             \
-        fetch_listed_##SUF(key_side[t], ka, key_start[a + 1] - key_start[a],  \
-                           kld[t], kbytes[t], t >= nkt - kw);                 \
+    for (const rowset_##SUF *t = queries; t < queries + nq; ++t)              \
+        fetch_listed_##SUF(t->base, qa, query_start[a + 1] - query_start[a],  \
+                           t->ld, t->bytes, t->write);                        \
+    for (const rowset_##SUF *t = keys; t < keys + nk; ++t)                    \
+        fetch_listed_##SUF(t->base, ka, key_start[a + 1] - key_start[a],      \
+                           t->ld, t->bytes, t->write);                        \
 }                                                                             \
                                                                               \
 /* A block of QB queries from position t0 of a group's list (ending at q1;  \
@@ -411,10 +406,9 @@ static void fill_##SUF(const T *k, const T *v, const int64_t *rows,          \
 static void small_group_##SUF(                                                \
         const T *q, const T *k, const T *v, const int64_t *queries,          \
         int64_t nq, const int64_t *rows, const int64_t *hash_rows,            \
-        const int32_t *key_ids,                                               \
-        const int32_t *query_ids, T *out, T *lse, int64_t n, int64_t H,      \
-        int64_t D, int64_t DV, int64_t ldq, int64_t ldk, int64_t ldv,        \
-        int64_t E, int64_t Q, int64_t K, const dropout_t *dr) {               \
+        const int32_t *key_ids, const int32_t *query_ids, T *out, T *lse,     \
+        int64_t n, int64_t H, int64_t D, int64_t DV, int64_t ldq, int64_t ldk,\
+        int64_t ldv, int64_t E, int64_t Q, int64_t K, const dropout_t *dr) {  \
     const int64_t nb = round_up_##SUF(n);                                     \
     T s[SMALL_KEYS + GW_##SUF];                                               \
     uint32_t hashes[SMALL_KEYS];                                              \
@@ -445,8 +439,7 @@ static void small_group_##SUF(                                                \
 static void small_group_backward_##SUF(                                       \
         const T *q, const T *k, const T *v, const T *out, const T *lse,      \
         const T *grad, const int64_t *queries, int64_t nq,                   \
-        const int64_t *rows, const int64_t *hash_rows,                        \
-        const int32_t *key_ids,                                               \
+        const int64_t *rows, const int64_t *hash_rows, const int32_t *key_ids,\
         const int32_t *query_ids, T *dq, T *dk, T *dv, int64_t n, int64_t H, \
         int64_t D, int64_t DV, int64_t ldq, int64_t ldk, int64_t ldv,        \
         int64_t E, int64_t Q, int64_t K, const dropout_t *dr) {               \
@@ -490,10 +483,9 @@ int grouped_softmax_##SUF(                                                    \
         const int64_t *query_start, const int64_t *key_rows,                  \
         const int64_t *key_start, const int32_t *query_ids,                   \
         const int32_t *key_ids, const int64_t *key_hash, T *out, T *lse,     \
-        int64_t g_lo, int64_t g_hi,                                           \
-        int64_t H, int64_t D, int64_t DV, int64_t ldq, int64_t ldk,          \
-        int64_t ldv, int64_t E, int64_t Q, int64_t K, int64_t max_keys,      \
-        int64_t seed, int64_t threshold) {                                    \
+        int64_t g_lo, int64_t g_hi, int64_t H, int64_t D, int64_t DV,         \
+        int64_t ldq, int64_t ldk, int64_t ldv, int64_t E, int64_t Q,          \
+        int64_t K, int64_t max_keys, int64_t seed, int64_t threshold) {       \
     const dropout_t dr = dropout_of(seed, threshold);                         \
     const int64_t nbmax = round_up_##SUF(max_keys);                           \
     const int64_t DVP = round_up_##SUF(DV);                                   \
@@ -513,16 +505,17 @@ int grouped_softmax_##SUF(                                                    \
         const int64_t nb = round_up_##SUF(n);                                 \
         if (q0 == q1) continue;                                               \
         if (n <= SMALL_KEYS) {                                                \
-            const T *query_side[] = {q, out}, *key_side[] = {k, v};          \
-            const int64_t qld[] = {ldq, H * DV}, kld[] = {ldk, ldv};          \
-            const int64_t qb[] = {qbytes, obytes}, kb[] = {qbytes, obytes};   \
+            const rowset_##SUF queries[] = {{q, ldq, qbytes, 0},              \
+                                            {out, H * DV, obytes, 1}};        \
+            const rowset_##SUF keys[] = {{k, ldk, qbytes, 0},                 \
+                                         {v, ldv, obytes, 0}};                \
             fetch_small_##SUF(g + SMALL_AHEAD, g_hi, query_order,             \
-                              query_start, key_rows, key_start, query_side,   \
-                              qld, qb, 2, 1, key_side, kld, kb, 2, 0);        \
+                              query_start, key_rows, key_start, queries, 2,   \
+                              keys, 2);                                       \
             small_group_##SUF(q, k, v, query_order + q0, q1 - q0,            \
                               key_rows + k0, key_hash + k0, key_ids + k0,     \
-                              query_ids, out,                                 \
-                              lse, n, H, D, DV, ldq, ldk, ldv, E, Q, K, &dr); \
+                              query_ids, out, lse, n, H, D, DV, ldq, ldk,     \
+                              ldv, E, Q, K, &dr);                             \
             continue;                                                         \
         }                                                                     \
         fill_ids_##SUF(key_ids + k0, n, nb, E, K, ids);                       \
@@ -558,9 +551,7 @@ int grouped_softmax_##SUF(                                                    \
             }                                                                 \
         }                                                                     \
     }                                                                         \
-    free(scratch);                                                            \
-    free(ids);                                                                \
-    free(hashes);                                                             \
+    free(scratch); free(ids); free(hashes);                                   \
     return 0;                                                                 \
 }                                                                             \
                                                                               \
@@ -570,10 +561,9 @@ int grouped_softmax_backward_##SUF(                                           \
         const int64_t *query_start, const int64_t *key_rows,                  \
         const int64_t *key_start, const int32_t *query_ids,                   \
         const int32_t *key_ids, const int64_t *key_hash, T *dq, T *dk,       \
-        T *dv, int64_t g_lo,                                                  \
-        int64_t g_hi, int64_t H, int64_t D, int64_t DV, int64_t ldq,         \
-        int64_t ldk, int64_t ldv, int64_t E, int64_t Q, int64_t K,           \
-        int64_t max_keys, int64_t seed, int64_t threshold) {                  \
+        T *dv, int64_t g_lo, int64_t g_hi, int64_t H, int64_t D, int64_t DV,  \
+        int64_t ldq, int64_t ldk, int64_t ldv, int64_t E, int64_t Q,          \
+        int64_t K, int64_t max_keys, int64_t seed, int64_t threshold) {       \
     const dropout_t dr = dropout_of(seed, threshold);                         \
     const int64_t nbmax = round_up_##SUF(max_keys);                           \
     const int64_t DP = round_up_##SUF(D);                                     \
@@ -598,20 +588,19 @@ int grouped_softmax_backward_##SUF(                                           \
         T *pm = dr.threshold ? ds + QB * nb : s;                              \
         if (q0 == q1) continue;                                               \
         if (n <= SMALL_KEYS) {                                                \
-            const T *query_side[] = {q, grad, out, dq};                      \
-            const T *key_side[] = {k, v, dk, dv};                            \
-            const int64_t qld[] = {ldq, H * DV, H * DV, H * D};               \
-            const int64_t kld[] = {ldk, ldv, H * D, H * DV};                  \
-            const int64_t qb[] = {qbytes, obytes, obytes, qbytes};            \
-            const int64_t kb[] = {qbytes, obytes, qbytes, obytes};            \
+            const rowset_##SUF queries[] = {                                  \
+                {q, ldq, qbytes, 0}, {grad, H * DV, obytes, 0},               \
+                {out, H * DV, obytes, 0}, {dq, H * D, qbytes, 1}};            \
+            const rowset_##SUF keys[] = {                                     \
+                {k, ldk, qbytes, 0}, {v, ldv, obytes, 0},                     \
+                {dk, H * D, qbytes, 1}, {dv, H * DV, obytes, 1}};             \
             fetch_small_##SUF(g + SMALL_AHEAD, g_hi, query_order,             \
-                              query_start, key_rows, key_start, query_side,   \
-                              qld, qb, 4, 1, key_side, kld, kb, 4, 2);        \
+                              query_start, key_rows, key_start, queries, 4,   \
+                              keys, 4);                                       \
             small_group_backward_##SUF(                                       \
                 q, k, v, out, lse, grad, query_order + q0, q1 - q0,          \
                 key_rows + k0, key_hash + k0, key_ids + k0, query_ids, dq,   \
-                dk, dv, n, H, D,                                              \
-                DV, ldq, ldk, ldv, E, Q, K, &dr);                             \
+                dk, dv, n, H, D, DV, ldq, ldk, ldv, E, Q, K, &dr);            \
             continue;                                                         \
         }                                                                     \
         fill_ids_##SUF(key_ids + k0, n, nb, E, K, ids);                       \
@@ -701,9 +690,7 @@ int grouped_softmax_backward_##SUF(                                           \
             }                                                                 \
         }                                                                     \
     }                                                                         \
-    free(scratch);                                                            \
-    free(ids);                                                                \
-    free(hashes);                                                             \
+    free(scratch); free(ids); free(hashes);                                   \
     return 0;                                                                 \
 }
 

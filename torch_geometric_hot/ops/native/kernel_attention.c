@@ -63,20 +63,20 @@ INLINE int64_t piece(int64_t left, int64_t cap) {
     return (left + parts - 1) / parts;
 }
 
-/* Calls TILE(rows, vecs) with compile-time constants for mr x nv. */
-#define DISPATCH_TILE(TILE, mr, nv)                                           \
+/* Calls F(..., mr, nv) with compile-time constants for mr x nv. */
+#define DISPATCH_TILE(mr, nv, F, ...)                                         \
     switch ((nv) * 16 + (mr)) {                                               \
-    case 17: TILE(1, 1); break;  case 18: TILE(2, 1); break;                  \
-    case 19: TILE(3, 1); break;  case 20: TILE(4, 1); break;                  \
-    case 21: TILE(5, 1); break;  case 22: TILE(6, 1); break;                  \
-    case 23: TILE(7, 1); break;  case 24: TILE(8, 1); break;                  \
-    case 25: TILE(9, 1); break;  case 26: TILE(10, 1); break;                 \
-    case 27: TILE(11, 1); break; case 28: TILE(12, 1); break;                 \
-    case 33: TILE(1, 2); break;  case 34: TILE(2, 2); break;                  \
-    case 35: TILE(3, 2); break;  case 36: TILE(4, 2); break;                  \
-    case 37: TILE(5, 2); break;  case 38: TILE(6, 2); break;                  \
-    case 49: TILE(1, 3); break;  case 50: TILE(2, 3); break;                  \
-    case 51: TILE(3, 3); break;  default: TILE(4, 3); break;                  \
+    case 17: F(__VA_ARGS__, 1, 1); break; case 18: F(__VA_ARGS__, 2, 1); break; \
+    case 19: F(__VA_ARGS__, 3, 1); break; case 20: F(__VA_ARGS__, 4, 1); break; \
+    case 21: F(__VA_ARGS__, 5, 1); break; case 22: F(__VA_ARGS__, 6, 1); break; \
+    case 23: F(__VA_ARGS__, 7, 1); break; case 24: F(__VA_ARGS__, 8, 1); break; \
+    case 25: F(__VA_ARGS__, 9, 1); break; case 26: F(__VA_ARGS__, 10, 1); break; \
+    case 27: F(__VA_ARGS__, 11, 1); break; case 28: F(__VA_ARGS__, 12, 1); break; \
+    case 33: F(__VA_ARGS__, 1, 2); break; case 34: F(__VA_ARGS__, 2, 2); break; \
+    case 35: F(__VA_ARGS__, 3, 2); break; case 36: F(__VA_ARGS__, 4, 2); break; \
+    case 37: F(__VA_ARGS__, 5, 2); break; case 38: F(__VA_ARGS__, 6, 2); break; \
+    case 49: F(__VA_ARGS__, 1, 3); break; case 50: F(__VA_ARGS__, 2, 3); break; \
+    case 51: F(__VA_ARGS__, 3, 3); break; default: F(__VA_ARGS__, 4, 3); break; \
     }
 
 /* Columns of a block: `nvec` whole vectors (block column vm[i], row offset
@@ -257,7 +257,8 @@ static void contract_run_##SUF(const T *a, int64_t lda, const colmap *ax,     \
         for (int64_t v = 0, nv; v < cm->nvec; v += nv) {                      \
             nv = cm->group[v];                                                \
             const int64_t *vm = cm->vm + v, *vx = cm->vx + v;                 \
-            DISPATCH_TILE(CONTRACT_TILE_##SUF, mr, nv)                        \
+            DISPATCH_TILE(mr, nv, contract_tile_##SUF, ar, M, ldm, K, orow,   \
+                          vm, vx, add)                                        \
         }                                                                     \
         for (int64_t s = 0; s < cm->nscal; ++s)                               \
             for (int m = 0; m < mr; ++m) {                                    \
@@ -352,7 +353,8 @@ static void outer_run_##SUF(const T *a, int64_t lda, const T *b, int64_t ldb, \
         for (int64_t v = 0, nv; v < cm->nvec; v += nv) {                      \
             nv = cm->group[v];                                                \
             const int64_t *vm = cm->vm + v, *vx = cm->vx + v;                 \
-            DISPATCH_TILE(OUTER_TILE_##SUF, mr, nv)                           \
+            DISPATCH_TILE(mr, nv, outer_tile_##SUF, a, lda, b, ldb, r, len,   \
+                          M, ldm, k0, vm, vx, add)                            \
         }                                                                     \
     }                                                                         \
     for (int64_t s = 0; s < cm->nscal; ++s)                                   \
@@ -416,12 +418,11 @@ static void transpose_##SUF(const T *M, int64_t R, int64_t C,                 \
    g_lo .. g_hi - 1 (when grad_S is not NULL); bit 1 of `add` adds to       \
    grad_q instead, bit 2 to grad_S (needed when src leaves columns out:     \
    only the read columns are written). */                                   \
-int contract_backward_##SUF(const T *q, const T *S, const T *grad,            \
-                            const int64_t *rows, const int64_t *groups,       \
-                            const int64_t *src, T *grad_q, T *grad_S,         \
-                            int64_t E, int64_t H, int64_t R, int64_t C,       \
-                            int64_t Cout, int64_t add, int64_t g_lo,          \
-                            int64_t g_hi) {                                   \
+int contract_backward_##SUF(                                                  \
+        const T *q, const T *S, const T *grad, const int64_t *rows,           \
+        const int64_t *groups, const int64_t *src, T *grad_q, T *grad_S,      \
+        int64_t E, int64_t H, int64_t R, int64_t C, int64_t Cout, int64_t add,\
+        int64_t g_lo, int64_t g_hi) {                                         \
     colmap cm = {0}, all_r = {0};                                             \
     T *scratch = malloc(sizeof(T) * (2 * R * Cout + 1));                      \
     if (!scratch || colmap_build(&cm, src, Cout, W_##SUF) ||                  \
@@ -455,11 +456,11 @@ int contract_backward_##SUF(const T *q, const T *S, const T *grad,            \
 /* Backward of outer_sum, accumulated into grad_a / grad_b (laid out as a    \
    and b; each skipped when NULL): grad_a[row] += grad_S[g] [b[row, src], 1] \
    and grad_b[row, src] += grad_S[g, :, :C'] ^T a[row]. */                    \
-int outer_sum_backward_##SUF(const T *a, const T *b, const T *grad_S,         \
-                             const int64_t *rows, const int64_t *groups,      \
-                             const int64_t *src, T *grad_a, T *grad_b,        \
-                             int64_t E, int64_t H, int64_t R, int64_t C,      \
-                             int64_t ldb, int64_t hb, int64_t ones) {         \
+int outer_sum_backward_##SUF(                                                 \
+        const T *a, const T *b, const T *grad_S, const int64_t *rows,         \
+        const int64_t *groups, const int64_t *src, T *grad_a, T *grad_b,      \
+        int64_t E, int64_t H, int64_t R, int64_t C, int64_t ldb, int64_t hb,  \
+        int64_t ones) {                                                       \
     const int64_t Cb = C - ones;                                              \
     colmap to_b = {0}, all_r = {0};                                           \
     /* transposed block [C, R], tail [<= R C], gathered rows [MAX_ACC, C] */  \
@@ -489,15 +490,6 @@ int outer_sum_backward_##SUF(const T *a, const T *b, const T *grad_S,         \
     free(scratch); free(to_b.vm); free(all_r.vm);                             \
     return 0;                                                                 \
 }
-
-#define CONTRACT_TILE_f32(MR, NV) \
-    contract_tile_f32(ar, M, ldm, K, orow, vm, vx, add, MR, NV)
-#define CONTRACT_TILE_f64(MR, NV) \
-    contract_tile_f64(ar, M, ldm, K, orow, vm, vx, add, MR, NV)
-#define OUTER_TILE_f32(MR, NV) \
-    outer_tile_f32(a, lda, b, ldb, r, len, M, ldm, k0, vm, vx, add, MR, NV)
-#define OUTER_TILE_f64(MR, NV) \
-    outer_tile_f64(a, lda, b, ldb, r, len, M, ldm, k0, vm, vx, add, MR, NV)
 
 DEFINE_KERNELS(float, f32)
 DEFINE_KERNELS(double, f64)

@@ -23,6 +23,7 @@ Nested operations and other threads get buffers of their own (a nested
 one, plain allocations).
 """
 import contextlib
+import math
 import threading
 from typing import Iterator, Optional, Sequence
 
@@ -42,10 +43,7 @@ class Scratch:
 
     def empty(self, shape: Sequence[int], dtype: torch.dtype) -> Tensor:
         r"""An uninitialised temporary."""
-        numel = 1
-        for size in shape:
-            numel *= size
-        nbytes = numel * dtype.itemsize
+        nbytes = math.prod(shape) * dtype.itemsize
         start, self.used = self.used, self.used + -(-nbytes // ALIGN) * ALIGN
         if self.buffer is None or self.used > self.buffer.numel():
             return torch.empty(shape, dtype=dtype)
