@@ -17,7 +17,7 @@ ORDERS = [(2, 2), (2, 1), (2, 0), (1, 1), (1, 0), (1, 2)]
 H, D = 2, 3
 
 
-def global_softmax_class_attention(cls, target, view, in_order, q, k, v):
+def padded_class_attention(cls, target, view, in_order, q, k, v):
     # the padded path of one global class, from the class's index tensors
     return global_block_attention(
         q, k, v, *attention_index(cls, target, view, in_order))
@@ -28,8 +28,8 @@ def test_blocks_equal_enumerated_pairs(orders):
     in_order, out_order = orders
     for cls, target, view, q, k, v in global_class_cases(
             edge_case_batch(out_order), in_order, out_order, H, D):
-        out = global_softmax_class_attention(cls, target, view, in_order,
-                                             q, k, v)
+        out = padded_class_attention(cls, target, view, in_order,
+                                     q, k, v)
         expected = softmax_class_attention(cls, target, view, in_order, q,
                                            k, v)[0]
         torch.testing.assert_close(out, expected, atol=1e-12, rtol=1e-10)
@@ -54,8 +54,8 @@ def test_empty_group_outputs_zero_and_small_query_blocks(monkeypatch):
                     dtype=torch.float64, requires_grad=True)
     k, v = (torch.randn(data.pair_x.size(0), H, D, generator=gen,
                         dtype=torch.float64) for _ in range(2))
-    out = global_softmax_class_attention(cls, targets['diag'], view, 2, q, k,
-                                         v)
+    out = padded_class_attention(cls, targets['diag'], view, 2, q, k,
+                                 v)
     alone = (view.nodes_per_graph == 1)[view.batch]
     assert alone.any()
     assert torch.equal(out[alone], torch.zeros_like(out[alone]))
@@ -63,8 +63,8 @@ def test_empty_group_outputs_zero_and_small_query_blocks(monkeypatch):
     assert torch.isfinite(grad).all()
     monkeypatch.setattr(module, 'BLOCK_ELEMENTS', 1)
     torch.testing.assert_close(
-        global_softmax_class_attention(cls, targets['diag'], view, 2, q, k,
-                                       v), out)
+        padded_class_attention(cls, targets['diag'], view, 2, q, k,
+                               v), out)
 
 
 def outputs_and_grads(fn, q, k, v, seed=0):
@@ -88,8 +88,8 @@ def test_buckets_equal_one_block_and_enumerated_pairs(orders, monkeypatch):
     for cls, target, view, q, k, v in global_class_cases(
             skewed_batch(out_order), in_order, out_order, H, D):
         def ours(q, k, v):
-            return global_softmax_class_attention(cls, target, view,
-                                                  in_order, q, k, v)
+            return padded_class_attention(cls, target, view,
+                                          in_order, q, k, v)
 
         got = outputs_and_grads(ours, q, k, v)
         assert len(layouts[-1].counts) > 1, cls.name  # the rule: buckets
