@@ -48,6 +48,26 @@ def test_training_step_never_synchronises(name, device):
     assert grads and all(bool(torch.isfinite(g).all()) for g in grads)
 
 
+@pytest.mark.parametrize('name', MODELS)
+def test_training_step_off_the_host_reads_no_host_tensor(name):
+    # on 'meta' (a device whose tensors hold no values: reading one fails)
+    # the step meets every host tensor it would copy to a GPU; the batch
+    # is planned on the host for CUDA's layout and moved as a loader does
+    from torch_geometric_hot.data import ModelPlanner
+    torch.manual_seed(0)
+    model = molecule_batches.build_model(name, 16, 2, 2, dropout=0.1)
+    batch = molecule_batches.load_batches(
+        '', 16, 1, synthetic=True, planner=ModelPlanner(model),
+        device='cuda')[0].to('meta', non_blocking=True)
+    runner = molecule_batches.Runner(model, torch.device('meta'))
+    with cuda_layout(), SyncRecorder() as recorder:
+        runner.forward_backward(batch)
+    assert not recorder.counts, recorder.summary()
+    grads = [p.grad for p in runner.model.parameters() if p.requires_grad]
+    assert grads and all(g is not None and g.device.type == 'meta'
+                         for g in grads)
+
+
 def test_recorder_sees_every_kind_of_synchronisation():
     x = torch.tensor([3, 0, 2, 2])
     with SyncRecorder() as recorder:
@@ -61,6 +81,9 @@ def test_recorder_sees_every_kind_of_synchronisation():
         torch.repeat_interleave(x, x, output_size=7)  # size given: no sync
         y = x.clone()
         y[x > 2] = 0
+        on_device = torch.zeros(4, device='meta')
+        on_device[x]  # the host index is copied to the device
+        on_device * torch.tensor(2.0)  # a host scalar: no copy
     names = recorder.summary()
     for name in ('aten.nonzero.default', 'aten.index.Tensor',
                  'aten._local_scalar_dense.default', 'Tensor.tolist',
@@ -69,4 +92,6 @@ def test_recorder_sees_every_kind_of_synchronisation():
     assert any(n.startswith('aten._unique') or n.startswith('aten.unique')
                for n in names), names
     assert names.get('aten.repeat_interleave.Tensor') == 1, names
+    assert names.get('aten.index.Tensor') == 2, names  # the mask and x
+    assert 'aten.mul.Tensor' not in names, names
     assert x.tolist() == [3, 0, 2, 2]  # restored on exit

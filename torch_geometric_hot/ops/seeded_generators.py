@@ -12,7 +12,8 @@ class SeededGenerators:
     With :obj:`seed` :obj:`None` it hands out :obj:`None`: the device's
     default generator, which :func:`torch.manual_seed` seeds. So it does
     while :func:`torch.compile` traces (a generator object cannot be
-    traced): compiled code draws from the default generator.
+    traced): compiled code draws from the default generator; and so it
+    does for ``meta`` tensors, which hold no values.
 
     Args:
         seed (int, optional): Seed of every generator.
@@ -33,9 +34,10 @@ class SeededGenerators:
 
     def __call__(self, device: torch.device) -> Optional[torch.Generator]:
         r"""The generator of :obj:`device` (:obj:`None` without a seed)."""
-        if self.seed is None or torch.compiler.is_compiling():
-            return None
         device = torch.device(device)
+        if self.seed is None or torch.compiler.is_compiling() or \
+                device.type == 'meta':  # meta tensors draw no values
+            return None
         if device.type == 'cuda' and device.index is None:
             device = torch.device('cuda', torch.cuda.current_device())
         generator = self._by_device.get(device)

@@ -38,24 +38,29 @@ def _is_sync(func, args, kwargs) -> bool:
     if name in ('aten::index', 'aten::index_put', 'aten::index_put_',
                 'aten::_index_put_impl_'):  # boolean masks: nonzero
         indices = args[1] if len(args) > 1 else kwargs.get('indices', [])
-        return any(t is not None and t.dtype in (torch.bool, torch.uint8)
-                   for t in indices)
+        if any(t is not None and t.dtype in (torch.bool, torch.uint8)
+               for t in indices):
+            return True
+    tensors = [t for t in tree_flatten((args, kwargs))[0]
+               if isinstance(t, Tensor)]
+    devices = {t.device.type for t in tensors}
     if name in ('aten::_to_copy', 'aten::copy_', 'aten::to'):
-        tensors = [t for t in tree_flatten((args, kwargs))[0]
-                   if isinstance(t, Tensor)]
-        devices = {t.device.type for t in tensors}
         target = kwargs.get('device')
         if target is not None:
             devices.add(torch.device(target).type)
         return 'cpu' in devices and len(devices) > 1  # device <-> host
-    return False
+    # a host tensor among a device's (an index, say) is copied to the
+    # device first; a 0-dimensional one is read on the host as a scalar
+    return len(devices) > 1 and any(t.device.type == 'cpu' and t.dim()
+                                    for t in tensors)
 
 
 class SyncRecorder(TorchDispatchMode):
     r"""Records, while active, every operator that forces a host
     synchronisation (:data:`SYNC_OPERATORS`, :obj:`repeat_interleave`
     without :obj:`output_size`, single-argument :obj:`where`, indexing with
-    a boolean mask, copies between a device and the host) and every
+    a boolean mask, copies between a device and the host, host tensors
+    other than 0-dimensional ones among a device's) and every
     :meth:`torch.Tensor.tolist` and :meth:`torch.Tensor.numpy` (which read
     values without dispatching an operator).
 

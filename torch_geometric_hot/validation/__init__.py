@@ -207,8 +207,9 @@ def check_features(x: Tensor, channels: Optional[int] = None,
         raise TypeError(f"'{name}' must be a floating-point tensor, got "
                         f"dtype {x.dtype} (integer features need an "
                         f"encoder first, e.g. CategoricalEncoder)")
-    if dtype is not None and x.dtype != dtype and \
-            not torch.is_autocast_enabled(x.device.type):
+    if dtype is not None and x.dtype != dtype and not (
+            torch.amp.is_autocast_available(x.device.type)
+            and torch.is_autocast_enabled(x.device.type)):
         raise TypeError(f"'{name}' has dtype {x.dtype} but the layer's "
                         f"parameters are {dtype}: cast one to the other "
                         f"(x.to({dtype}) or layer.to({x.dtype})), or run "

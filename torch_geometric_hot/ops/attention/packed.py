@@ -13,6 +13,7 @@ from torch import Tensor
 from torch_geometric_hot.ops.attention.dropout import block_factors, \
     class_seed, draw_seed
 from torch_geometric_hot.ops.attention.pairs import softmax_class_attention
+from torch_geometric_hot.ops.attention.pooled import autocast_enabled
 from torch_geometric_hot.ops.basis import EquivariantClass
 from torch_geometric_hot.ops.equivariant import Target
 from torch_geometric_hot.ops.key_groups import KEY_ROWS, exclusion_ids, \
@@ -100,7 +101,7 @@ def packed_class_attention(attention: str,
         Per part, its classes' outputs :obj:`[rows, classes, H, d_v]`.
     """
     device = queries.device.type
-    if attention == 'kernel' and (torch.is_autocast_enabled(device)
+    if attention == 'kernel' and (autocast_enabled(device)
                                   or queries.dtype != keys.dtype):
         # sums over whole graphs: in the widest dtype, not autocast's
         dtype = torch.promote_types(

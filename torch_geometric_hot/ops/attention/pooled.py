@@ -25,6 +25,13 @@ from torch_geometric_hot.ops.pooled_combination import CombinationPart, \
     ValueProjection, pooled_combination
 
 
+def autocast_enabled(device_type: str) -> bool:
+    r"""Whether :func:`torch.autocast` is on for :obj:`device_type` (never
+    for a device type without autocast, such as ``meta``)."""
+    return torch.amp.is_autocast_available(device_type) and \
+        torch.is_autocast_enabled(device_type)
+
+
 def kernel_class_attention(classes: Sequence[Sequence[EquivariantClass]],
                            targets: Sequence[Target], view, in_order: int,
                            phi_q: Tensor, phi_k: Tensor,
@@ -68,7 +75,7 @@ def kernel_class_attention(classes: Sequence[Sequence[EquivariantClass]],
         (:func:`~torch_geometric_hot.ops.pooled_combination`).
     """
     device = phi_q.device.type
-    if torch.is_autocast_enabled(device) or phi_q.dtype != phi_k.dtype:
+    if autocast_enabled(device) or phi_q.dtype != phi_k.dtype:
         # sums over whole graphs: in the widest input dtype, not autocast's
         dtype = functools.reduce(torch.promote_types, [
             phi_q.dtype, phi_k.dtype, *((values.x.dtype, values.weight.dtype)
