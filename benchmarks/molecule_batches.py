@@ -40,11 +40,20 @@ process per model, so one model's freed memory does not hide another's
 needs); on CUDA :func:`torch.cuda.max_memory_allocated` above what was
 allocated before the step.
 
+With ``--busy N``, after the rounds, :mod:`torch.profiler` records
+:obj:`N` more training steps of each model on its first batch: the
+device's kernel time over the steps' wall time (``busy``; on the CPU the
+top-level operators' self time, only to exercise the code). A step bound
+by launches and host work leaves the device idle between kernels: a low
+fraction. Under ``--compile`` the profiled steps replay the graphs the
+rounds compiled.
+
 Usage::
 
     python benchmarks/molecule_batches.py --threads 1 \
         --out benchmarks/results/molecule_batches.json
-    python benchmarks/molecule_batches.py --device cuda --out gpu.json
+    python benchmarks/molecule_batches.py --device cuda --busy 10 \
+        --out gpu.json
     python benchmarks/molecule_batches.py --quick
     python benchmarks/molecule_batches.py --dropout 0.1 --models \
         gin,gps_multihead,hot_softmax,tokengt_softmax  # training with dropout
@@ -351,6 +360,36 @@ def _timed_mean(runner: Runner, step: Callable, batches: Sequence) -> float:
     return (time.perf_counter() - start) / len(batches)
 
 
+def busy_fraction(runner: Runner, batch, steps: int) -> Dict[str, float]:
+    r"""The device's kernel time over the wall time of :obj:`steps`
+    training steps on :obj:`batch`, from :mod:`torch.profiler` (on the
+    CPU: the top-level aten operators' self time)."""
+    from torch.profiler import ProfilerActivity, profile
+    cuda = runner.device.type == 'cuda'
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA]
+                                           if cuda else [])
+    runner.sync()
+    with profile(activities=activities) as prof:
+        start = time.perf_counter()
+        for _ in range(steps):
+            runner.train_step(batch)
+        runner.sync()
+        wall = time.perf_counter() - start
+    events = prof.key_averages()
+    if cuda:
+        kernel_us = sum(e.self_device_time_total for e in events)
+        launches = sum(e.count for e in events
+                       if e.self_device_time_total > 0)
+    else:
+        kernel_us = sum(e.self_cpu_time_total for e in events
+                        if e.key.startswith('aten::'))
+        launches = sum(e.count for e in events if e.key.startswith('aten::'))
+    return dict(busy=1e-6 * kernel_us / wall,
+                busy_step_ms=1e3 * wall / steps,
+                kernel_ms=1e-3 * kernel_us / steps,
+                kernels_per_step=launches / steps)
+
+
 def round_robin(runners: Dict[str, Runner],
                 batches: Union[Sequence, Dict[str, Sequence]],
                 rounds: int, log: Callable[[str], None] = print,
@@ -527,6 +566,10 @@ def parse_args(argv=None) -> argparse.Namespace:
                         'graphs) on the batches padded to one size '
                         '(PadToBuckets, the largest bucket of the batches) '
                         'and planned for the launch-bound layout')
+    parser.add_argument('--busy', type=int, default=0, metavar='N',
+                        help='after the rounds, profile N training steps '
+                        "of each model: the device's kernel time over the "
+                        'wall time (torch.profiler; 0: not measured)')
     parser.add_argument('--memory-of', default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.quick:
@@ -616,11 +659,14 @@ def summarize(times: Dict[str, Dict[str, List[float]]],
 def format_table(rows: Dict[str, Dict]) -> str:
     r"""The summary as a table; a ratio is printed as "of the medians /
     median of the rounds' ratios"; with the arithmetic floor, its
-    milliseconds and the rounds' median ratio to it."""
+    milliseconds and the rounds' median ratio to it; with ``--busy``, the
+    busy percentage and the kernels per step."""
     floor = all('floor_ms' in row for row in rows.values())
+    busy = all('busy' in row for row in rows.values())
     lines = [f'{"model":<34} {"train ms":>9} {"x GIN":>11} {"x GPS":>11} '
              f'{"infer ms":>9} {"x GPS":>11} {"peak MiB":>9}' +
-             (f' {"floor ms":>9} {"x floor":>8}' if floor else '')]
+             (f' {"floor ms":>9} {"x floor":>8}' if floor else '') +
+             (f' {"busy %":>7} {"kernels":>8}' if busy else '')]
     for name, row in rows.items():
         peak = '-' if row['peak_mib'] is None else f'{row["peak_mib"]:.1f}'
         ratios = [f'{row[key]:.2f}/{row[key + "_rounds"]:.2f}' for key in (
@@ -629,7 +675,9 @@ def format_table(rows: Dict[str, Dict]) -> str:
                      f'{ratios[0]:>11} {ratios[1]:>11} '
                      f'{row["infer_ms"]:>9.1f} {ratios[2]:>11} {peak:>9}' +
                      (f' {row["floor_ms"]:>9.1f} '
-                      f'{row["to_floor_rounds"]:>8.2f}' if floor else ''))
+                      f'{row["to_floor_rounds"]:>8.2f}' if floor else '') +
+                     (f' {100 * row["busy"]:>7.1f} '
+                      f'{row["kernels_per_step"]:>8.0f}' if busy else ''))
     return '\n'.join(lines)
 
 
@@ -761,6 +809,9 @@ def run(args: argparse.Namespace) -> Dict:
     times = round_robin(runners, per_model, args.rounds, rates=rates,
                         warmup=3 if args.compile else 1)
     rows = summarize(times, memory, flops, rates)
+    for name, runner in runners.items() if args.busy > 0 else ():
+        rows[name].update(busy_fraction(runner, per_model[name][0],
+                                        args.busy))
     print(f'median over {args.rounds} round-robin rounds of the mean over '
           f'{len(batches)} batches; training step = forward + L1 loss + '
           f'backward + Adam; inference = forward under inference_mode; '
@@ -775,7 +826,7 @@ def run(args: argparse.Namespace) -> Dict:
                       synthetic=args.synthetic,
                       packed=args.packed, native=args.native,
                       device_type=args.device_type,
-                      compile=args.compile,
+                      compile=args.compile, busy_steps=args.busy,
                       peak_gflops=[r / 1e9 for r in rates or []],
                       pre_transform=PRE_TRANSFORMS,
                       atoms_per_molecule=nodes, bonds_per_molecule=edges,

@@ -55,6 +55,20 @@ def test_floor_and_forced_packed_path(root):
         assert row['to_floor_rounds'] > 0, name
 
 
+def test_busy_profiles_each_model_after_the_rounds(root, capsys):
+    result = molecule_batches.main([
+        '--quick', '--no-memory', '--root', root, '--busy', '2',
+        '--models', 'gin,gps_multihead,hot_softmax'])
+    assert result['settings']['busy_steps'] == 2
+    for name, row in result['models'].items():
+        assert 0 < row['busy'] and row['kernel_ms'] > 0, name
+        assert row['busy_step_ms'] > 0 and row['kernels_per_step'] >= 1, name
+    assert 'busy %' in capsys.readouterr().out
+    quiet = molecule_batches.main(['--quick', '--no-memory', '--root', root,
+                                   '--models', 'gin,gps_multihead'])
+    assert all('busy' not in row for row in quiet['models'].values())
+
+
 def test_every_model_maps_a_batch_to_one_value_per_graph(root):
     batch = molecule_batches.load_batches(root, 8, 1)[0]
     assert batch.num_graphs == 8 and batch.lap_node_id.size(1) == 16
