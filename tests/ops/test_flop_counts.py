@@ -99,11 +99,17 @@ def test_pooled_combination_counts_summaries_readings_and_projection():
 
 def test_pair_light_linear_counts_its_two_products():
     from torch_geometric_hot.data import PairView
-    from torch_geometric_hot.ops import pair_light_linear
+    from torch_geometric_hot.ops import native, pair_light_linear
     from torch_geometric_hot.testing import random_graph
     view = PairView.from_data(random_graph(6, 8, seed=0))
     P, n, C_in, C_out = view.num_entries, view.num_nodes, 4, 3
     x, weight = _inputs((P, C_in), (5, C_in, C_out), grad=True)
+    if not native.applies(x, weight):  # the gathered terms' one product
+        total, ops, out = _counted(pair_light_linear, x, view, weight)
+        assert ops == {'aten.mm': 2 * P * 5 * C_in * C_out}
+        _, ops, _ = _counted(out.sum().backward)
+        assert ops == {'aten.mm': 2 * 2 * P * 5 * C_in * C_out}
+        return
     total, ops, out = _counted(pair_light_linear, x, view, weight)
     forward = 2 * C_in * C_out * (2 * P + 3 * n)
     assert ops == {'torch_geometric_hot.pair_light_linear': forward}

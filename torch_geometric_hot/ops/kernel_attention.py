@@ -10,7 +10,8 @@ other's adjoint, as :func:`torch.library.custom_op` operators
 
 Their torch implementation serves every device and works in chunks, so
 that no :obj:`[rows, heads, features, channels]` tensor is ever held for
-the whole input. On CPU (float32/float64) the native kernels of
+the whole input (on the CPU chunks that stay in cache, elsewhere as large
+as memory allows: few launches). On CPU (float32/float64) the native kernels of
 :mod:`torch_geometric_hot.ops.native` implement them when those build and
 are switched on: each pass visits the rows group by group, and each
 backward is one fused pass.
@@ -28,15 +29,23 @@ from torch import Tensor
 
 from torch_geometric_hot.ops import native
 from torch_geometric_hot.ops.attention.dispatch import DirectReadings
+from torch_geometric_hot.ops.layout_device import layout_device
 from torch_geometric_hot.ops.scatter import group_pairs
 
-#: Elements of the largest temporary a chunk may create (small enough to
-#: stay in cache between the product and the reduction that reads it).
+#: Elements of the largest temporary a chunk may create on the CPU (small
+#: enough to stay in cache between the product and the reduction that
+#: reads it).
 CHUNK_ELEMENTS = 1 << 18
+#: The same on other devices (GPUs), where each chunk's operations are
+#: kernel launches: a bound on memory alone.
+LAUNCH_BOUND_CHUNK_ELEMENTS = 1 << 26
 
 
-def _chunk_rows(rows: int, per_row: int) -> int:
-    return max(1, min(rows, CHUNK_ELEMENTS // max(per_row, 1)))
+def _chunk_rows(rows: int, per_row: int, like: Tensor) -> int:
+    # rows per chunk for the layout of like's device (layout_device)
+    limit = CHUNK_ELEMENTS if layout_device(like) == 'cpu' else \
+        LAUNCH_BOUND_CHUNK_ELEMENTS
+    return max(1, min(rows, limit // max(per_row, 1)))
 
 
 def _outer_sum(k: Tensor, v: Tensor, index: Tensor, num_groups: int) -> Tensor:
@@ -47,7 +56,7 @@ def _outer_sum(k: Tensor, v: Tensor, index: Tensor, num_groups: int) -> Tensor:
         return torch.bmm(k.permute(1, 2, 0).contiguous(),
                          v.transpose(0, 1).contiguous()).unsqueeze(0)
     out = k.new_zeros(num_groups, H, R, C)
-    step = _chunk_rows(E, H * R * C)
+    step = _chunk_rows(E, H * R * C, k)
     for start in range(0, E, step):
         end = start + step
         outer = k[start:end].unsqueeze(-1) * v[start:end].unsqueeze(-2)
@@ -70,7 +79,7 @@ def _contract(q: Tensor, summary: Tensor, index: Tensor) -> Tensor:
     offsets = (torch.arange(H, device=q.device).view(1, H, 1) * R +
                torch.arange(R, device=q.device).view(1, 1, R))
     out = q.new_empty(E, H, C)
-    step = _chunk_rows(E, H * R)
+    step = _chunk_rows(E, H * R, q)
     for start in range(0, E, step):
         end = start + step
         bags = index[start:end].view(-1, 1, 1) * (H * R) + offsets
@@ -543,8 +552,9 @@ def _add_to_slots(grad_v: Tensor, position: Tensor, slots: Sequence[int],
         grad_v[:, slot].index_add_(0, position, grad[:, :, i])
 
 
-def _pair_chunks(pairs: int, per_pair: int) -> List[Tuple[int, int]]:
-    step = _chunk_rows(pairs, per_pair)
+def _pair_chunks(pairs: int, per_pair: int,
+                 like: Tensor) -> List[Tuple[int, int]]:
+    step = _chunk_rows(pairs, per_pair, like)
     return [(start, min(start + step, pairs))
             for start in range(0, pairs, step)]
 
@@ -580,7 +590,7 @@ def torch_pool_readings(k: Tensor, values: Tensor, q: Tensor,
         query, key = _direct_pairs(pool, choice, read)
         slots = pool.slots if read.slots is None else read.slots
         for start, end in _pair_chunks(query.numel(),
-                                       q.size(1) * columns.numel()):
+                                       q.size(1) * columns.numel(), q):
             qi, ki = query[start:end], key[start:end]
             dot = (q_r.index_select(0, qi) * _rows(k, ki)).sum(-1)
             out.index_add_(0, qi, dot.unsqueeze(-1) *
@@ -627,7 +637,7 @@ def torch_pool_readings_backward(k: Tensor, values: Tensor, q: Tensor,
         query, key = _direct_pairs(pool, choice, read)
         slots = pool.slots if read.slots is None else read.slots
         for start, end in _pair_chunks(query.numel(),
-                                       q.size(1) * columns.numel()):
+                                       q.size(1) * columns.numel(), q):
             qi, ki = query[start:end], key[start:end]
             q_p, k_p = q_r.index_select(0, qi), _rows(k, ki)
             g_p = g_read.index_select(0, qi)  # [c, H, columns]

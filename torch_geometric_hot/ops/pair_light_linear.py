@@ -23,8 +23,18 @@ for the backward pass beyond the input and the weights. The passes are a
 few gathers and scatters in torch (any device) and one native loop over
 the entries each
 (:mod:`torch_geometric_hot.ops.native`, ``pair_entries.c``) where the
-native kernels take the tensors. Under :func:`torch.compile` a light layer
-is one node of the graph. The oracle is the class-by-class sum
+native kernels take the tensors.
+
+Where they do not (GPUs, the native kernels off, a graph traced by
+:func:`torch.compile` for a GPU's layout), the layer is not that operator
+but four operations under autograd, few launches whatever the batch:
+every entry gathers its five terms' rows, :math:`[A_{ii} \,|\, A_{ij}
+\,|\, A_{ji} \,|\, A_{ii} \,|\, A_{jj}]` with a zero row for a term the
+entry lacks (:func:`light_slots`, a plan kept with the view), and one
+product with the five stacked weights gives its output
+(:func:`_gathered_linear`). It does 2.5 times the first form's
+arithmetic and keeps the gathered rows for the backward pass, five times
+the input's size. The oracle of both is the class-by-class sum
 :func:`~torch_geometric_hot.testing.pair_light_linear_reference`.
 """
 from typing import List, Optional, Tuple
@@ -33,7 +43,7 @@ import torch
 from torch import Tensor
 
 from torch_geometric_hot.ops import native
-from torch_geometric_hot.ops.plan_cache import making_plans_only
+from torch_geometric_hot.ops.plan_cache import making_plans_only, view_plan
 
 #: (part, terms) of the light 2→2 classes, in the order of the weights.
 LIGHT_PAIR_CLASSES = (('diag', ((1, 'E', 'self'), )),
@@ -180,6 +190,37 @@ def _grad(ctx, grad: Tensor):
 _light_op.register_autograd(_grad, setup_context=_setup)
 
 
+def light_slots(row: Tensor, col: Tensor, transpose: Tensor,
+                diag_pos: Tensor) -> Tuple[Tensor, Tensor]:
+    r"""The rows every entry reads for its five terms, in the order of the
+    weights, :obj:`[P, 5]` (:obj:`P`, the zero row appended to the input,
+    for a term the entry lacks: a diagonal entry reads only its first, an
+    off-diagonal one all but its first, its transpose where present), and
+    whether each entry is off the diagonal :obj:`[P]` (its bias's row)."""
+    off = (row != col).long()
+    entry = torch.arange(row.size(0), device=row.device)
+    zero = torch.full_like(entry, row.size(0))
+    on = off.bool()
+    return torch.stack([
+        torch.where(on, zero, entry), torch.where(on, entry, zero),
+        torch.where(on & (transpose >= 0), transpose, zero),
+        torch.where(on, diag_pos.index_select(0, row), zero),
+        torch.where(on, diag_pos.index_select(0, col), zero)], 1), off
+
+
+def _gathered_linear(x: Tensor, weight: Tensor, bias: Optional[Tensor],
+                     slots: Tensor, off: Tensor) -> Tensor:
+    r"""The light layer as a gather of every entry's five terms' rows
+    (:func:`light_slots`) and one product, under autograd."""
+    P, C = x.shape
+    terms = torch.nn.functional.pad(x, (0, 0, 0, 1)).index_select(
+        0, slots.view(-1)).view(P, slots.size(1) * C)
+    weight = weight.reshape(-1, weight.size(-1))
+    if bias is None:
+        return terms @ weight
+    return torch.addmm(bias.index_select(0, off), terms, weight)
+
+
 def pair_light_linear(x: Tensor, view, weight: Tensor,
                       bias: Optional[Tensor] = None) -> Tensor:
     r"""The light 2→2 equivariant linear layer (the five pointwise classes
@@ -202,7 +243,13 @@ def pair_light_linear(x: Tensor, view, weight: Tensor,
         raise ValueError(f"'bias' must be [2, {weight.size(-1)}], got "
                          f"{list(bias.shape)}")
     view.check_entries(x)
-    if making_plans_only():  # index work only: none here
+    if native.applies(x, weight):  # one operator, the native passes
+        if making_plans_only():  # index work only: none here
+            return x.new_zeros(x.size(0), weight.size(-1))
+        return _light_op(x, weight, bias, view.row, view.col,
+                         view.transpose, view.diag_pos)
+    slots = view_plan(view, 'light_slots', lambda: light_slots(
+        view.row, view.col, view.transpose, view.diag_pos))
+    if making_plans_only():
         return x.new_zeros(x.size(0), weight.size(-1))
-    return _light_op(x, weight, bias, view.row, view.col, view.transpose,
-                     view.diag_pos)
+    return _gathered_linear(x, weight, bias, *slots)

@@ -2,15 +2,32 @@ r"""Counts the operators a piece of code dispatches: on a GPU each is (at
 least) one kernel launch, so their number is what a step of many small
 operations costs there, counted on any device."""
 from collections import Counter
-from typing import Dict
+from typing import Callable, Dict, Optional
 
 from torch.utils._python_dispatch import TorchDispatchMode
+
+
+def python_implementation(func) -> Optional[Callable]:
+    r"""The Python function behind :obj:`func` when it is a custom operator
+    of :func:`torch.library.custom_op` (:obj:`None` otherwise): what it
+    runs, for a recorder to see the operators inside, which a dispatch mode
+    does not see when it calls the operator."""
+    if func.namespace in ('aten', 'prims'):
+        return None
+    try:
+        from torch._library.custom_ops import _maybe_get_opdef
+    except ImportError:  # pragma: no cover (an older torch)
+        return None
+    opdef = _maybe_get_opdef(func._name)
+    return None if opdef is None else opdef._init_fn
 
 
 class OperatorCounter(TorchDispatchMode):
     r"""Counts, while active, every aten operator dispatched (views and
     metadata operators included: the count is deterministic for a given
-    code path and input).
+    code path and input). A custom operator counts as the operators its
+    implementation dispatches (:func:`python_implementation`): on a GPU,
+    its launches.
 
     Attributes:
         counts (collections.Counter): Operator names (overload packets)
@@ -21,8 +38,13 @@ class OperatorCounter(TorchDispatchMode):
         self.counts: Counter = Counter()
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        implementation = python_implementation(func)
+        if implementation is not None:
+            with self:
+                return implementation(*args, **kwargs)
         self.counts[str(func.overloadpacket)] += 1
-        return func(*args, **(kwargs or {}))
+        return func(*args, **kwargs)
 
     @property
     def total(self) -> int:

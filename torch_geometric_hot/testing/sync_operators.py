@@ -12,6 +12,8 @@ from torch import Tensor
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
+from torch_geometric_hot.testing.operator_counts import python_implementation
+
 #: Operators that read device values on the host or size their output by
 #: them (every overload).
 SYNC_OPERATORS = frozenset({
@@ -60,7 +62,8 @@ class SyncRecorder(TorchDispatchMode):
     synchronisation (:data:`SYNC_OPERATORS`, :obj:`repeat_interleave`
     without :obj:`output_size`, single-argument :obj:`where`, indexing with
     a boolean mask, copies between a device and the host, host tensors
-    other than 0-dimensional ones among a device's) and every
+    other than 0-dimensional ones among a device's), those inside custom
+    operators included, and every
     :meth:`torch.Tensor.tolist` and :meth:`torch.Tensor.numpy` (which read
     values without dispatching an operator).
 
@@ -82,6 +85,10 @@ class SyncRecorder(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
+        implementation = python_implementation(func)
+        if implementation is not None:  # the operators inside it
+            with self:
+                return implementation(*args, **kwargs)
         if _is_sync(func, args, kwargs):
             self.counts[str(func)] += 1
         return func(*args, **kwargs)
