@@ -208,6 +208,15 @@ def light_slots(row: Tensor, col: Tensor, transpose: Tensor,
         torch.where(on, diag_pos.index_select(0, col), zero)], 1), off
 
 
+def _one_operator(x: Tensor, weight: Tensor) -> bool:
+    # the operator where its native passes take the tensors; in a graph
+    # that torch.compile traces (which cannot read the native mode), on the
+    # CPU, the operator deciding when it runs
+    if torch.compiler.is_compiling():
+        return x.device.type == 'cpu'
+    return native.applies(x, weight)
+
+
 def _gathered_linear(x: Tensor, weight: Tensor, bias: Optional[Tensor],
                      slots: Tensor, off: Tensor) -> Tensor:
     r"""The light layer as a gather of every entry's five terms' rows
@@ -243,7 +252,7 @@ def pair_light_linear(x: Tensor, view, weight: Tensor,
         raise ValueError(f"'bias' must be [2, {weight.size(-1)}], got "
                          f"{list(bias.shape)}")
     view.check_entries(x)
-    if native.applies(x, weight):  # one operator, the native passes
+    if _one_operator(x, weight):
         if making_plans_only():  # index work only: none here
             return x.new_zeros(x.size(0), weight.size(-1))
         return _light_op(x, weight, bias, view.row, view.col,
