@@ -197,15 +197,14 @@ def light_slots(row: Tensor, col: Tensor, transpose: Tensor,
     for a term the entry lacks: a diagonal entry reads only its first, an
     off-diagonal one all but its first, its transpose where present), and
     whether each entry is off the diagonal :obj:`[P]` (its bias's row)."""
-    off = (row != col).long()
+    on = row != col
     entry = torch.arange(row.size(0), device=row.device)
     zero = torch.full_like(entry, row.size(0))
-    on = off.bool()
     return torch.stack([
         torch.where(on, zero, entry), torch.where(on, entry, zero),
         torch.where(on & (transpose >= 0), transpose, zero),
         torch.where(on, diag_pos.index_select(0, row), zero),
-        torch.where(on, diag_pos.index_select(0, col), zero)], 1), off
+        torch.where(on, diag_pos.index_select(0, col), zero)], 1), on.long()
 
 
 def _one_operator(x: Tensor, weight: Tensor) -> bool:
@@ -252,13 +251,13 @@ def pair_light_linear(x: Tensor, view, weight: Tensor,
         raise ValueError(f"'bias' must be [2, {weight.size(-1)}], got "
                          f"{list(bias.shape)}")
     view.check_entries(x)
-    if _one_operator(x, weight):
-        if making_plans_only():  # index work only: none here
-            return x.new_zeros(x.size(0), weight.size(-1))
+    one_operator = _one_operator(x, weight)
+    if not one_operator:  # its plan: the rows of the gather
+        slots = view_plan(view, 'light_slots', lambda: light_slots(
+            view.row, view.col, view.transpose, view.diag_pos))
+    if making_plans_only():  # index work only
+        return x.new_zeros(x.size(0), weight.size(-1))
+    if one_operator:
         return _light_op(x, weight, bias, view.row, view.col,
                          view.transpose, view.diag_pos)
-    slots = view_plan(view, 'light_slots', lambda: light_slots(
-        view.row, view.col, view.transpose, view.diag_pos))
-    if making_plans_only():
-        return x.new_zeros(x.size(0), weight.size(-1))
     return _gathered_linear(x, weight, bias, *slots)

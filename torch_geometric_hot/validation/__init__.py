@@ -187,6 +187,13 @@ def check_rows(x: Tensor, count: int, name: str, row: str) -> None:
                          f"got {_shape(x)}")
 
 
+def autocast_enabled(device_type: str) -> bool:
+    r"""Whether :func:`torch.autocast` is on for :obj:`device_type` (never
+    for a device type without autocast, such as ``meta``)."""
+    return torch.amp.is_autocast_available(device_type) and \
+        torch.is_autocast_enabled(device_type)
+
+
 def check_features(x: Tensor, channels: Optional[int] = None,
                    dtype: Optional[torch.dtype] = None,
                    name: str = 'x') -> None:
@@ -207,9 +214,8 @@ def check_features(x: Tensor, channels: Optional[int] = None,
         raise TypeError(f"'{name}' must be a floating-point tensor, got "
                         f"dtype {x.dtype} (integer features need an "
                         f"encoder first, e.g. CategoricalEncoder)")
-    if dtype is not None and x.dtype != dtype and not (
-            torch.amp.is_autocast_available(x.device.type)
-            and torch.is_autocast_enabled(x.device.type)):
+    if dtype is not None and x.dtype != dtype and \
+            not autocast_enabled(x.device.type):
         raise TypeError(f"'{name}' has dtype {x.dtype} but the layer's "
                         f"parameters are {dtype}: cast one to the other "
                         f"(x.to({dtype}) or layer.to({x.dtype})), or run "

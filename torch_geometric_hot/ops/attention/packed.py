@@ -13,7 +13,6 @@ from torch import Tensor
 from torch_geometric_hot.ops.attention.dropout import block_factors, \
     class_seed, draw_seed
 from torch_geometric_hot.ops.attention.pairs import softmax_class_attention
-from torch_geometric_hot.ops.attention.pooled import autocast_enabled
 from torch_geometric_hot.ops.basis import EquivariantClass
 from torch_geometric_hot.ops.equivariant import Target
 from torch_geometric_hot.ops.key_groups import KEY_ROWS, exclusion_ids, \
@@ -23,6 +22,7 @@ from torch_geometric_hot.ops.pooled_combination import ValueProjection
 from torch_geometric_hot.ops.row_selection import select_rows
 from torch_geometric_hot.ops.size_buckets import BUCKET_RATIO, \
     BucketLayout, blocks, bucket_layout, pack, squares, unpack
+from torch_geometric_hot.validation import autocast_enabled
 
 #: The kind of the rows of each output part.
 QUERY_KIND = {'diag': 'node', 'off': 'off', 'node': 'node',

@@ -23,13 +23,7 @@ from torch_geometric_hot.ops.key_groups import SINGLE_KEY_SUMMARIES, \
 from torch_geometric_hot.ops.plan_cache import view_plan
 from torch_geometric_hot.ops.pooled_combination import CombinationPart, \
     ValueProjection, pooled_combination
-
-
-def autocast_enabled(device_type: str) -> bool:
-    r"""Whether :func:`torch.autocast` is on for :obj:`device_type` (never
-    for a device type without autocast, such as ``meta``)."""
-    return torch.amp.is_autocast_available(device_type) and \
-        torch.is_autocast_enabled(device_type)
+from torch_geometric_hot.validation import autocast_enabled
 
 
 def kernel_class_attention(classes: Sequence[Sequence[EquivariantClass]],
