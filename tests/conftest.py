@@ -7,6 +7,8 @@ CUDA variant skipped when :func:`torch.cuda.is_available` is false. The
 environment variable ``TORCH_GEOMETRIC_HOT_TEST_DEVICE`` (e.g. ``cuda``,
 ``cuda:1``, ``cpu``) runs those tests on that one device instead; naming a
 device this machine does not have is an error, not a run of skips.
+
+Every test leaves the process-wide size limit as it found it.
 """
 import os
 from typing import List
@@ -80,3 +82,14 @@ def pytest_generate_tests(metafunc) -> None:
         for device in DEVICES
     ]
     metafunc.parametrize('device', params)
+
+
+@pytest.fixture(autouse=True)
+def _restore_size_limit():
+    # the training command sets the process-wide size limit (a run is a
+    # process); a test that runs it in this process must not leave it set
+    from torch_geometric_hot.validation import current_size_limit, \
+        set_size_limit
+    limit = current_size_limit()
+    yield
+    set_size_limit(limit)
