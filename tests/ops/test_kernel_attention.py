@@ -13,9 +13,10 @@ NATIVE_MODES = ['off', pytest.param('on', marks=pytest.mark.skipif(
 
 @pytest.mark.parametrize('mode', NATIVE_MODES)
 @pytest.mark.parametrize('groups', [1, 5])
-def test_fast_paths_equal_references_and_gradcheck(groups, mode,
+@pytest.mark.parametrize('chunk', [64, 1 << 18])  # many chunks, one
+def test_fast_paths_equal_references_and_gradcheck(groups, mode, chunk,
                                                    monkeypatch):
-    monkeypatch.setattr(ka, 'CHUNK_ELEMENTS', 64)  # force many chunks
+    monkeypatch.setattr(ka, 'CHUNK_ELEMENTS', chunk)
     monkeypatch.setitem(native._state, 'mode', mode)
     gen = torch.Generator().manual_seed(0)
     k = torch.rand(13, 2, 3, dtype=torch.float64, generator=gen)

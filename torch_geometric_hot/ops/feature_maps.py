@@ -63,11 +63,16 @@ def orthogonal_gaussian(num_features: int, dim: int,
     return torch.cat(blocks, dim=0) * norms
 
 
+def _cast(t: Tensor, dtype: torch.dtype) -> Tensor:
+    # t in dtype, without an operator when it already is
+    return t if t.dtype == dtype else t.to(dtype)
+
+
 def _favor_logits(x: Tensor, projection: Tensor) -> Tensor:
     # [N, H, r]: W (s x) - |s x|^2 / 2 with s = d^{-1/4}
     x = x * x.size(-1)**-0.25
-    proj = x @ projection.to(x.dtype).t()
-    return proj.sub_(0.5 * (x * x).sum(dim=-1, keepdim=True))
+    proj = x @ _cast(projection, x.dtype).t()
+    return proj.sub_((x * x).sum(dim=-1, keepdim=True), alpha=0.5)
 
 
 def _key_stabiliser(row_max: Tensor, group: Optional[Tensor],
@@ -87,9 +92,9 @@ def _favor_stabiliser(logits: Tensor, is_query: bool,
                       num_groups: Optional[int]) -> Tensor:
     # the constant subtracted before exp (no gradient: it cancels in the
     # attention ratio), broadcastable to the logits
-    row_max = logits.detach().amax(dim=-1)
-    stab = row_max if is_query else _key_stabiliser(row_max, group,
-                                                    num_groups)
+    if is_query:
+        return logits.detach().amax(dim=-1, keepdim=True)
+    stab = _key_stabiliser(logits.detach().amax(dim=-1), group, num_groups)
     return stab.unsqueeze(-1) if stab.dim() else stab
 
 
@@ -128,11 +133,11 @@ def _favor_plus_backward(x: Tensor, projection: Tensor, out: Tensor,
     # in the features' dtype (under autocast the logits' product ran in a
     # lower precision than x's), the gradient in x's
     s = x.size(-1)**-0.25
-    weighted = grad.to(out.dtype) * out
-    grad_x = weighted @ projection.to(out.dtype)
-    grad_x.addcmul_(x.to(out.dtype), weighted.sum(dim=-1, keepdim=True),
+    weighted = _cast(grad, out.dtype) * out
+    grad_x = weighted @ _cast(projection, out.dtype)
+    grad_x.addcmul_(_cast(x, out.dtype), weighted.sum(dim=-1, keepdim=True),
                     value=-s)
-    return grad_x.mul_(s).to(x.dtype)
+    return _cast(grad_x.mul_(s), x.dtype)
 
 
 @_favor_plus_backward.register_fake

@@ -48,6 +48,17 @@ def _chunk_rows(rows: int, per_row: int, like: Tensor) -> int:
     return max(1, min(rows, limit // max(per_row, 1)))
 
 
+def _row_chunks(rows: int, per_row: int, *tensors: Tensor):
+    # the tensors' rows in chunks (_chunk_rows), the tensors themselves when
+    # one chunk holds them all (no slicing)
+    step = _chunk_rows(rows, per_row, tensors[0])
+    if step >= rows:
+        yield tensors
+        return
+    for start in range(0, rows, step):
+        yield tuple(t[start:start + step] for t in tensors)
+
+
 def _outer_sum(k: Tensor, v: Tensor, index: Tensor, num_groups: int) -> Tensor:
     # k [E, H, R], v [E, H, C] -> [G, H, R, C]
     E, H, R = k.shape
@@ -55,15 +66,12 @@ def _outer_sum(k: Tensor, v: Tensor, index: Tensor, num_groups: int) -> Tensor:
     if num_groups == 1:  # one group: a batched matmul over heads
         return torch.bmm(k.permute(1, 2, 0).contiguous(),
                          v.transpose(0, 1).contiguous()).unsqueeze(0)
-    out = k.new_zeros(num_groups, H, R, C)
-    step = _chunk_rows(E, H * R * C, k)
-    for start in range(0, E, step):
-        end = start + step
-        outer = k[start:end].unsqueeze(-1) * v[start:end].unsqueeze(-2)
-        # flat [e, H*R*C] rows: see ops.scatter.scatter_sum
-        out.view(num_groups, H * R * C).index_add_(
-            0, index[start:end], outer.view(outer.size(0), H * R * C))
-    return out
+    # flat [e, H*R*C] rows: see ops.scatter.scatter_sum
+    out = k.new_zeros(num_groups, H * R * C)
+    for k_c, v_c, index_c in _row_chunks(E, H * R * C, k, v, index):
+        outer = k_c.unsqueeze(-1) * v_c.unsqueeze(-2)
+        out.index_add_(0, index_c, outer.view(-1, H * R * C))
+    return out.view(num_groups, H, R, C)
 
 
 def _contract(q: Tensor, summary: Tensor, index: Tensor) -> Tensor:
@@ -74,19 +82,17 @@ def _contract(q: Tensor, summary: Tensor, index: Tensor) -> Tensor:
         return torch.einsum('ehr,hrc->ehc', q, summary[0])
     # Row (e, h) is a weighted bag of the R summary rows (g(e), h, :) of a
     # flat [G*H*R, C] table: embedding_bag gathers and sums them in one
-    # pass, without a [e, H, R, C] copy of the summary rows.
+    # pass, without a [e, H, R, C] copy of the summary rows. The bags of
+    # row e are the table rows g(e) * H * R + [0, H * R).
     table = summary.reshape(-1, C)
-    offsets = (torch.arange(H, device=q.device).view(1, H, 1) * R +
-               torch.arange(R, device=q.device).view(1, 1, R))
-    out = q.new_empty(E, H, C)
-    step = _chunk_rows(E, H * R, q)
-    for start in range(0, E, step):
-        end = start + step
-        bags = index[start:end].view(-1, 1, 1) * (H * R) + offsets
-        out[start:end] = torch.nn.functional.embedding_bag(
-            bags.view(-1, R), table, mode='sum',
-            per_sample_weights=q[start:end].reshape(-1, R)).view(-1, H, C)
-    return out
+    bags = index.view(-1, 1) * (H * R) + torch.arange(H * R,
+                                                      device=q.device)
+    chunks = [torch.nn.functional.embedding_bag(
+        bags_c.view(-1, R), table, mode='sum',
+        per_sample_weights=q_c.reshape(-1, R))
+        for bags_c, q_c in _row_chunks(E, H * R, bags, q)]
+    out = chunks[0] if len(chunks) == 1 else torch.cat(chunks)
+    return out.view(E, H, C)
 
 
 def _all_columns(v: Tensor) -> Tensor:
