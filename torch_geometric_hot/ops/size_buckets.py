@@ -254,7 +254,7 @@ def padded_blocks(x: Tensor, layout: BucketLayout, kind: str,
 def blocks(x: Tensor, counts: List[int], widths: List[int]) -> List[Tensor]:
     r"""Slots :obj:`[S, *]` as one block :obj:`[counts[b], widths[b], *]`
     per bucket (views)."""
+    parts = [x] if len(counts) == 1 else \
+        x.split([c * w for c, w in zip(counts, widths)])
     return [block.view((count, width) + x.shape[1:])
-            for block, count, width in zip(
-                x.split([c * w for c, w in zip(counts, widths)]), counts,
-                widths)]
+            for block, count, width in zip(parts, counts, widths)]

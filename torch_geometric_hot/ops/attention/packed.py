@@ -210,12 +210,13 @@ def _packed(attention: str, on_pairs: bool, ratio: float, classes,
             ]
             if not outs_b:
                 result = q.new_zeros(target.num_rows, C, H, D)
-            elif kind == 'graph':  # an empty graph has no slot: zeros
-                result = unpack(torch.cat(outs_b),
-                                layout.slots[kind].row_slot)
-            else:  # every node and entry has a slot
-                result = torch.cat(outs_b).index_select(
-                    0, layout.slots[kind].row_slot)
+            else:
+                slotted = outs_b[0] if len(outs_b) == 1 else \
+                    torch.cat(outs_b)
+                # every node and entry has a slot, an empty graph none
+                result = unpack(slotted, layout.slots[kind].row_slot) \
+                    if kind == 'graph' else slotted.index_select(
+                        0, layout.slots[kind].row_slot)
             _store(out, members, part_classes, result)
 
 
