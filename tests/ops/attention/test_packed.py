@@ -5,6 +5,7 @@ from torch_geometric.data import Batch
 from torch_geometric_hot.data import PairView
 from torch_geometric_hot.nn import HOTConv
 from torch_geometric_hot.ops import use_path
+from torch_geometric_hot.ops.attention import dispatch
 from torch_geometric_hot.ops.attention.packed import packed_layout
 from torch_geometric_hot.ops.size_buckets import pack, unpack
 from torch_geometric_hot import testing
@@ -51,6 +52,30 @@ def test_packed_kernel_variants_equal_the_summaries(orders, kernel, exact,
     for a, b in zip(summaries, dense):
         torch.testing.assert_close(b, a, rtol=1e-10, atol=1e-10)
     assert summaries[0].abs().sum() > 0
+
+
+@pytest.mark.parametrize('orders', [(2, 2), (2, 0), (1, 1)])
+@pytest.mark.parametrize('attention', ['kernel', 'softmax'])
+def test_one_bucket_equals_the_sparse_path(orders, attention, device):
+    # graphs of close sizes: the launch-bound layout packs them as one block
+    in_order, out_order = orders
+    data = testing.skewed_batch(out_order, channels=6,
+                                large=(6, 8)).to(device)
+    view = PairView.from_data(data)
+    layout = packed_layout(view, pairs=in_order == 2 or out_order == 2,
+                           ratio=dispatch.bucket_ratio('cuda'))
+    assert len(layout.counts) == 1
+    torch.manual_seed(0)
+    conv = HOTConv(6, 5, in_order, out_order, heads=2, head_channels=3,
+                   attention=attention, seed=0).double().to(device)
+    with torch.no_grad():
+        conv.bias.normal_()
+    reference = run(conv, data, 'pooled' if attention == 'kernel'
+                    else 'pairs')
+    packed = run(conv, data, 'packed', 'cuda')
+    assert len(reference) == len(packed)
+    for a, b in zip(reference, packed):
+        torch.testing.assert_close(b, a, rtol=1e-10, atol=1e-10)
 
 
 @use_path('packed')
