@@ -5,7 +5,8 @@ import torch_geometric_hot.ops.row_selection as row_selection
 from torch_geometric_hot.ops.row_selection import select_rows
 
 
-@pytest.mark.parametrize('rows', [[2, 3, 4], [0, 1, 8], [6], [5, 2, 2]])
+@pytest.mark.parametrize('rows', [[2, 3, 4], [0, 1, 8], [6], [5, 2, 2],
+                                  list(range(10))])
 def test_equals_list_indexing_with_gradients(rows, device):
     t = torch.randn(10, 3, 2, device=device, requires_grad=True)
     out = select_rows(t, rows)
@@ -18,6 +19,7 @@ def test_equals_list_indexing_with_gradients(rows, device):
 def test_consecutive_rows_are_a_view():
     t = torch.randn(10, 3)
     assert select_rows(t, [2, 3, 4]).data_ptr() == t[2].data_ptr()
+    assert select_rows(t, range(10)) is t  # all of them: no operator
 
 
 def test_index_is_made_once_per_list_and_device(monkeypatch):

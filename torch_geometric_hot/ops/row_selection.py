@@ -20,9 +20,12 @@ _indices: Dict[Tuple[Tuple[int, ...], torch.device], Tensor] = {}
 
 def select_rows(t: Tensor, rows: Sequence[int]) -> Tensor:
     r"""The rows :obj:`rows` of :obj:`t` (the same as :obj:`t[rows]` for a
-    list of ints), a view when they are consecutive."""
+    list of ints), a view when they are consecutive, :obj:`t` itself when
+    they are all of its rows in order."""
     rows = tuple(rows)
     if rows and rows == tuple(range(rows[0], rows[0] + len(rows))):
+        if len(rows) == t.size(0):
+            return t
         return t[rows[0]:rows[0] + len(rows)]
     if torch.compiler.is_compiling() or layout_device(t) == 'cpu':
         return t[list(rows)]  # compiled: a constant of the graph
