@@ -183,3 +183,36 @@ def test_light_pair_layer_equivariant_and_batch_independent(device):
     ]
     assert_batch_independent(lambda d: run_layer(layer, d), graphs,
                              rows_per_graph(2))
+
+
+@pytest.mark.parametrize('native_mode', ['off', 'auto'])
+def test_stacked_outputs_equal_each_layer(native_mode, device):
+    # light 2->2 layers (with and without bias) as one, and a layer that
+    # is not light (run as itself)
+    from torch_geometric_hot.nn.equivariant_linear import stacked_outputs
+    from torch_geometric_hot.ops.native import use_native
+    data = attach_order_inputs(random_graph(7, 12, seed=3, device=device),
+                               2)
+    view = PairView.from_data(data)
+    torch.manual_seed(0)
+    layers = [EquivariantLinear(3, 4, 2, 2, 'light'),
+              EquivariantLinear(3, 2, 2, 2, 'light', bias=False),
+              EquivariantLinear(3, 5, 2, 2, 'light')]
+    assert all(layer._light_pair is not None for layer in layers)
+    mixed = layers[:1] + [EquivariantLinear(3, 2, 2, 2)]
+    for stack in (layers, mixed):
+        stack = [layer.double().to(device) for layer in stack]
+        x = data.pair_x.clone().requires_grad_()
+        params = [p for layer in stack for p in layer.parameters()]
+        with use_native(native_mode):
+            outs = stacked_outputs(stack, x, view)
+            expected = [layer(x, view) for layer in stack]
+        assert [o.shape for o in outs] == [e.shape for e in expected]
+        seeds = [torch.randn_like(e) for e in expected]
+        grads = torch.autograd.grad(
+            sum((o * s).sum() for o, s in zip(outs, seeds)), [x] + params)
+        expected_grads = torch.autograd.grad(
+            sum((e * s).sum() for e, s in zip(expected, seeds)),
+            [x] + params)
+        for a, b in zip(outs + list(grads), expected + list(expected_grads)):
+            torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)

@@ -1,5 +1,5 @@
 import math
-from typing import Optional, Sequence, Union
+from typing import List, Optional, Sequence, Union
 
 import torch
 from torch import Tensor
@@ -144,3 +144,39 @@ class EquivariantLinear(torch.nn.Module):
                 f'{self.out_channels}, order={self.in_order}->'
                 f'{self.out_order}, classes={len(self.classes)}, '
                 f'normalize={self.normalize!r})')
+
+
+def stacked_outputs(layers: Sequence[EquivariantLinear], x: Tensor,
+                    view=None, hyperedge_index: Optional[Tensor] = None
+                    ) -> List[Tensor]:
+    r"""The outputs of several layers on one input, :obj:`[layer(x) for
+    layer in layers]`. Light 2→2 layers (those that run as
+    :func:`~torch_geometric_hot.ops.pair_light_linear.pair_light_linear`)
+    run as one such layer with their weights side by side: the input's
+    rows are gathered once for all, and one product gives every output.
+
+    Args:
+        layers (list): :class:`EquivariantLinear` layers of one input
+            width.
+        x (torch.Tensor): Their input.
+        view: As for :class:`EquivariantLinear`.
+        hyperedge_index (torch.Tensor, optional): As for
+            :class:`EquivariantLinear`.
+
+    :rtype: list of :class:`torch.Tensor`
+    """
+    if len(layers) < 2 or any(layer._light_pair is None
+                              for layer in layers):
+        return [layer(x, view, hyperedge_index) for layer in layers]
+    first = layers[0]
+    check_features(x, first.in_channels, first.weight.dtype)
+    view, _ = resolve_targets(x, view, 2, 2, hyperedge_index)
+    weight = torch.cat([select_rows(layer.weight, layer._light_pair)
+                        for layer in layers], -1)
+    bias = None
+    if any(layer.bias is not None for layer in layers):
+        bias = torch.cat([
+            layer.weight.new_zeros(2, layer.out_channels)
+            if layer.bias is None else layer.bias for layer in layers], -1)
+    out = pair_light_linear(x, view, weight, bias)
+    return list(out.split([layer.out_channels for layer in layers], -1))

@@ -6,12 +6,14 @@ from torch import Tensor
 from torch.nn import Parameter
 
 from torch_geometric_hot.data.targets import resolve_targets
-from torch_geometric_hot.nn.equivariant_linear import EquivariantLinear
+from torch_geometric_hot.nn.equivariant_linear import EquivariantLinear, \
+    stacked_outputs
 from torch_geometric_hot.ops.basis import group_by_part, output_parts, \
     select_classes
 from torch_geometric_hot.ops.feature_maps import KERNELS, FeatureMap
 from torch_geometric_hot.ops.attention.hot import SIZE_SCALERS, \
     ValueProjection, hot_class_attention, project_outputs
+from torch_geometric_hot.ops.plan_cache import view_plan
 from torch_geometric_hot.validation import check_features
 
 ATTENTIONS = ('softmax', 'kernel')
@@ -202,8 +204,9 @@ class HOTConv(torch.nn.Module):
         H, D = self.heads, self.head_channels
         if self.feature_map is not None:
             self.feature_map.step()
-        keys = self.lin_key(x, view).view(-1, H, D)
-        queries = self._queries(x, view, hyperedge_index, targets)
+        keys, queries, light = self._projections(x, view, hyperedge_index)
+        keys = keys.view(-1, H, D)
+        queries = self._queries(queries, view)
         if self.feature_map is not None:
             key_graph = view.entry_batch if self.in_order == 2 else view.batch
             keys = self.feature_map(keys, False, key_graph, view.num_graphs)
@@ -221,22 +224,42 @@ class HOTConv(torch.nn.Module):
             weights, size_scaler=self.size_scaler)
         out = project_outputs(outs, parts, slots, self.lin_out, self.bias,
                               view)
-        if self.lin_light is not None:
-            out = out + self.lin_light(x, view, hyperedge_index)
+        if light is not None:
+            out = out + light
         return (out, weights) if return_attention_weights else out
 
-    def _queries(self, x, view, hyperedge_index, targets) -> Tensor:
-        r"""The queries of the output parts, one part's rows after the
-        other's (in the order of :obj:`targets`), mapped by the feature map
-        (kernel attention) or scaled (softmax)."""
+    def _projections(self, x: Tensor, view,
+                     hyperedge_index: Optional[Tensor]
+                     ) -> Tuple[Tensor, Optional[Tensor], Optional[Tensor]]:
+        r"""The keys, the queries' projection (:obj:`None` at order 0) and
+        the light layer's output (:obj:`None` without pointwise classes);
+        from order 2 to 2 the three light layers run as one
+        (:func:`~torch_geometric_hot.nn.equivariant_linear.stacked_outputs`).
+        """
+        layers = (self.lin_key, self.lin_query, self.lin_light)
+        present = [layer for layer in layers if layer is not None]
+        if (self.in_order, self.out_order) == (2, 2):
+            outs = iter(stacked_outputs(present, x, view))
+        else:  # the keys keep the input's order
+            outs = iter([self.lin_key(x, view)] + [
+                layer(x, view, hyperedge_index) for layer in present[1:]])
+        return tuple(None if layer is None else next(outs)
+                     for layer in layers)
+
+    def _queries(self, q: Optional[Tensor], view) -> Tensor:
+        r"""The queries of the output parts from their projection
+        :obj:`q` (:obj:`None`: the learnt query of order 0), one part's
+        rows after the other's (in the order of the targets), mapped by the
+        feature map (kernel attention) or scaled (softmax)."""
         H, D = self.heads, self.head_channels
-        if self.lin_query is None:
+        if q is None:
             q = self.query.unsqueeze(0).expand(view.num_graphs, H, D)
         else:
-            q = self.lin_query(x, view, hyperedge_index).view(-1, H, D)
+            q = q.view(-1, H, D)
             if self.out_order == 2:  # the targets' order: diag, off
-                q = q.index_select(0, torch.cat([view.diag_pos,
-                                                 view.off_pos]))
+                q = q.index_select(0, view_plan(
+                    view, 'target_order',
+                    lambda: torch.cat([view.diag_pos, view.off_pos])))
         if self.feature_map is None:
             return q * D**-0.5
         return self.feature_map(q, True)
