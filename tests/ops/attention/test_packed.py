@@ -72,10 +72,15 @@ def test_one_bucket_equals_the_sparse_path(orders, attention, device):
         conv.bias.normal_()
     reference = run(conv, data, 'pooled' if attention == 'kernel'
                     else 'pairs')
-    packed = run(conv, data, 'packed', 'cuda')
+    with testing.OperatorCounter() as counter:
+        packed = run(conv, data, 'packed', 'cuda')
     assert len(reference) == len(packed)
     for a, b in zip(reference, packed):
         torch.testing.assert_close(b, a, rtol=1e-10, atol=1e-10)
+    # one block of scores and one of outputs forward, each with its two
+    # products backward: the parts of an order-2 output (diagonal, off
+    # the diagonal) attend together
+    assert counter.counts['aten.bmm'] == 6, counter.counts
 
 
 @use_path('packed')

@@ -27,6 +27,10 @@ from torch_geometric_hot.validation import autocast_enabled
 #: The kind of the rows of each output part.
 QUERY_KIND = {'diag': 'node', 'off': 'off', 'node': 'node',
               'graph': 'graph'}
+#: The kind of the rows of the diagonal and off-diagonal parts together
+#: (their queries one part's rows after the other's): every entry of a
+#: graph in its slots.
+ENTRY_KIND = 'entry'
 
 
 def packed_layout(view, pairs: bool,
@@ -37,8 +41,8 @@ def packed_layout(view, pairs: bool,
     with a ratio above
     :data:`~torch_geometric_hot.ops.size_buckets.BUCKET_RATIO` (the coarse
     layout of launch-bound devices), one block padded to the largest graph
-    unless the buckets hold less than half of its entries. Kept with the
-    view."""
+    unless the buckets hold less than half of its entries, and with
+    :obj:`pairs` the kind :data:`ENTRY_KIND` too. Kept with the view."""
     def build() -> BucketLayout:
         kinds = {'node': view.batch, 'graph': torch.arange(
             view.num_graphs, device=view.batch.device)}
@@ -46,6 +50,8 @@ def packed_layout(view, pairs: bool,
         if pairs:
             kinds['off'] = view.off_batch
             sizes = sizes + view.edges_per_graph
+            if ratio > BUCKET_RATIO:  # the parts' rows side by side
+                kinds[ENTRY_KIND] = torch.cat([view.batch, view.off_batch])
         return bucket_layout(kinds, view.num_graphs, ratio,
                              squares if ratio > BUCKET_RATIO else None,
                              sizes=sizes)
@@ -128,8 +134,8 @@ def packed_class_attention(attention: str,
     _sparse(on_pairs, classes, targets, view, in_order, part_queries, keys,
             values, slots, dropout, seed, outs)
     _packed(attention, on_pairs, ratio, classes, targets, view, in_order,
-            part_queries, keys, values, slots, exact, eps, dropout, seed,
-            outs)
+            queries, part_queries, keys, values, slots, exact, eps, dropout,
+            seed, outs)
     return [part[ALL_CLASSES] if ALL_CLASSES in part else
             torch.stack([part[c] for c in range(len(part))], 1)
             for part in outs]
@@ -142,18 +148,19 @@ def _on_blocks(cls: EquivariantClass, on_pairs: bool) -> bool:
 
 
 def _packed(attention: str, on_pairs: bool, ratio: float, classes,
-            targets, view, in_order: int,
+            targets, view, in_order: int, queries: Tensor,
             part_queries: List[Tensor], keys: Tensor,
             values: ValueProjection, slots, exact: bool, eps: float,
             dropout: float, seed: Optional[Tensor],
             outs: List[Dict[int, Tensor]]) -> None:
     r"""The classes of :func:`_on_blocks` on the packed layout, into
-    :obj:`outs`: per output part and group of classes
-    (:func:`_key_kind_groups`), one score block per bucket and one
-    batched product for all of the group's classes."""
+    :obj:`outs`: per group of classes that share their score blocks
+    (:func:`_query_groups`), one score block per bucket and one batched
+    product for all of the group's classes."""
     merged = ratio > BUCKET_RATIO  # launch-bound: fewer, larger products
-    groups = [_key_kind_groups(part, on_pairs, merged) for part in classes]
-    if not any(groups):
+    groups = _query_groups(targets, [_key_kind_groups(part, on_pairs, merged)
+                                     for part in classes], merged)
+    if not groups:
         return
     H, D = values.heads, values.head_channels
     weight = values.weight.view(-1, H * D, values.x.size(-1))
@@ -161,63 +168,120 @@ def _packed(attention: str, on_pairs: bool, ratio: float, classes,
     layout = packed_layout(view, pairs, ratio)
     key_blocks: Dict[KeyKinds, List[Tensor]] = {}
     x_packed: Dict[KeyKinds, Tensor] = {}
-    for part_classes, part_groups, target, part_slots, q, out in zip(
-            classes, groups, targets, slots, part_queries, outs):
-        if not part_groups:
+    for group in groups:
+        kind, kinds = group.kind, group.kinds
+        q = part_queries[group.parts[0][0]] if len(group.parts) == 1 \
+            else queries
+        members = [(classes[p][c], targets[p], start)
+                   for p, start, part_members in group.parts
+                   for c in part_members]
+        C = len(members)
+        position, widths = _key_rows([cls for cls, _, _ in members], view,
+                                     in_order, pairs, layout, kinds)
+        key, plan = _cached_plan(members, q.size(0), kind, view, in_order,
+                                 exact, layout, kinds)
+        if making_plans_only():
+            _distribute(q.new_zeros(q.size(0), C, H, D), group, targets,
+                        classes, outs)
             continue
-        kind = QUERY_KIND[target.part]
         # padded query slots: any row (their outputs are dropped)
-        q_blocks = [] if making_plans_only() else [
-            _heads_first(b) for b in layout.blocks(
-                q.index_select(0, layout.slots[kind].taken_row), kind)]
-        # the rows dropout hashes: the query rows, the keys' inputs
-        q_rows = layout.blocks(layout.slots[kind].taken_row, kind) \
-            if dropout > 0 else None
-        for kinds, members in part_groups.items():
-            position, widths = _key_rows(part_classes, view, in_order,
-                                         pairs, layout, kinds)
-            C = len(members)
-            key, plan = _cached_plan([part_classes[c] for c in members],
-                                     target, view, in_order, exact, layout,
-                                     kinds)
-            if making_plans_only():
-                _store(out, members, part_classes,
-                       q.new_zeros(target.num_rows, C, H, D))
-                continue
-            if kinds not in key_blocks:  # the keys of these kinds, once
-                key_blocks[kinds] = [_heads_first(b) for b in blocks(
-                    keys.index_select(0, position), layout.counts, widths)]
-                x_packed[kinds] = values.x.index_select(0, position)
-            group_weight = select_rows(weight,
-                                       [part_slots[c] for c in members])
-            v_blocks = blocks(
-                x_packed[kinds] @ group_weight.view(C * H * D, -1).t(),
-                layout.counts, widths)
-            drops: List[Optional[Tensor]] = [None] * len(v_blocks)
-            if q_rows is not None:  # [G, C, H, Lq, Lk], a class at a time
-                seeds = [class_seed(seed, part_slots[c]) for c in members]
-                drops = [torch.stack([block_factors(
-                    q_r, k_r, H, s, dropout, q.dtype) for s in seeds], 1)
-                    for q_r, k_r in zip(q_rows, blocks(
-                        position, layout.counts, widths))]
-            outs_b = [
-                _attend(attention, torch.bmm(q_b, k_b.mT), v_b.view(
-                    v_b.size(0), v_b.size(1), C, H, D).permute(0, 2, 3, 1, 4),
-                        hidden, eps, drop)
-                for q_b, k_b, v_b, hidden, drop in zip(
-                    q_blocks, key_blocks[kinds], v_blocks,
-                    _hidden(view, key, plan), drops)
-            ]
-            if not outs_b:
-                result = q.new_zeros(target.num_rows, C, H, D)
-            else:
-                slotted = outs_b[0] if len(outs_b) == 1 else \
-                    torch.cat(outs_b)
-                # every node and entry has a slot, an empty graph none
-                result = unpack(slotted, layout.slots[kind].row_slot) \
-                    if kind == 'graph' else slotted.index_select(
-                        0, layout.slots[kind].row_slot)
-            _store(out, members, part_classes, result)
+        q_blocks = [_heads_first(b) for b in layout.blocks(
+            q.index_select(0, layout.slots[kind].taken_row), kind)]
+        if kinds not in key_blocks:  # the keys of these kinds, once
+            key_blocks[kinds] = [_heads_first(b) for b in blocks(
+                keys.index_select(0, position), layout.counts, widths)]
+            x_packed[kinds] = values.x.index_select(0, position)
+        group_slots = [slots[p][c] for p, _, part_members in group.parts
+                       for c in part_members]
+        v_blocks = blocks(x_packed[kinds] @ select_rows(
+            weight, group_slots).view(C * H * D, -1).t(), layout.counts,
+            widths)
+        drops: List[Optional[Tensor]] = [None] * len(v_blocks)
+        if dropout > 0:  # [G, C, H, Lq, Lk], a class at a time
+            # the rows dropout hashes: the query rows within their part,
+            # the keys' inputs
+            q_rows = layout.blocks(_part_rows(view, group, targets).
+                                   index_select(0, layout.slots[kind].
+                                                taken_row), kind)
+            seeds = [class_seed(seed, slot) for slot in group_slots]
+            drops = [torch.stack([block_factors(
+                q_r, k_r, H, s, dropout, q.dtype) for s in seeds], 1)
+                for q_r, k_r in zip(q_rows, blocks(
+                    position, layout.counts, widths))]
+        outs_b = [
+            _attend(attention, torch.bmm(q_b, k_b.mT), v_b.view(
+                v_b.size(0), v_b.size(1), C, H, D).permute(0, 2, 3, 1, 4),
+                    hidden, eps, drop)
+            for q_b, k_b, v_b, hidden, drop in zip(
+                q_blocks, key_blocks[kinds], v_blocks,
+                _hidden(view, key, plan), drops)
+        ]
+        if not outs_b:
+            result = q.new_zeros(q.size(0), C, H, D)
+        else:
+            slotted = outs_b[0] if len(outs_b) == 1 else torch.cat(outs_b)
+            # every node and entry has a slot, an empty graph none
+            result = unpack(slotted, layout.slots[kind].row_slot) \
+                if kind == 'graph' else slotted.index_select(
+                    0, layout.slots[kind].row_slot)
+        _distribute(result, group, targets, classes, outs)
+
+
+class _QueryGroup(NamedTuple):
+    # classes that share their score blocks: the kind of their query rows,
+    # the kinds of their keys, and per output part (index, first row of
+    # the part among the group's query rows, its classes)
+    kind: str
+    kinds: 'KeyKinds'
+    parts: List[Tuple[int, int, List[int]]]
+
+
+def _query_groups(targets, groups: List[Dict['KeyKinds', List[int]]],
+                  merged: bool) -> List[_QueryGroup]:
+    r"""The groups of classes that share their score blocks: those of one
+    output part and kinds of keys (:func:`_key_kind_groups`), or with
+    :obj:`merged` (the coarse layout of launch-bound devices) the classes
+    of the diagonal and off-diagonal parts together, on the slots of every
+    entry of a graph (:data:`ENTRY_KIND`): one product for both parts, of
+    which each class's mask keeps its own part's rows."""
+    out = [_QueryGroup(QUERY_KIND[target.part], kinds, [(p, 0, members)])
+           for p, (target, part_groups) in enumerate(zip(targets, groups))
+           for kinds, members in part_groups.items()]
+    if merged and [t.part for t in targets] == ['diag', 'off'] and \
+            [g.parts[0][0] for g in out] == [0, 1] and \
+            out[0].kinds == out[1].kinds:
+        diag, off = out
+        return [_QueryGroup(ENTRY_KIND, diag.kinds, [
+            diag.parts[0], (1, targets[0].num_rows, off.parts[0][2])])]
+    return out
+
+
+def _distribute(result: Tensor, group: _QueryGroup, targets, classes,
+                outs: List[Dict[int, Tensor]]) -> None:
+    r"""A group's outputs :obj:`[rows, C, H, D]` into the outputs of its
+    parts: each part's rows and classes."""
+    if len(group.parts) == 1:
+        p, _, members = group.parts[0]
+        _store(outs[p], members, classes[p], result)
+        return
+    first = 0
+    for p, start, members in group.parts:
+        rows = slice(start, start + targets[p].num_rows)
+        _store(outs[p], members, classes[p],
+               result[rows, first:first + len(members)])
+        first += len(members)
+
+
+def _part_rows(view, group: _QueryGroup, targets) -> Tensor:
+    r"""The row of every query row of the group within its part (its own
+    row for a group of one part), kept with the view."""
+    def build() -> Tensor:
+        device = view.batch.device
+        return torch.cat([torch.arange(targets[p].num_rows, device=device)
+                          for p, _, _ in group.parts])
+    return view_plan(view, ('packed_part_rows', group.kind,
+                            tuple(targets[p].part for p, _, _ in group.parts)),
+                     build)
 
 
 def _store(out: Dict[int, Tensor], members: List[int], part_classes,
@@ -347,18 +411,24 @@ def _key_rows(classes: Sequence[EquivariantClass], view, in_order: int,
                             layout.ratio), build)
 
 
-def _cached_plan(members: List[EquivariantClass], target: Target, view,
+#: A class of a group, with its output part and the first row of that
+#: part among the group's query rows.
+Member = Tuple[EquivariantClass, Target, int]
+
+
+def _cached_plan(members: List[Member], rows: int, query_kind: str, view,
                  in_order: int, exact: bool, layout: BucketLayout,
                  kinds: KeyKinds) -> Tuple[Hashable, _GroupPlan]:
     r"""The group's plan (:func:`_build_plan`), kept with the view, and
     its key."""
-    key = ('packed_class_attention', layout.ratio, in_order, target.part,
-           tuple(members), exact, kinds)
+    key = ('packed_class_attention', layout.ratio, in_order, query_kind,
+           tuple((cls, target.part, start) for cls, target, start in members),
+           exact, kinds)
     return key, view_plan(view, key, lambda: _build_plan(
-        members, target, view, in_order, exact, layout, kinds))
+        members, rows, query_kind, view, in_order, exact, layout, kinds))
 
 
-def _build_plan(members: List[EquivariantClass], target: Target, view,
+def _build_plan(members: List[Member], rows: int, query_kind: str, view,
                 in_order: int, exact: bool, layout: BucketLayout,
                 kinds: KeyKinds) -> _GroupPlan:
     r"""The ids that decide which keys each query of each class sees: a key
@@ -368,15 +438,16 @@ def _build_plan(members: List[EquivariantClass], target: Target, view,
     exclusions gets ids that never match, and so do the keys of a kind
     other than the class's own (:obj:`kinds` holds several: the keys of
     every kind side by side in each graph's slots, as :func:`_key_rows`
-    lays them out)."""
-    query_kind = QUERY_KIND[target.part]
+    lays them out), and the query rows of a part other than the class's
+    own (the group's :obj:`rows` hold several parts' rows)."""
     columns = []
-    for cls in members:
+    for cls, target, start in members:
         summary, selector = cls.pool
         pool = summary_keys(summary, view, in_order)
-        columns.append([(target.index(summary, selector)[0], pool.group)] +
-                       (exclusion_ids(cls, target, view, pool)
-                        if exact else []))
+        ids = [(target.index(summary, selector)[0], pool.group)] + \
+            (exclusion_ids(cls, target, view, pool) if exact else [])
+        columns.append([(_spread(q, start, rows), k) for q, k in ids])
+    members = [cls for cls, _, _ in members]
     width = max(len(ids) for ids in columns)
     # per (id, class) column, e-major: its ids (None: padding, which
     # matches nothing: queries -2, keys -3), keys per kind of key
@@ -431,6 +502,16 @@ def _distinct(cols: List, device: torch.device) -> Tuple[List, Tensor]:
         seen[identity(col)] = found
         index.append(found)
     return distinct, torch.tensor(index, dtype=torch.long, device=device)
+
+
+def _spread(ids: Tensor, start: int, rows: int) -> Tensor:
+    r"""A part's query ids :obj:`[part rows]` among a group's :obj:`rows`
+    from :obj:`start`, the other rows -2 (matching no key)."""
+    if start == 0 and ids.size(0) == rows:
+        return ids
+    out = ids.new_full((rows, ), -2)
+    out[start:start + ids.size(0)] = ids
+    return out
 
 
 def _column(ids: Optional[Tensor], fill: int, like: Tensor) -> Tensor:
