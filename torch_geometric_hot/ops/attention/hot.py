@@ -210,11 +210,13 @@ def project_outputs(outs: Sequence[Optional[Tensor]],
                  weight.dtype)
     parts = {}
     for p, (out, target) in enumerate(zip(outs, targets)):
-        if out is None:
+        if out is None:  # its bias only
             y = weight.new_zeros(target.num_rows, weight.size(-1),
                                  dtype=dtype)
-        else:
-            projection = select_rows(weight, slots[p]).flatten(0, 1)
-            y = out.reshape(target.num_rows, projection.size(0)) @ projection
-        parts[target.part] = y if bias is None else y + bias[p]
+            parts[target.part] = y if bias is None else y + bias[p]
+            continue
+        projection = select_rows(weight, slots[p]).flatten(0, 1)
+        out = out.reshape(target.num_rows, projection.size(0))
+        parts[target.part] = out @ projection if bias is None else \
+            torch.addmm(bias[p], out, projection)
     return assemble_parts(parts, view)
