@@ -12,7 +12,7 @@ from torch_geometric_hot.ops.basis import group_by_part, output_parts, \
     select_classes
 from torch_geometric_hot.ops.feature_maps import KERNELS, FeatureMap
 from torch_geometric_hot.ops.attention.hot import SIZE_SCALERS, \
-    ValueProjection, hot_class_attention, project_outputs
+    Projection, ValueProjection, hot_class_attention
 from torch_geometric_hot.ops.plan_cache import view_plan
 from torch_geometric_hot.validation import check_features
 
@@ -216,14 +216,13 @@ class HOTConv(torch.nn.Module):
         values = ValueProjection(x, self.lin_value.weight, H, D)
         parts = list(targets.values())
         slots = [self._part_index.get(name, []) for name in targets]
-        outs = hot_class_attention(
+        out = hot_class_attention(
             self.attention, parts,
             [self._by_part.get(name, []) for name in targets], slots, view,
             self.in_order, self.out_order, queries, keys, values,
             self.exact_exclusion, self.dropout if self.training else 0.0,
-            weights, size_scaler=self.size_scaler)
-        out = project_outputs(outs, parts, slots, self.lin_out, self.bias,
-                              view)
+            weights, size_scaler=self.size_scaler,
+            projection=Projection(self.lin_out, self.bias))
         if light is not None:
             out = out + light
         return (out, weights) if return_attention_weights else out

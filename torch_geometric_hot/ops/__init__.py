@@ -17,6 +17,7 @@ from torch_geometric_hot.ops.pooled_combination import (CombinationPart,
                                                         pooled_combination)
 from torch_geometric_hot.ops.pair_light_linear import pair_light_linear
 from torch_geometric_hot.ops.attention.hot import hot_class_attention
+from torch_geometric_hot.ops.attention.projection import Projection
 from torch_geometric_hot.ops.attention.dispatch import DirectReadings, \
     use_path
 from torch_geometric_hot.ops.grouped_softmax_attention import \
@@ -29,7 +30,7 @@ __all__ = [
     'Target', 'equivariant_linear', 'input_summaries', 'class_counts',
     'gather_contract', 'segment_outer_sum', 'SummaryKeys', 'Reading',
     'pair_light_linear', 'pooled_combination', 'CombinationPart',
-    'ValueProjection',
+    'ValueProjection', 'Projection',
     'grouped_softmax_attention',
     'hot_class_attention', 'use_path', 'DirectReadings'
 ]

@@ -2,7 +2,7 @@ r"""The one entry point of HOT's class attention: the aggregating classes of
 every output part of a layer attend, on the path the rule of
 :mod:`~torch_geometric_hot.ops.attention.dispatch` picks
 (``docs/design.md``, "Paths")."""
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 import torch
 from torch import Tensor
@@ -18,14 +18,16 @@ from torch_geometric_hot.ops.attention.pairs import local_class_softmax, \
     softmax_class_attention
 from torch_geometric_hot.ops.attention.pooled import kernel_class_attention
 from torch_geometric_hot.ops.basis import EquivariantClass
-from torch_geometric_hot.ops.equivariant import Target, assemble_parts, \
+from torch_geometric_hot.ops.equivariant import Target, \
     class_counts, summary_counts
 from torch_geometric_hot.ops.key_groups import attention_index
 from torch_geometric_hot.ops.plan_cache import is_planned, view_plan
+from torch_geometric_hot.ops.attention.projection import Projection, \
+    project_outputs
 from torch_geometric_hot.ops.pooled_combination import ValueProjection
-from torch_geometric_hot.ops.row_selection import select_rows
 
-__all__ = ['hot_class_attention', 'project_outputs', 'ValueProjection',
+__all__ = ['hot_class_attention', 'project_outputs', 'Projection',
+           'ValueProjection',
            'SIZE_SCALERS']
 
 #: The functions :math:`s(c)` of a key group's size that
@@ -45,8 +47,9 @@ def hot_class_attention(attention: str, targets: Sequence[Target],
                         dropout: float = 0.0,
                         weights: Optional[Weights] = None,
                         path: Optional[str] = None,
-                        size_scaler: str = 'none'
-                        ) -> List[Optional[Tensor]]:
+                        size_scaler: str = 'none',
+                        projection: Optional[Projection] = None
+                        ) -> Union[List[Optional[Tensor]], Tensor]:
     r"""Attention of the aggregating classes of every output part of a HOT
     layer.
 
@@ -80,10 +83,16 @@ def hot_class_attention(attention: str, targets: Sequence[Target],
             (:data:`SIZE_SCALERS`: ``'log'`` :math:`\log(1 + c)`,
             ``'sqrt'`` :math:`\sqrt{c}`, ``'count'`` :math:`c`); the sizes
             are kept with the view.
+        projection (Projection, optional): The layer's output projections:
+            then the layer's output
+            (:func:`~torch_geometric_hot.ops.attention.projection.project_outputs`;
+            the packed path projects the parts it attends together in one
+            product).
 
     Returns:
         Per part, its classes' outputs :obj:`[rows, classes, H, d_v]`, or
-        :obj:`None` for a part without classes.
+        :obj:`None` for a part without classes; with :obj:`projection` the
+        layer's output :obj:`[elements, F_out]`.
     """
     if size_scaler not in SIZE_SCALERS:
         raise ValueError(f"'size_scaler' must be one of {SIZE_SCALERS}, got "
@@ -91,7 +100,8 @@ def hot_class_attention(attention: str, targets: Sequence[Target],
     names = [p for p, part in enumerate(classes) if part]
     outs: List[Optional[Tensor]] = [None] * len(targets)
     if not names:
-        return outs
+        return outs if projection is None else project_outputs(
+            outs, targets, slots, *projection, view)
     rows, start = [], 0
     for target in targets:
         rows.append(slice(start, start + target.num_rows))
@@ -115,11 +125,19 @@ def hot_class_attention(attention: str, targets: Sequence[Target],
             queries = torch.cat([queries[rows[p]] for p in names])
         if chosen == 'packed':
             device_type = problem.device_type
+            # the projection in the packed path where nothing follows the
+            # attention (output dropout, size scales) and every part attends
+            projected = projection is not None and size_scaler == 'none' \
+                and (attention == 'softmax' or seed is None) and \
+                len(names) == len(targets)
             results = packed_class_attention(
                 attention, part_classes, part_targets, view, in_order,
                 queries, keys, values, part_slots, exact, dropout=dropout,
                 seed=seed, ratio=dispatch.bucket_ratio(device_type),
-                local_on_pairs=dispatch.local_softmax_on_pairs(device_type))
+                local_on_pairs=dispatch.local_softmax_on_pairs(device_type),
+                projection=projection if projected else None)
+            if projected:
+                return results
         else:
             results = kernel_class_attention(
                 part_classes, part_targets, view, in_order, queries, keys,
@@ -156,7 +174,8 @@ def hot_class_attention(attention: str, targets: Sequence[Target],
                 view, in_order, targets[p], classes[p], size_scaler,
                 result.dtype).view(targets[p].num_rows, len(classes[p]), 1, 1)
         outs[p] = result
-    return outs
+    return outs if projection is None else project_outputs(
+        outs, targets, slots, *projection, view)
 
 
 def _size_scales(view, in_order: int, target: Target,
@@ -176,47 +195,3 @@ def _size_scales(view, in_order: int, target: Target,
     return view_plan(view, ('size_scale', in_order, target.part, size_scaler,
                             tuple(c.name for c in classes), dtype), scales,
                      keep=target.part != 'hyperedge')
-
-
-def project_outputs(outs: Sequence[Optional[Tensor]],
-                    targets: Sequence[Target], slots: Sequence[Sequence[int]],
-                    weight: Tensor, bias: Optional[Tensor], view) -> Tensor:
-    r"""The layer's output from the outputs of :func:`hot_class_attention`:
-    each part's class outputs times their output projections,
-
-    .. math::
-        \mathbf{Y}_{\mathbf{j}} = \sum_{\mu} \sum_{h=1}^{H}
-        \mathbf{o}^{h,\mu}_{\mathbf{j}} \mathbf{W}^{O}_{h,\mu}
-        + \mathbf{b}_{\text{part}},
-
-    in one product per part, the parts then assembled into the output rows
-    (pair entries in entry order).
-
-    Args:
-        outs (list): Per part, :obj:`[rows, classes, H, d_v]` or
-            :obj:`None` (a part without classes: its bias only).
-        targets (list): The output parts.
-        slots (list): Per part, per class, its value slot (its row of
-            :obj:`weight`).
-        weight (torch.Tensor): The output projections
-            :obj:`[classes, H * d_v, F_out]`.
-        bias (torch.Tensor, optional): Per part, its bias
-            :obj:`[parts, F_out]`.
-        view: Index bundle.
-
-    :rtype: :class:`torch.Tensor` :obj:`[elements, F_out]`
-    """
-    dtype = next((out.dtype for out in outs if out is not None),
-                 weight.dtype)
-    parts = {}
-    for p, (out, target) in enumerate(zip(outs, targets)):
-        if out is None:  # its bias only
-            y = weight.new_zeros(target.num_rows, weight.size(-1),
-                                 dtype=dtype)
-            parts[target.part] = y if bias is None else y + bias[p]
-            continue
-        projection = select_rows(weight, slots[p]).flatten(0, 1)
-        out = out.reshape(target.num_rows, projection.size(0))
-        parts[target.part] = out @ projection if bias is None else \
-            torch.addmm(bias[p], out, projection)
-    return assemble_parts(parts, view)

@@ -5,7 +5,7 @@ masked by the group and exclusion ids of the sparse path
 (``docs/design.md``, "Packed attention"; the path ``'packed'``).
 """
 from typing import Dict, Hashable, List, NamedTuple, Optional, Sequence, \
-    Tuple
+    Tuple, Union
 
 import torch
 from torch import Tensor
@@ -13,6 +13,8 @@ from torch import Tensor
 from torch_geometric_hot.ops.attention.dropout import block_factors, \
     class_seed, draw_seed
 from torch_geometric_hot.ops.attention.pairs import softmax_class_attention
+from torch_geometric_hot.ops.attention.projection import Projection, \
+    project_outputs
 from torch_geometric_hot.ops.basis import EquivariantClass
 from torch_geometric_hot.ops.equivariant import Target
 from torch_geometric_hot.ops.key_groups import KEY_ROWS, exclusion_ids, \
@@ -84,7 +86,9 @@ def packed_class_attention(attention: str,
                            dropout: float = 0.0,
                            seed: Optional[Tensor] = None,
                            ratio: float = BUCKET_RATIO,
-                           local_on_pairs: bool = False) -> List[Tensor]:
+                           local_on_pairs: bool = False,
+                           projection: Optional[Projection] = None
+                           ) -> Union[List[Tensor], Tensor]:
     r"""Attention of the aggregating classes of one or more output parts
     on per-graph dense blocks (softmax attention's local classes on
     enumerated pairs where :obj:`local_on_pairs`); the same result as the
@@ -102,9 +106,14 @@ def packed_class_attention(attention: str,
         ratio (float): Largest ratio of graph sizes within one bucket.
         local_on_pairs (bool): Softmax attention's local classes on
             enumerated pairs, not on the blocks.
+        projection (Projection, optional): The layer's output projections:
+            then the layer's output
+            (:func:`~torch_geometric_hot.ops.attention.projection.project_outputs`;
+            parts that attend together projected in one product).
 
     Returns:
-        Per part, its classes' outputs :obj:`[rows, classes, H, d_v]`.
+        Per part, its classes' outputs :obj:`[rows, classes, H, d_v]`;
+        with :obj:`projection` the layer's output :obj:`[elements, F_out]`.
     """
     device = queries.device.type
     if attention == 'kernel' and (autocast_enabled(device)
@@ -114,12 +123,15 @@ def packed_class_attention(attention: str,
             torch.promote_types(queries.dtype, keys.dtype),
             torch.promote_types(values.x.dtype, values.weight.dtype))
         with torch.autocast(device, enabled=False):
-            return packed_class_attention(
+            outs = packed_class_attention(
                 attention, classes, targets, view, in_order,
                 queries.to(dtype), keys.to(dtype),
                 values._replace(x=values.x.to(dtype),
                                 weight=values.weight.to(dtype)), slots,
                 exact, eps, dropout, seed, ratio, local_on_pairs)
+        # the projections in autocast's dtype, as the other paths'
+        return outs if projection is None else project_outputs(
+            outs, targets, slots, *projection, view)
     exact = exact or attention == 'softmax'
     if attention != 'softmax':
         dropout = 0.0
@@ -133,12 +145,16 @@ def packed_class_attention(attention: str,
     on_pairs = local_on_pairs and attention == 'softmax'
     _sparse(on_pairs, classes, targets, view, in_order, part_queries, keys,
             values, slots, dropout, seed, outs)
-    _packed(attention, on_pairs, ratio, classes, targets, view, in_order,
-            queries, part_queries, keys, values, slots, exact, eps, dropout,
-            seed, outs)
-    return [part[ALL_CLASSES] if ALL_CLASSES in part else
+    joint = _packed(attention, on_pairs, ratio, classes, targets, view,
+                    in_order, queries, part_queries, keys, values, slots,
+                    exact, eps, dropout, seed, outs, projection)
+    if joint is not None:
+        return joint
+    outs = [part[ALL_CLASSES] if ALL_CLASSES in part else
             torch.stack([part[c] for c in range(len(part))], 1)
             for part in outs]
+    return outs if projection is None else project_outputs(
+        outs, targets, slots, *projection, view)
 
 
 def _on_blocks(cls: EquivariantClass, on_pairs: bool) -> bool:
@@ -152,16 +168,22 @@ def _packed(attention: str, on_pairs: bool, ratio: float, classes,
             part_queries: List[Tensor], keys: Tensor,
             values: ValueProjection, slots, exact: bool, eps: float,
             dropout: float, seed: Optional[Tensor],
-            outs: List[Dict[int, Tensor]]) -> None:
+            outs: List[Dict[int, Tensor]],
+            projection: Optional[Projection] = None) -> Optional[Tensor]:
     r"""The classes of :func:`_on_blocks` on the packed layout, into
     :obj:`outs`: per group of classes that share their score blocks
     (:func:`_query_groups`), one score block per bucket and one batched
-    product for all of the group's classes."""
+    product for all of the group's classes. With :obj:`projection`, a
+    group of every class of every part gives the layer's output instead
+    (:func:`_projected`)."""
     merged = ratio > BUCKET_RATIO  # launch-bound: fewer, larger products
     groups = _query_groups(targets, [_key_kind_groups(part, on_pairs, merged)
                                      for part in classes], merged)
     if not groups:
-        return
+        return None
+    whole = projection is not None and len(groups) == 1 and \
+        len(groups[0].parts) == len(targets) > 1 and \
+        sum(map(len, classes)) == sum(len(m) for _, _, m in groups[0].parts)
     H, D = values.heads, values.head_channels
     weight = values.weight.view(-1, H * D, values.x.size(-1))
     pairs = in_order == 2 or any(t.part in ('diag', 'off') for t in targets)
@@ -181,6 +203,9 @@ def _packed(attention: str, on_pairs: bool, ratio: float, classes,
         key, plan = _cached_plan(members, q.size(0), kind, view, in_order,
                                  exact, layout, kinds)
         if making_plans_only():
+            if whole:
+                return _projected(None, group, targets, slots, projection,
+                                  view, layout)
             _distribute(q.new_zeros(q.size(0), C, H, D), group, targets,
                         classes, outs)
             continue
@@ -216,15 +241,19 @@ def _packed(attention: str, on_pairs: bool, ratio: float, classes,
                 q_blocks, key_blocks[kinds], v_blocks,
                 _hidden(view, key, plan), drops)
         ]
-        if not outs_b:
+        slotted = None if not outs_b else outs_b[0] if len(outs_b) == 1 \
+            else torch.cat(outs_b)
+        if whole:
+            return _projected(slotted, group, targets, slots, projection,
+                              view, layout)
+        if slotted is None:
             result = q.new_zeros(q.size(0), C, H, D)
-        else:
-            slotted = outs_b[0] if len(outs_b) == 1 else torch.cat(outs_b)
-            # every node and entry has a slot, an empty graph none
+        else:  # every node and entry has a slot, an empty graph none
             result = unpack(slotted, layout.slots[kind].row_slot) \
                 if kind == 'graph' else slotted.index_select(
                     0, layout.slots[kind].row_slot)
         _distribute(result, group, targets, classes, outs)
+    return None
 
 
 class _QueryGroup(NamedTuple):
@@ -270,6 +299,35 @@ def _distribute(result: Tensor, group: _QueryGroup, targets, classes,
         _store(outs[p], members, classes[p],
                result[rows, first:first + len(members)])
         first += len(members)
+
+
+def _projected(slotted: Optional[Tensor], group: _QueryGroup, targets,
+               slots, projection: Projection, view,
+               layout: BucketLayout) -> Tensor:
+    r"""The layer's output :obj:`[entries, F_out]` from the outputs by slot
+    :obj:`[S, C, H, D]` of a group of every class of the diagonal and
+    off-diagonal parts: every entry's slot gathered in entry order, times
+    the classes' projections in one product, plus its part's bias."""
+    def build() -> Tuple[Tensor, Tensor]:
+        order = torch.cat([view.diag_pos, view.off_pos])  # the parts' rows
+        entry_slot = torch.empty_like(order).index_copy_(
+            0, order, layout.slots[ENTRY_KIND].row_slot)
+        entry_part = torch.zeros_like(order).index_fill_(0, view.off_pos, 1)
+        return entry_slot, entry_part
+
+    entry_slot, entry_part = view_plan(
+        view, ('packed_entry_slots', layout.ratio), build)
+    weight, bias = projection
+    if slotted is None:  # planning only, or no entry at all
+        y = weight.new_zeros(view.num_entries, weight.size(-1))
+        return y if bias is None else y + bias.index_select(0, entry_part)
+    group_slots = [slots[p][c] for p, _, members in group.parts
+                   for c in members]
+    weight = select_rows(weight, group_slots).flatten(0, 1)
+    rows = slotted.view(slotted.size(0), -1).index_select(0, entry_slot)
+    if bias is None:
+        return rows @ weight
+    return torch.addmm(bias.index_select(0, entry_part), rows, weight)
 
 
 def _part_rows(view, group: _QueryGroup, targets) -> Tensor:
