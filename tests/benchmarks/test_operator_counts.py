@@ -8,8 +8,10 @@ import molecule_batches  # noqa: E402
 #: The most operators one training step of each model may dispatch, as a
 #: multiple of PyG's GPSConv (multihead), with the layout CUDA uses, those
 #: inside the library's custom operators counted (docs/benchmarks.md,
-#: "Operators per training step").
-TARGETS = {'hot_kernel': 1.5, 'hot_softmax': 1.5, 'tokengt_softmax': 1.0,
+#: "Operators per training step"): about what the models reach, so that no
+#: change adds launches unnoticed, within the targets of 1.5x (HOT) and
+#: 1.0x (TokenGT).
+TARGETS = {'hot_kernel': 1.4, 'hot_softmax': 1.2, 'tokengt_softmax': 0.7,
            'tokengt_performer': 1.0}
 
 
