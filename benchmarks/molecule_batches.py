@@ -500,7 +500,9 @@ def cpu_peak_bytes(args: argparse.Namespace, name: str) -> int:
                args.native, '--dropout', str(args.dropout)] + (
                    ['--device-type', args.device_type]
                    if args.device_type else []) + (
-                   ['--synthetic'] if args.synthetic else [])
+                   ['--synthetic'] if args.synthetic else []) + (
+                   ['--bucket-ratio', str(args.bucket_ratio)]
+                   if args.bucket_ratio else [])
     out = subprocess.run(command, check=True, capture_output=True,
                          text=True).stdout
     return int(json.loads(out.strip().splitlines()[-1])['peak_bytes'])
@@ -570,6 +572,12 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help='after the rounds, profile N training steps '
                         "of each model: the device's kernel time over the "
                         'wall time (torch.profiler; 0: not measured)')
+    parser.add_argument('--bucket-ratio', type=float, default=None,
+                        help='the size ratio of the packed layout\'s buckets '
+                        'off the CPU (ops.attention.dispatch.'
+                        'LAUNCH_BOUND_BUCKET_RATIO; default: the '
+                        "library's): lower, less padding and arithmetic, "
+                        'more launches')
     parser.add_argument('--memory-of', default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.quick:
@@ -689,6 +697,13 @@ PACKED_PATHS = {'auto': (), 'on': ('packed', 'padded', 'pairs', 'pooled'),
                 'off': ('padded', 'pairs', 'pooled')}
 
 
+def dispatch_ratio() -> float:
+    r"""The size ratio of the packed layout's buckets off the CPU in
+    force."""
+    from torch_geometric_hot.ops.attention import dispatch
+    return dispatch.LAUNCH_BOUND_BUCKET_RATIO
+
+
 def forced_paths(args: argparse.Namespace):
     r"""The :func:`~torch_geometric_hot.ops.use_path` of ``--packed`` and
     ``--device-type``."""
@@ -735,6 +750,7 @@ def count_ops(args: argparse.Namespace) -> Dict:
               f'{row["to_gps_multihead"]:>6.2f}x GPS  sync: '
               f'{sum(row["sync_ops"].values())}')
     result = dict(settings=dict(device=str(device), layout='cuda',
+                                bucket_ratio=dispatch_ratio(),
                                 batch_size=args.batch_size,
                                 width=args.width, layers=args.layers,
                                 heads=args.heads, dropout=args.dropout,
@@ -747,9 +763,20 @@ def count_ops(args: argparse.Namespace) -> Dict:
 
 def main(argv=None) -> Dict:
     args = parse_args(argv)
+    from torch_geometric_hot.ops.attention import dispatch
     from torch_geometric_hot.ops.native import use_native
-    with forced_paths(args), use_native(args.native):
-        return run(args)
+    ratio = dispatch.LAUNCH_BOUND_BUCKET_RATIO
+    if args.bucket_ratio is not None:
+        if args.bucket_ratio <= 1:
+            raise ValueError(f"'--bucket-ratio' must be above 1, got "
+                             f"{args.bucket_ratio}")
+        # before any loader starts: its workers plan with the same layout
+        dispatch.LAUNCH_BOUND_BUCKET_RATIO = args.bucket_ratio
+    try:
+        with forced_paths(args), use_native(args.native):
+            return run(args)
+    finally:
+        dispatch.LAUNCH_BOUND_BUCKET_RATIO = ratio
 
 
 def run(args: argparse.Namespace) -> Dict:
@@ -827,6 +854,7 @@ def run(args: argparse.Namespace) -> Dict:
                       packed=args.packed, native=args.native,
                       device_type=args.device_type,
                       compile=args.compile, busy_steps=args.busy,
+                      bucket_ratio=dispatch_ratio(),
                       peak_gflops=[r / 1e9 for r in rates or []],
                       pre_transform=PRE_TRANSFORMS,
                       atoms_per_molecule=nodes, bonds_per_molecule=edges,
