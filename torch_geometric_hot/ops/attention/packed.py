@@ -1,8 +1,10 @@
 r"""Higher-order attention of every aggregating class on per-graph dense
 blocks on size buckets, for batches of small graphs: per output part, key
-kind and bucket one score block that all its classes share, each class
-masked by the group and exclusion ids of the sparse path
-(``docs/design.md``, "Packed attention"; the path ``'packed'``).
+kind and bucket one score block that all its classes share (on the coarse
+layout of launch-bound devices, per bucket one block for the classes of
+both parts of a pair output and every kind of key), each class masked by
+the group and exclusion ids of the sparse path (``docs/design.md``,
+"Packed attention"; the path ``'packed'``).
 """
 from typing import Dict, Hashable, List, NamedTuple, Optional, Sequence, \
     Tuple, Union
@@ -33,6 +35,10 @@ QUERY_KIND = {'diag': 'node', 'off': 'off', 'node': 'node',
 #: (their queries one part's rows after the other's): every entry of a
 #: graph in its slots.
 ENTRY_KIND = 'entry'
+#: The key of a part's output that holds all of its classes at once.
+ALL_CLASSES = -1
+#: The kinds of keys a group of classes attends over (one or several).
+KeyKinds = Tuple[str, ...]
 
 
 def packed_layout(view, pairs: bool,
@@ -181,6 +187,8 @@ def _packed(attention: str, on_pairs: bool, ratio: float, classes,
                                      for part in classes], merged)
     if not groups:
         return None
+    # the layer's output straight from the slots: one group holds every
+    # class of every part (the parts of a pair output attending together)
     whole = projection is not None and len(groups) == 1 and \
         len(groups[0].parts) == len(targets) > 1 and \
         sum(map(len, classes)) == sum(len(m) for _, _, m in groups[0].parts)
@@ -261,11 +269,11 @@ class _QueryGroup(NamedTuple):
     # the kinds of their keys, and per output part (index, first row of
     # the part among the group's query rows, its classes)
     kind: str
-    kinds: 'KeyKinds'
+    kinds: KeyKinds
     parts: List[Tuple[int, int, List[int]]]
 
 
-def _query_groups(targets, groups: List[Dict['KeyKinds', List[int]]],
+def _query_groups(targets, groups: List[Dict[KeyKinds, List[int]]],
                   merged: bool) -> List[_QueryGroup]:
     r"""The groups of classes that share their score blocks: those of one
     output part and kinds of keys (:func:`_key_kind_groups`), or with
@@ -351,12 +359,6 @@ def _store(out: Dict[int, Tensor], members: List[int], part_classes,
     else:
         for c, result_c in zip(members, result.unbind(1)):
             out[c] = result_c  # one backward for the group
-
-
-#: The key of a part's output that holds all of its classes at once.
-ALL_CLASSES = -1
-#: The kinds of keys a group of classes attends over (one or several).
-KeyKinds = Tuple[str, ...]
 
 
 def _key_kind_groups(part: Sequence[EquivariantClass], on_pairs: bool,
