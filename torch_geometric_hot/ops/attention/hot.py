@@ -17,18 +17,17 @@ from torch_geometric_hot.ops.attention.padded import \
 from torch_geometric_hot.ops.attention.pairs import local_class_softmax, \
     softmax_class_attention
 from torch_geometric_hot.ops.attention.pooled import kernel_class_attention
+from torch_geometric_hot.ops.attention.projection import Projection, \
+    project_outputs
 from torch_geometric_hot.ops.basis import EquivariantClass
 from torch_geometric_hot.ops.equivariant import Target, \
     class_counts, summary_counts
 from torch_geometric_hot.ops.key_groups import attention_index
 from torch_geometric_hot.ops.plan_cache import is_planned, view_plan
-from torch_geometric_hot.ops.attention.projection import Projection, \
-    project_outputs
 from torch_geometric_hot.ops.pooled_combination import ValueProjection
 
 __all__ = ['hot_class_attention', 'project_outputs', 'Projection',
-           'ValueProjection',
-           'SIZE_SCALERS']
+           'ValueProjection', 'SIZE_SCALERS']
 
 #: The functions :math:`s(c)` of a key group's size that
 #: :func:`hot_class_attention` may multiply a class's output by.
