@@ -135,7 +135,8 @@ def test_two_processes_under_torchrun(root, tmp_path):
         text=True, env=env, timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     digests = dict(re.findall(r'rank (\d) weights (\w+)', proc.stdout))
-    assert set(digests) == {'0', '1'} and digests['0'] == digests['1']
+    assert set(digests) == {'0', '1'} and digests['0'] == digests['1'], \
+        proc.stdout + proc.stderr
     run = tmp_path / 'hot-kernel_seed0'
     records = [json.loads(x) for x in
                (run / 'metrics.jsonl').read_text().splitlines()]
