@@ -127,16 +127,19 @@ def test_two_processes_under_torchrun(root, tmp_path):
     with socket.socket() as s:
         s.bind(('127.0.0.1', 0))
         port = s.getsockname()[1]
+    logs = tmp_path / 'logs'  # each rank's stdout in its own file
     proc = subprocess.run(
         [sys.executable, '-m', 'torch.distributed.run', '--nproc_per_node=2',
-         f'--master_port={port}', '-m', 'torch_geometric_hot.train', '--root',
-         root, '--dataset', 'pcqm4mv2', '--model', 'hot-kernel', '--out',
-         str(tmp_path), '--device', 'cpu', *BASE], capture_output=True,
-        text=True, env=env, timeout=600)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    digests = dict(re.findall(r'rank (\d) weights (\w+)', proc.stdout))
+         f'--master_port={port}', '--log-dir', str(logs), '--redirects', '1',
+         '-m', 'torch_geometric_hot.train', '--root', root, '--dataset',
+         'pcqm4mv2', '--model', 'hot-kernel', '--out', str(tmp_path),
+         '--device', 'cpu', *BASE], capture_output=True, text=True, env=env,
+        timeout=600)
+    out = ''.join(f.read_text() for f in sorted(logs.rglob('stdout.log')))
+    assert proc.returncode == 0, out + proc.stdout + proc.stderr
+    digests = dict(re.findall(r'rank (\d) weights (\w+)', out))
     assert set(digests) == {'0', '1'} and digests['0'] == digests['1'], \
-        proc.stdout + proc.stderr
+        out + proc.stdout + proc.stderr
     run = tmp_path / 'hot-kernel_seed0'
     records = [json.loads(x) for x in
                (run / 'metrics.jsonl').read_text().splitlines()]
