@@ -10,10 +10,10 @@ from torch_geometric_hot.nn.equivariant_linear import EquivariantLinear, \
     stacked_outputs
 from torch_geometric_hot.ops.basis import group_by_part, output_parts, \
     select_classes
+from torch_geometric_hot.ops.equivariant import part_order
 from torch_geometric_hot.ops.feature_maps import KERNELS, FeatureMap
 from torch_geometric_hot.ops.attention.hot import SIZE_SCALERS, \
     Projection, ValueProjection, hot_class_attention
-from torch_geometric_hot.ops.plan_cache import view_plan
 from torch_geometric_hot.validation import check_features
 
 ATTENTIONS = ('softmax', 'kernel')
@@ -256,9 +256,7 @@ class HOTConv(torch.nn.Module):
         else:
             q = q.view(-1, H, D)
             if self.out_order == 2:  # the targets' order: diag, off
-                q = q.index_select(0, view_plan(
-                    view, 'target_order',
-                    lambda: torch.cat([view.diag_pos, view.off_pos])))
+                q = q.index_select(0, part_order(view))
         if self.feature_map is None:
             return q * D**-0.5
         return self.feature_map(q, True)

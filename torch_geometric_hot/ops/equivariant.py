@@ -270,3 +270,11 @@ def assemble_parts(parts: Dict[str, Tensor], view) -> Tensor:
     if 'diag' in parts:
         return view.assemble(parts['diag'], parts['off'])
     return next(iter(parts.values()))
+
+
+def part_order(view) -> Tensor:
+    r"""The entry of every row of the diagonal and off-diagonal parts, one
+    part's rows after the other's (:func:`assemble_parts` inverts it), kept
+    with the view."""
+    return view_plan(view, 'part_order',
+                     lambda: torch.cat([view.diag_pos, view.off_pos]))

@@ -18,7 +18,7 @@ from torch_geometric_hot.ops.attention.pairs import softmax_class_attention
 from torch_geometric_hot.ops.attention.projection import Projection, \
     project_outputs
 from torch_geometric_hot.ops.basis import EquivariantClass
-from torch_geometric_hot.ops.equivariant import Target
+from torch_geometric_hot.ops.equivariant import Target, part_order
 from torch_geometric_hot.ops.key_groups import KEY_ROWS, exclusion_ids, \
     summary_keys
 from torch_geometric_hot.ops.plan_cache import making_plans_only, view_plan
@@ -211,6 +211,8 @@ def _packed(attention: str, on_pairs: bool, ratio: float, classes,
         key, plan = _cached_plan(members, q.size(0), kind, view, in_order,
                                  exact, layout, kinds)
         if making_plans_only():
+            if dropout > 0:  # the rows dropout hashes: a plan too
+                _slot_rows(view, group, targets, layout)
             if whole:
                 return _projected(None, group, targets, slots, projection,
                                   view, layout)
@@ -233,9 +235,8 @@ def _packed(attention: str, on_pairs: bool, ratio: float, classes,
         if dropout > 0:  # [G, C, H, Lq, Lk], a class at a time
             # the rows dropout hashes: the query rows within their part,
             # the keys' inputs
-            q_rows = layout.blocks(_part_rows(view, group, targets).
-                                   index_select(0, layout.slots[kind].
-                                                taken_row), kind)
+            q_rows = layout.blocks(_slot_rows(view, group, targets,
+                                              layout), kind)
             seeds = [class_seed(seed, slot) for slot in group_slots]
             drops = [torch.stack([block_factors(
                 q_r, k_r, H, s, dropout, q.dtype) for s in seeds], 1)
@@ -317,7 +318,7 @@ def _projected(slotted: Optional[Tensor], group: _QueryGroup, targets,
     off-diagonal parts: every entry's slot gathered in entry order, times
     the classes' projections in one product, plus its part's bias."""
     def build() -> Tuple[Tensor, Tensor]:
-        order = torch.cat([view.diag_pos, view.off_pos])  # the parts' rows
+        order = part_order(view)
         entry_slot = torch.empty_like(order).index_copy_(
             0, order, layout.slots[ENTRY_KIND].row_slot)
         entry_part = torch.zeros_like(order).index_fill_(0, view.off_pos, 1)
@@ -338,14 +339,20 @@ def _projected(slotted: Optional[Tensor], group: _QueryGroup, targets,
     return torch.addmm(bias.index_select(0, entry_part), rows, weight)
 
 
-def _part_rows(view, group: _QueryGroup, targets) -> Tensor:
-    r"""The row of every query row of the group within its part (its own
-    row for a group of one part), kept with the view."""
+def _slot_rows(view, group: _QueryGroup, targets,
+               layout: BucketLayout) -> Tensor:
+    r"""The row within its part of every query slot of the group (row 0 in
+    a padding slot), kept with the view."""
+    taken = layout.slots[group.kind].taken_row
+    if len(group.parts) == 1:  # the part's own rows
+        return taken
+
     def build() -> Tensor:
-        device = view.batch.device
-        return torch.cat([torch.arange(targets[p].num_rows, device=device)
-                          for p, _, _ in group.parts])
-    return view_plan(view, ('packed_part_rows', group.kind,
+        return torch.cat([torch.arange(targets[p].num_rows,
+                                       device=taken.device)
+                          for p, _, _ in group.parts]).index_select(0, taken)
+
+    return view_plan(view, ('packed_slot_rows', layout.ratio, group.kind,
                             tuple(targets[p].part for p, _, _ in group.parts)),
                      build)
 
