@@ -500,9 +500,7 @@ def cpu_peak_bytes(args: argparse.Namespace, name: str) -> int:
                args.native, '--dropout', str(args.dropout)] + (
                    ['--device-type', args.device_type]
                    if args.device_type else []) + (
-                   ['--synthetic'] if args.synthetic else []) + (
-                   ['--bucket-ratio', str(args.bucket_ratio)]
-                   if args.bucket_ratio else [])
+                   ['--synthetic'] if args.synthetic else [])
     out = subprocess.run(command, check=True, capture_output=True,
                          text=True).stdout
     return int(json.loads(out.strip().splitlines()[-1])['peak_bytes'])
@@ -572,12 +570,6 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help='after the rounds, profile N training steps '
                         "of each model: the device's kernel time over the "
                         'wall time (torch.profiler; 0: not measured)')
-    parser.add_argument('--bucket-ratio', type=float, default=None,
-                        help='the size ratio of the packed layout\'s buckets '
-                        'off the CPU (ops.attention.dispatch.'
-                        'LAUNCH_BOUND_BUCKET_RATIO; default: the '
-                        "library's): lower, less padding and arithmetic, "
-                        'more launches')
     parser.add_argument('--memory-of', default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.quick:
@@ -763,20 +755,9 @@ def count_ops(args: argparse.Namespace) -> Dict:
 
 def main(argv=None) -> Dict:
     args = parse_args(argv)
-    from torch_geometric_hot.ops.attention import dispatch
     from torch_geometric_hot.ops.native import use_native
-    ratio = dispatch.LAUNCH_BOUND_BUCKET_RATIO
-    if args.bucket_ratio is not None:
-        if args.bucket_ratio <= 1:
-            raise ValueError(f"'--bucket-ratio' must be above 1, got "
-                             f"{args.bucket_ratio}")
-        # before any loader starts: its workers plan with the same layout
-        dispatch.LAUNCH_BOUND_BUCKET_RATIO = args.bucket_ratio
-    try:
-        with forced_paths(args), use_native(args.native):
-            return run(args)
-    finally:
-        dispatch.LAUNCH_BOUND_BUCKET_RATIO = ratio
+    with forced_paths(args), use_native(args.native):
+        return run(args)
 
 
 def run(args: argparse.Namespace) -> Dict:

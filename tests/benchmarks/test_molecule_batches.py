@@ -123,21 +123,3 @@ def test_unknown_model_is_refused():
         molecule_batches.parse_args(['--models', 'gin,gps_multihead,nope'])
     with pytest.raises(ValueError, match='unknown model'):
         molecule_batches.build_model('nope', 16, 2, 4)
-
-
-def test_bucket_ratio_sets_the_launch_bound_layout_for_the_run():
-    from torch_geometric_hot.ops.attention import dispatch
-    default = dispatch.LAUNCH_BOUND_BUCKET_RATIO
-    args = ['--count-ops', '--synthetic', '--models',
-            'gin,gps_multihead,hot_kernel', '--batch-size', '32', '--width',
-            '8', '--layers', '1', '--heads', '2']
-    coarse = molecule_batches.main(args)
-    fine = molecule_batches.main(args + ['--bucket-ratio', '1.5'])
-    assert coarse['settings']['bucket_ratio'] == default
-    assert fine['settings']['bucket_ratio'] == 1.5
-    # finer buckets: more blocks, more operators
-    assert fine['models']['hot_kernel']['ops'] > \
-        coarse['models']['hot_kernel']['ops']
-    assert dispatch.LAUNCH_BOUND_BUCKET_RATIO == default
-    with pytest.raises(ValueError, match='--bucket-ratio'):
-        molecule_batches.main(args + ['--bucket-ratio', '1'])

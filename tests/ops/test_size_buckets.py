@@ -1,6 +1,10 @@
+import math
+
+import pytest
 import torch
 
-from torch_geometric_hot.ops.size_buckets import (bucket_bounds,
+from torch_geometric_hot.ops.size_buckets import (BIN_SLACK, bin_graphs,
+                                                  bucket_bounds,
                                                   bucket_layout, pack,
                                                   squares, token_positions,
                                                   unpack)
@@ -50,3 +54,56 @@ def test_one_block_unless_buckets_save_enough():
     assert layout([40, 5, 4, 3]) == [0, 1, 2, 3, 4]  # 6400 vs 1650
     assert bucket_bounds([4, 3, 3, 3]) == [0, 1, 4]
     assert layout([4, 3, 3, 3]) == [0, 4]  # 64 vs 43
+
+
+def test_bin_graphs_first_fit():
+    # largest first, each into the first bin that still holds it
+    bins, offsets, loads = bin_graphs([[5, 4, 3, 3, 2]], [8])
+    assert bins == [0, 1, 0, 1, 2]
+    assert offsets == [[0, 0, 5, 4, 0]]
+    assert loads == [[8], [7], [2]]
+    # a bin holds every kind: the second kind sends graph 2 to a third
+    # bin, where the first would hold 5 + 3 of the first kind
+    bins, _, loads = bin_graphs([[5, 4, 3], [1, 1, 3]], [8, 3])
+    assert bins == [0, 1, 2] and loads == [[5, 1], [4, 1], [3, 3]]
+    # no bound: one bin
+    assert bin_graphs([[5, 4, 3]], [None])[0] == [0, 0, 0]
+
+
+def test_bins_share_blocks_within_the_largest_graph():
+    # two kinds of rows and one graph row; 11 non-empty graphs
+    a = torch.tensor(SKEWED)
+    b = torch.tensor([2 * n + 1 if n else 0 for n in SKEWED])
+    graphs = torch.arange(len(SKEWED))
+    rows = {'a': torch.repeat_interleave(graphs, a),
+            'b': torch.repeat_interleave(graphs, b),
+            'graph': graphs[a > 0]}
+    layout = bucket_layout(rows, len(SKEWED), bins={'graph': 3})
+    assert len(layout.counts) == 1
+    blocks = layout.counts[0]
+    widths = {kind: layout.slots[kind].widths[0] for kind in rows}
+    assert widths == {'a': 40, 'b': 81, 'graph': 3}
+    filled = max(a.sum() / 40, b.sum() / 81, 11 / 3)
+    assert math.ceil(BIN_SLACK * filled) <= blocks < 11  # they share
+    block_of = {}
+    for kind, row_graph in rows.items():
+        slots = layout.slots[kind]
+        # every row its own slot, in its graph's block, within the width
+        assert slots.row_slot.unique().numel() == row_graph.numel()
+        assert bool((slots.row_slot < blocks * widths[kind]).all())
+        assert torch.equal(slots.slot_row[slots.row_slot],
+                           torch.arange(row_graph.numel()))
+        for g, block in zip(row_graph.tolist(),
+                            (slots.row_slot // widths[kind]).tolist()):
+            assert block_of.setdefault(g, block) == block
+    x = torch.randn(rows['b'].numel(), 2)
+    slots = layout.slots['b']
+    assert torch.equal(unpack(pack(x, slots.slot_row), slots.row_slot), x)
+
+
+def test_bins_take_no_length_masks():
+    rows = {'a': torch.tensor([0, 0, 1])}
+    with pytest.raises(ValueError, match="'bins'"):
+        bucket_layout(rows, 2, bins={}, masked=['a'])
+    with pytest.raises(ValueError, match="'bins'"):
+        bucket_layout(rows, 2, bins={}, padding={'a': 1})

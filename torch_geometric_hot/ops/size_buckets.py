@@ -13,8 +13,15 @@ reshape to a :obj:`[graphs, width, *]` block. Slots are numbered bucket
 after bucket, graph after graph. An empty graph takes no bucket. Where
 buckets save little, every graph can stay in one bucket,
 one block padded to the largest graph (:func:`bucket_layout`): each
-bucket costs its own operations.
+bucket costs its own operations. Where the masks keep graphs apart by
+ids (HOT's packed attention), the graphs can share blocks instead: all in
+one bucket, packed first-fit decreasing into bins no larger than the
+largest graph (:func:`bin_graphs`), a block per bin. The bins are at least
+:data:`BIN_SLACK` times as many as the rows fill, so that batches padded
+to the same sizes (:class:`~torch_geometric_hot.data.PadToBuckets`) get
+blocks of the same shape.
 """
+import math
 from typing import Callable, Dict, List, NamedTuple, Optional, Sequence, \
     Tuple
 
@@ -27,6 +34,9 @@ BUCKET_RATIO = 1.25
 #: Buckets replace one padded block when that block holds at least this
 #: many times their score entries.
 BUCKET_GAIN = 2.0
+#: Graphs that share blocks take at least this many times the bins their
+#: rows fill (:func:`bucket_layout`).
+BIN_SLACK = 1.125
 
 
 def token_positions(token_batch: Tensor,
@@ -88,30 +98,28 @@ class Slots(NamedTuple):
 
 
 def bucket_slots(row_graph: Tensor, num_graphs: int, order: Tensor,
-                 counts: List[int], widths: List[int],
+                 first: Tensor, total: int, widths: List[int],
                  position: Tensor) -> Slots:
-    r"""The slots of rows that belong to graphs, the graphs :obj:`order`
-    packed bucket by bucket (:obj:`counts` graphs each), each graph of
-    bucket :math:`b` given :obj:`widths[b]` slots.
+    r"""The slots of rows that belong to graphs, a graph's rows from its
+    first slot on.
 
     Args:
         row_graph (torch.Tensor): Graph of every row :obj:`[rows]`.
         num_graphs (int): Number of graphs.
         order (torch.Tensor): The graphs in bucket order
             (:func:`bucket_layout`).
-        counts (list): Graphs of every bucket.
-        widths (list): Slots per graph of every bucket.
+        first (torch.Tensor): First slot of every graph in a bucket, in
+            bucket order.
+        total (int): Number of slots.
+        widths (list): Slots per block of every bucket.
         position (torch.Tensor): Position of every row in its graph
             (:func:`token_positions`).
     """
     device = row_graph.device
-    total = sum(c * w for c, w in zip(counts, widths))
-    width = torch.repeat_interleave(
-        torch.tensor(widths, dtype=torch.long, device=device),
-        torch.tensor(counts, dtype=torch.long, device=device))
-    first = torch.full((num_graphs, ), -1, dtype=torch.long, device=device)
-    first[order[:width.numel()]] = torch.cumsum(width, 0) - width
-    row_first = first.index_select(0, row_graph)
+    graph_first = torch.full((num_graphs, ), -1, dtype=torch.long,
+                             device=device)
+    graph_first[order[:first.numel()]] = first
+    row_first = graph_first.index_select(0, row_graph)
     row_slot = torch.where(row_first < 0, total, row_first + position)
     slot_row = torch.full((total + 1, ), row_graph.numel(),
                           dtype=torch.long, device=device)
@@ -119,6 +127,39 @@ def bucket_slots(row_graph: Tensor, num_graphs: int, order: Tensor,
     slot_row = slot_row[:total]
     return Slots(slot_row, row_slot, widths,
                  slot_row.masked_fill(slot_row == row_graph.numel(), 0))
+
+
+def bin_graphs(rows: Sequence[Sequence[int]],
+               capacity: Sequence[Optional[int]]
+               ) -> Tuple[List[int], List[List[int]], List[List[int]]]:
+    r"""Graphs packed first-fit into bins, in the given order (largest
+    first: first-fit decreasing): each graph into the first bin that still
+    holds its rows of every kind.
+
+    Args:
+        rows (list): Per kind, the rows of every graph.
+        capacity (list): Per kind, the most rows of a bin (:obj:`None`:
+            any number).
+
+    Returns:
+        The bin of every graph, per kind the first row of every graph
+        within its bin, and per bin its rows of every kind.
+    """
+    loads: List[List[int]] = []
+    bins: List[int] = []
+    offsets: List[List[int]] = [[] for _ in rows]
+    for sizes in zip(*rows):
+        b = next((b for b, load in enumerate(loads) if all(
+            cap is None or used + size <= cap
+            for used, size, cap in zip(load, sizes, capacity))), None)
+        if b is None:
+            b = len(loads)
+            loads.append([0] * len(sizes))
+        bins.append(b)
+        for k, size in enumerate(sizes):
+            offsets[k].append(loads[b][k])
+            loads[b][k] += size
+    return bins, offsets, loads
 
 
 def squares(graphs: int, largest: int, widths: List[int]) -> int:
@@ -142,6 +183,8 @@ class BucketLayout(NamedTuple):
             each graph hold a row, :obj:`[graphs, 1, 1, width]` as an
             attention mask of keys (:obj:`None` where all do).
         ratio (float): Largest ratio of graph sizes within one bucket.
+        bins (list, optional): Where graphs share blocks, the bins (blocks)
+            of the bucket.
     """
     order: Tensor
     bounds: List[int]
@@ -149,10 +192,13 @@ class BucketLayout(NamedTuple):
     lengths: Dict[str, Tuple[Tensor, List[int]]]
     masks: Dict[str, List[Optional[Tensor]]]
     ratio: float = BUCKET_RATIO
+    bins: Optional[List[int]] = None
 
     @property
     def counts(self) -> List[int]:
-        r"""Graphs of every bucket."""
+        r"""Blocks of every bucket: its graphs, or its bins."""
+        if self.bins is not None:
+            return self.bins
         return [end - start
                 for start, end in zip(self.bounds[:-1], self.bounds[1:])]
 
@@ -169,7 +215,8 @@ def bucket_layout(row_graphs: Dict[str, Tensor], num_graphs: int,
                   sizes: Optional[Tensor] = None,
                   check: Optional[Callable[[List[int], List[List[int]]],
                                            None]] = None,
-                  masked: Sequence[str] = ()) -> BucketLayout:
+                  masked: Sequence[str] = (),
+                  bins: Optional[Dict[str, int]] = None) -> BucketLayout:
     r"""The layout of rows of one or more kinds that belong to graphs: the
     graphs sorted by size and bucketed within :obj:`ratio`
     (:func:`bucket_bounds`), each graph of a bucket given, per kind, the
@@ -193,7 +240,18 @@ def bucket_layout(row_graphs: Dict[str, Tensor], num_graphs: int,
             (per kind, in the order of :obj:`row_graphs`) of every bucket
             before any slot is built.
         masked (list, optional): The kinds whose :obj:`masks` to make.
+        bins (dict, optional): The graphs share blocks: one bucket, the
+            graphs packed into bins (:func:`bin_graphs`) that hold, of each
+            kind, at most the rows of the largest graph of that kind, or of
+            a kind :obj:`bins` names, at most that many; the bins at least
+            :data:`BIN_SLACK` times as many as the rows of some kind fill
+            (the others empty). Only for attention whose masks keep graphs
+            apart by ids: not with :obj:`masked` or :obj:`padding`.
+            (default: a block per graph)
     """
+    if bins is not None and (masked or padding):
+        raise ValueError("'bins' keeps graphs apart by ids only: it takes "
+                         "no 'masked' kinds and no 'padding'")
     kinds = list(row_graphs)
     positions, lengths = zip(*(token_positions(row_graphs[kind], num_graphs)
                                for kind in kinds))
@@ -202,7 +260,7 @@ def bucket_layout(row_graphs: Dict[str, Tensor], num_graphs: int,
     order = torch.sort(sizes, descending=True, stable=True)[1]
     # host synchronisation, once: the bucket shapes depend on the sizes
     top, *rows = torch.stack([sizes, *lengths])[:, order].tolist()
-    bounds = bucket_bounds(top, ratio)
+    bounds = bucket_bounds(top, ratio if bins is None else float('inf'))
 
     def widths(start: int, end: int) -> List[int]:
         return [max(kind[start:end]) + pad for kind, pad in zip(rows, pads)]
@@ -215,18 +273,60 @@ def bucket_layout(row_graphs: Dict[str, Tensor], num_graphs: int,
         bounds, ranges = [0, bounds[-1]], [(0, bounds[-1])]
     counts = [end - start for start, end in ranges]
     shapes = [widths(start, end) for start, end in ranges]
+    if bins is None:  # a block per graph: slots graph after graph
+        blocks = counts
+        offsets = [[i * shape[k] for (start, end), shape in zip(ranges, shapes)
+                    for i in range(end - start)] for k in range(len(kinds))]
+    else:
+        blocks, shapes, offsets = _binned(ranges, shapes, rows, [
+            bins.get(kind) for kind in kinds])
     if check is not None:
-        check(counts, shapes)
-    slots = {kind: bucket_slots(row_graphs[kind], num_graphs, order, counts,
-                                [shape[k] for shape in shapes], positions[k])
-             for k, kind in enumerate(kinds)}
+        check(blocks, shapes)
+    slots = {}
+    for k, kind in enumerate(kinds):
+        kind_widths = [shape[k] for shape in shapes]
+        bucket_first = [0]  # the first slot of every bucket
+        for count, width in zip(blocks, kind_widths):
+            bucket_first.append(bucket_first[-1] + count * width)
+        first = torch.tensor([bucket_first[b] for b, (start, end) in
+                              enumerate(ranges) for _ in range(start, end)],
+                             dtype=torch.long) + torch.tensor(
+                                 offsets[k], dtype=torch.long)
+        slots[kind] = bucket_slots(row_graphs[kind], num_graphs, order,
+                                   first.to(order.device), bucket_first[-1],
+                                   kind_widths, positions[k])
     masks = {kind: [None if min(rows[k][start:end]) == shape[k] else
                     torch.arange(shape[k], device=order.device) <
                     lengths[k][order[start:end]].view(-1, 1, 1, 1)
                     for (start, end), shape in zip(ranges, shapes)]
              for k, kind in enumerate(kinds) if kind in masked}
     return BucketLayout(order, bounds, slots,
-                        dict(zip(kinds, zip(lengths, rows))), masks, ratio)
+                        dict(zip(kinds, zip(lengths, rows))), masks, ratio,
+                        None if bins is None else blocks)
+
+
+def _binned(ranges: List[Tuple[int, int]], shapes: List[List[int]],
+            rows: List[List[int]], capacity: List[Optional[int]]
+            ) -> Tuple[List[int], List[List[int]], List[List[int]]]:
+    r"""The bins of every bucket (:func:`bin_graphs`), as wide as the
+    bucket's :obj:`shapes` or the given :obj:`capacity` per kind: per bucket
+    its bins (at least :data:`BIN_SLACK` times as many as its rows fill)
+    and its widths per kind, and per kind the first slot of every graph of
+    a bucket within its bucket's slots, in bucket order."""
+    counts, widths = [], []
+    offsets: List[List[int]] = [[] for _ in rows]
+    for (start, end), shape in zip(ranges, shapes):
+        width = [w if cap is None else cap for w, cap in zip(shape, capacity)]
+        graph_bins, within, loads = bin_graphs(
+            [kind[start:end] for kind in rows], width)
+        filled = max(sum(kind[start:end]) / w
+                     for kind, w in zip(rows, width) if w > 0)
+        counts.append(max(len(loads), math.ceil(BIN_SLACK * filled)))
+        widths.append(width)
+        for k, kind_within in enumerate(within):
+            offsets[k].extend(b * width[k] + offset
+                              for b, offset in zip(graph_bins, kind_within))
+    return counts, widths, offsets
 
 
 def pack(x: Tensor, slot_row: Tensor, fill: float = 0.0) -> Tensor:

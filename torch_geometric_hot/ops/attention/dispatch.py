@@ -29,11 +29,12 @@ PACKED_BLOCK = 384
 #: The same limit for softmax attention, lower: past it the masked blocks
 #: cost more than the padded per-class blocks.
 PACKED_BLOCK_SOFTMAX = 96
-#: Largest ratio of graph sizes within one bucket of the packed layout on
-#: devices other than the CPU (GPUs), where each bucket's operations are
-#: kernel launches that cost more than the padding of coarser buckets; on
-#: the CPU the ratio is
-#: :data:`~torch_geometric_hot.ops.size_buckets.BUCKET_RATIO`.
+#: The bucket ratio of the packed layout on devices other than the CPU
+#: (GPUs), where each bucket's operations are kernel launches: above
+#: :data:`~torch_geometric_hot.ops.size_buckets.BUCKET_RATIO` (the CPU's
+#: ratio), the coarse layout of launch-bound devices, one bucket whose
+#: graphs share blocks
+#: (:func:`~torch_geometric_hot.ops.attention.packed.packed_layout`).
 LAUNCH_BOUND_BUCKET_RATIO = 8.0
 
 

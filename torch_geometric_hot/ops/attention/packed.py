@@ -1,10 +1,10 @@
 r"""Higher-order attention of every aggregating class on per-graph dense
 blocks on size buckets, for batches of small graphs: per output part, key
 kind and bucket one score block that all its classes share (on the coarse
-layout of launch-bound devices, per bucket one block for the classes of
-both parts of a pair output and every kind of key), each class masked by
-the group and exclusion ids of the sparse path (``docs/design.md``,
-"Packed attention"; the path ``'packed'``).
+layout of launch-bound devices, one block for the classes of both parts of
+a pair output and every kind of key, on bins of graphs that share it),
+each class masked by the group and exclusion ids of the sparse path
+(``docs/design.md``, "Packed attention"; the path ``'packed'``).
 """
 from typing import Dict, Hashable, List, NamedTuple, Optional, Sequence, \
     Tuple, Union
@@ -25,7 +25,7 @@ from torch_geometric_hot.ops.plan_cache import making_plans_only, view_plan
 from torch_geometric_hot.ops.pooled_combination import ValueProjection
 from torch_geometric_hot.ops.row_selection import select_rows
 from torch_geometric_hot.ops.size_buckets import BUCKET_RATIO, \
-    BucketLayout, blocks, bucket_layout, pack, squares, unpack
+    BucketLayout, blocks, bucket_layout, pack, unpack
 from torch_geometric_hot.validation import autocast_enabled
 
 #: The kind of the rows of each output part.
@@ -35,6 +35,9 @@ QUERY_KIND = {'diag': 'node', 'off': 'off', 'node': 'node',
 #: (their queries one part's rows after the other's): every entry of a
 #: graph in its slots.
 ENTRY_KIND = 'entry'
+#: The most graphs that share a block on the coarse layout of launch-bound
+#: devices (the width of its graph slots).
+GRAPHS_PER_BIN = 8
 #: The key of a part's output that holds all of its classes at once.
 ALL_CLASSES = -1
 #: The kinds of keys a group of classes attends over (one or several).
@@ -48,9 +51,11 @@ def packed_layout(view, pairs: bool,
     sized by their nodes (plus off-diagonal entries with :obj:`pairs`);
     with a ratio above
     :data:`~torch_geometric_hot.ops.size_buckets.BUCKET_RATIO` (the coarse
-    layout of launch-bound devices), one block padded to the largest graph
-    unless the buckets hold less than half of its entries, and with
-    :obj:`pairs` the kind :data:`ENTRY_KIND` too. Kept with the view."""
+    layout of launch-bound devices), one bucket whose graphs share blocks:
+    bins no larger than the largest graph, of at most
+    :data:`GRAPHS_PER_BIN` graphs (the masks' ids keep graphs apart), and
+    with :obj:`pairs` the kind :data:`ENTRY_KIND` too. Kept with the
+    view."""
     def build() -> BucketLayout:
         kinds = {'node': view.batch, 'graph': torch.arange(
             view.num_graphs, device=view.batch.device)}
@@ -60,9 +65,10 @@ def packed_layout(view, pairs: bool,
             sizes = sizes + view.edges_per_graph
             if ratio > BUCKET_RATIO:  # the parts' rows side by side
                 kinds[ENTRY_KIND] = torch.cat([view.batch, view.off_batch])
-        return bucket_layout(kinds, view.num_graphs, ratio,
-                             squares if ratio > BUCKET_RATIO else None,
-                             sizes=sizes)
+        merged = ratio > BUCKET_RATIO
+        return bucket_layout(kinds, view.num_graphs, ratio, sizes=sizes,
+                             bins={'graph': GRAPHS_PER_BIN} if merged
+                             else None)
 
     return view_plan(view, ('packed_layout', pairs, ratio), build)
 
