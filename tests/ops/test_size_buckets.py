@@ -70,6 +70,35 @@ def test_bin_graphs_first_fit():
     assert bin_graphs([[5, 4, 3]], [None])[0] == [0, 0, 0]
 
 
+def first_fit(rows, capacity):
+    # each graph into the first bin with room for it, bin after bin
+    loads, bins, offsets = [], [], [[] for _ in rows]
+    for sizes in zip(*rows):
+        b = next((b for b, load in enumerate(loads) if all(
+            cap is None or used + size <= cap
+            for used, size, cap in zip(load, sizes, capacity))), len(loads))
+        if b == len(loads):
+            loads.append([0] * len(sizes))
+        bins.append(b)
+        for k, size in enumerate(sizes):
+            offsets[k].append(loads[b][k])
+            loads[b][k] += size
+    return bins, offsets, loads
+
+
+@pytest.mark.parametrize('count', [0, 1, 9, 300])
+def test_bin_graphs_equals_first_fit_bin_by_bin(count):
+    # the search skips closed bins: the same bins as scanning them all
+    g = torch.Generator().manual_seed(count)
+    nodes = sorted(torch.randint(0, 30, (count, ), generator=g).tolist(),
+                   reverse=True)
+    off = [2 * n + int(torch.randint(0, 9, (1, ), generator=g))
+           for n in nodes]
+    rows = [nodes, [1] * count, off, [n + m for n, m in zip(nodes, off)]]
+    capacity = [max(nodes, default=0), 4, None, max(rows[3], default=0)]
+    assert bin_graphs(rows, capacity) == first_fit(rows, capacity)
+
+
 def test_bins_share_blocks_within_the_largest_graph():
     # two kinds of rows and one graph row; 11 non-empty graphs
     a = torch.tensor(SKEWED)

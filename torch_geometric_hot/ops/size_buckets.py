@@ -25,6 +25,7 @@ import math
 from typing import Callable, Dict, List, NamedTuple, Optional, Sequence, \
     Tuple
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -134,7 +135,10 @@ def bin_graphs(rows: Sequence[Sequence[int]],
                ) -> Tuple[List[int], List[List[int]], List[List[int]]]:
     r"""Graphs packed first-fit into bins, in the given order (largest
     first: first-fit decreasing): each graph into the first bin that still
-    holds its rows of every kind.
+    holds its rows of every kind. The search starts at the first bin that
+    may still hold a graph to come (one kind short of the fewest rows of
+    that kind among them closes a bin), so that it costs about the
+    graphs times the open bins.
 
     Args:
         rows (list): Per kind, the rows of every graph.
@@ -145,21 +149,26 @@ def bin_graphs(rows: Sequence[Sequence[int]],
         The bin of every graph, per kind the first row of every graph
         within its bin, and per bin its rows of every kind.
     """
-    loads: List[List[int]] = []
-    bins: List[int] = []
-    offsets: List[List[int]] = [[] for _ in rows]
-    for sizes in zip(*rows):
-        b = next((b for b, load in enumerate(loads) if all(
-            cap is None or used + size <= cap
-            for used, size, cap in zip(load, sizes, capacity))), None)
-        if b is None:
-            b = len(loads)
-            loads.append([0] * len(sizes))
-        bins.append(b)
-        for k, size in enumerate(sizes):
-            offsets[k].append(loads[b][k])
-            loads[b][k] += size
-    return bins, offsets, loads
+    sizes = np.array(rows, dtype=np.int64).reshape(len(rows), -1).T
+    count, kinds = sizes.shape
+    cap = np.array([np.iinfo(np.int64).max // 2 if c is None else c
+                    for c in capacity], dtype=np.int64)
+    loads = np.zeros((count, kinds), dtype=np.int64)  # at most a bin each
+    # the fewest rows of each kind among the graphs from each one on
+    least = np.minimum.accumulate(sizes[::-1], axis=0)[::-1]
+    bins = np.zeros(count, dtype=np.int64)
+    offsets = np.zeros_like(sizes)
+    first = used = 0  # the bins from first to used may still take graphs
+    for g in range(count):
+        while first < used and (cap - loads[first] < least[g]).any():
+            first += 1
+        fits = (loads[first:used] + sizes[g] <= cap).all(1)
+        b = first + int(fits.argmax()) if fits.any() else used
+        used = max(used, b + 1)
+        bins[g] = b
+        offsets[g] = loads[b]
+        loads[b] += sizes[g]
+    return bins.tolist(), offsets.T.tolist(), loads[:used].tolist()
 
 
 def squares(graphs: int, largest: int, widths: List[int]) -> int:
