@@ -245,18 +245,19 @@ def bucket_layout(row_graphs: Dict[str, Tensor], num_graphs: int,
         padding (dict, optional): Extra slots per graph, per kind.
         sizes (torch.Tensor, optional): Size of every graph (default: its
             rows of all kinds).
-        check (callable, optional): Called with the graphs and the widths
-            (per kind, in the order of :obj:`row_graphs`) of every bucket
-            before any slot is built.
+        check (callable, optional): Called with the blocks (graphs, or
+            bins) and the widths (per kind, in the order of
+            :obj:`row_graphs`) of every bucket before any slot is built.
         masked (list, optional): The kinds whose :obj:`masks` to make.
         bins (dict, optional): The graphs share blocks: one bucket, the
             graphs packed into bins (:func:`bin_graphs`) that hold, of each
             kind, at most the rows of the largest graph of that kind, or of
             a kind :obj:`bins` names, at most that many; the bins at least
             :data:`BIN_SLACK` times as many as the rows of some kind fill
-            (the others empty). Only for attention whose masks keep graphs
-            apart by ids: not with :obj:`masked` or :obj:`padding`.
-            (default: a block per graph)
+            (the others empty); :obj:`ratio` and :obj:`block` do not
+            apply. Only for attention whose masks keep graphs apart by ids:
+            not with :obj:`masked` or :obj:`padding`. (default: a block per
+            graph)
     """
     if bins is not None and (masked or padding):
         raise ValueError("'bins' keeps graphs apart by ids only: it takes "
@@ -297,13 +298,13 @@ def bucket_layout(row_graphs: Dict[str, Tensor], num_graphs: int,
         bucket_first = [0]  # the first slot of every bucket
         for count, width in zip(blocks, kind_widths):
             bucket_first.append(bucket_first[-1] + count * width)
-        first = torch.tensor([bucket_first[b] for b, (start, end) in
-                              enumerate(ranges) for _ in range(start, end)],
-                             dtype=torch.long) + torch.tensor(
-                                 offsets[k], dtype=torch.long)
+        starts = [bucket_first[b] for b, (start, end) in enumerate(ranges)
+                  for _ in range(start, end)]
+        first = torch.tensor([s + o for s, o in zip(starts, offsets[k])],
+                             dtype=torch.long, device=order.device)
         slots[kind] = bucket_slots(row_graphs[kind], num_graphs, order,
-                                   first.to(order.device), bucket_first[-1],
-                                   kind_widths, positions[k])
+                                   first, bucket_first[-1], kind_widths,
+                                   positions[k])
     masks = {kind: [None if min(rows[k][start:end]) == shape[k] else
                     torch.arange(shape[k], device=order.device) <
                     lengths[k][order[start:end]].view(-1, 1, 1, 1)
