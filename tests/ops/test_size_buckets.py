@@ -107,7 +107,8 @@ def test_bins_share_blocks_within_the_largest_graph():
     rows = {'a': torch.repeat_interleave(graphs, a),
             'b': torch.repeat_interleave(graphs, b),
             'graph': graphs[a > 0]}
-    layout = bucket_layout(rows, len(SKEWED), bins={'graph': 3})
+    layout = bucket_layout(rows, len(SKEWED), float('inf'),
+                           bins={'graph': 3})
     assert len(layout.counts) == 1
     blocks = layout.counts[0]
     widths = {kind: layout.slots[kind].widths[0] for kind in rows}
@@ -128,6 +129,24 @@ def test_bins_share_blocks_within_the_largest_graph():
     x = torch.randn(rows['b'].numel(), 2)
     slots = layout.slots['b']
     assert torch.equal(unpack(pack(x, slots.slot_row), slots.row_slot), x)
+
+
+def test_bins_in_one_bucket_unless_buckets_save_enough():
+    def layout(lengths):
+        rows = torch.repeat_interleave(torch.arange(len(lengths)),
+                                       torch.tensor(lengths))
+        return bucket_layout({'row': rows}, len(lengths), 8.0, squares,
+                             bins={})
+
+    # the small graphs in bins of their own size: 1 + 45 blocks (40 and
+    # the slack) of 100^2 and 10^2 score entries, where one bucket takes
+    # 6 of 100^2
+    skewed = layout([100] + [10] * 40)
+    assert skewed.bounds == [0, 1, 41] and skewed.counts == [1, 45]
+    # a few small graphs: one bucket of 6 bins of 100^2, against 6 of
+    # 100^2 and 4 of 5^2
+    close = layout([100] * 5 + [5] * 3)
+    assert close.bounds == [0, 8] and close.counts == [6]
 
 
 def test_bins_take_no_length_masks():

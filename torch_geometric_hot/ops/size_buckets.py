@@ -14,16 +14,17 @@ after bucket, graph after graph. An empty graph takes no bucket. Where
 buckets save little, every graph can stay in one bucket,
 one block padded to the largest graph (:func:`bucket_layout`): each
 bucket costs its own operations. Where the masks keep graphs apart by
-ids (HOT's packed attention), the graphs can share blocks instead: all in
-one bucket, packed first-fit decreasing into bins no larger than the
-largest graph (:func:`bin_graphs`), a block per bin. The bins are at least
+ids (HOT's packed attention), the graphs of a bucket can share blocks
+instead: packed first-fit decreasing into bins no larger than its largest
+graph (:func:`bin_graphs`), a block per bin. The bins are at least
 :data:`BIN_SLACK` times as many as the rows fill, so that batches padded
 to the same sizes (:class:`~torch_geometric_hot.data.PadToBuckets`) get
 blocks of the same shape.
 """
-import math
 from typing import Callable, Dict, List, NamedTuple, Optional, Sequence, \
     Tuple
+
+import math
 
 import numpy as np
 import torch
@@ -36,7 +37,8 @@ BUCKET_RATIO = 1.25
 #: many times their score entries.
 BUCKET_GAIN = 2.0
 #: Graphs that share blocks take at least this many times the bins their
-#: rows fill (:func:`bucket_layout`).
+#: rows fill, rounded up, where they fill more than one
+#: (:func:`bucket_layout`).
 BIN_SLACK = 1.125
 
 
@@ -236,12 +238,11 @@ def bucket_layout(row_graphs: Dict[str, Tensor], num_graphs: int,
         num_graphs (int): Number of graphs.
         ratio (float, optional): Largest ratio of graph sizes within one
             bucket. (default: :data:`BUCKET_RATIO`)
-        block (callable, optional): ``block(graphs, largest, widths)``, the
-            score entries of a block of that many graphs, the largest of
-            that size, given those slots per kind (e.g. :func:`squares`):
-            then one block padded to the largest graph replaces buckets
-            that do not save :data:`BUCKET_GAIN` times its entries.
-            (default: buckets)
+        block (callable, optional): ``block(blocks, largest, widths)``, the
+            score entries of a bucket of that many blocks, the largest
+            graph of that size, given those slots per kind (e.g.
+            :func:`squares`): then one bucket replaces buckets that do not
+            save :data:`BUCKET_GAIN` times its entries. (default: buckets)
         padding (dict, optional): Extra slots per graph, per kind.
         sizes (torch.Tensor, optional): Size of every graph (default: its
             rows of all kinds).
@@ -249,15 +250,15 @@ def bucket_layout(row_graphs: Dict[str, Tensor], num_graphs: int,
             bins) and the widths (per kind, in the order of
             :obj:`row_graphs`) of every bucket before any slot is built.
         masked (list, optional): The kinds whose :obj:`masks` to make.
-        bins (dict, optional): The graphs share blocks: one bucket, the
-            graphs packed into bins (:func:`bin_graphs`) that hold, of each
-            kind, at most the rows of the largest graph of that kind, or of
-            a kind :obj:`bins` names, at most that many; the bins at least
-            :data:`BIN_SLACK` times as many as the rows of some kind fill
-            (the others empty); :obj:`ratio` and :obj:`block` do not
-            apply. Only for attention whose masks keep graphs apart by ids:
-            not with :obj:`masked` or :obj:`padding`. (default: a block per
-            graph)
+        bins (dict, optional): The graphs of a bucket share blocks,
+            packed into bins (:func:`bin_graphs`) that hold, of each kind,
+            at most the rows of the bucket's largest graph of that kind, or
+            of a kind :obj:`bins` names, at most that many; the bins at
+            least :data:`BIN_SLACK` times as many as the rows of some kind
+            fill (rounded up, where they fill more than one; the others
+            empty). Only for attention whose
+            masks keep graphs apart by ids: not with :obj:`masked` or
+            :obj:`padding`. (default: a block per graph)
     """
     if bins is not None and (masked or padding):
         raise ValueError("'bins' keeps graphs apart by ids only: it takes "
@@ -270,26 +271,30 @@ def bucket_layout(row_graphs: Dict[str, Tensor], num_graphs: int,
     order = torch.sort(sizes, descending=True, stable=True)[1]
     # host synchronisation, once: the bucket shapes depend on the sizes
     top, *rows = torch.stack([sizes, *lengths])[:, order].tolist()
-    bounds = bucket_bounds(top, ratio if bins is None else float('inf'))
+    bounds = bucket_bounds(top, ratio)
+    capacity = None if bins is None else [bins.get(kind) for kind in kinds]
 
-    def widths(start: int, end: int) -> List[int]:
-        return [max(kind[start:end]) + pad for kind, pad in zip(rows, pads)]
+    def arrange(ranges: List[Tuple[int, int]]
+                ) -> Tuple[List[int], List[List[int]], List[List[int]]]:
+        # per bucket its blocks and widths per kind, and per kind the first
+        # slot of every graph within its bucket's slots
+        shapes = [[max(kind[start:end]) + pad for kind, pad in
+                   zip(rows, pads)] for start, end in ranges]
+        if capacity is not None:
+            return _binned(ranges, shapes, rows, capacity)
+        return [end - start for start, end in ranges], shapes, [
+            [i * shape[k] for (start, end), shape in zip(ranges, shapes)
+             for i in range(end - start)] for k in range(len(kinds))]
 
     ranges = list(zip(bounds[:-1], bounds[1:]))
-    if block is not None and len(ranges) > 1 and block(
-            bounds[-1], top[0], widths(0, bounds[-1])) < BUCKET_GAIN * sum(
-                block(end - start, top[start], widths(start, end))
-                for start, end in ranges):
-        bounds, ranges = [0, bounds[-1]], [(0, bounds[-1])]
-    counts = [end - start for start, end in ranges]
-    shapes = [widths(start, end) for start, end in ranges]
-    if bins is None:  # a block per graph: slots graph after graph
-        blocks = counts
-        offsets = [[i * shape[k] for (start, end), shape in zip(ranges, shapes)
-                    for i in range(end - start)] for k in range(len(kinds))]
-    else:
-        blocks, shapes, offsets = _binned(ranges, shapes, rows, [
-            bins.get(kind) for kind in kinds])
+    blocks, shapes, offsets = arrange(ranges)
+    if block is not None and len(ranges) > 1:  # or one bucket
+        whole = arrange([(0, bounds[-1])])
+        if block(whole[0][0], top[0], whole[1][0]) < BUCKET_GAIN * sum(
+                block(count, top[start], shape) for count, (start, _), shape
+                in zip(blocks, ranges, shapes)):
+            bounds, ranges = [0, bounds[-1]], [(0, bounds[-1])]
+            blocks, shapes, offsets = whole
     if check is not None:
         check(blocks, shapes)
     slots = {}
@@ -320,7 +325,8 @@ def _binned(ranges: List[Tuple[int, int]], shapes: List[List[int]],
             ) -> Tuple[List[int], List[List[int]], List[List[int]]]:
     r"""The bins of every bucket (:func:`bin_graphs`), as wide as the
     bucket's :obj:`shapes` or the given :obj:`capacity` per kind: per bucket
-    its bins (at least :data:`BIN_SLACK` times as many as its rows fill)
+    its bins (at least :data:`BIN_SLACK` times as many as its rows fill,
+    rounded up, where they fill more than one)
     and its widths per kind, and per kind the first slot of every graph of
     a bucket within its bucket's slots, in bucket order."""
     counts, widths = [], []
@@ -331,7 +337,9 @@ def _binned(ranges: List[Tuple[int, int]], shapes: List[List[int]],
             [kind[start:end] for kind in rows], width)
         filled = max(sum(kind[start:end]) / w
                      for kind, w in zip(rows, width) if w > 0)
-        counts.append(max(len(loads), math.ceil(BIN_SLACK * filled)))
+        # rows that fill at most one bin fit in one
+        counts.append(max(len(loads), math.ceil(BIN_SLACK * filled)
+                          if filled > 1 else 1))
         widths.append(width)
         for k, kind_within in enumerate(within):
             offsets[k].extend(b * width[k] + offset

@@ -32,8 +32,8 @@ PACKED_BLOCK_SOFTMAX = 96
 #: The bucket ratio of the packed layout on devices other than the CPU
 #: (GPUs), where each bucket's operations are kernel launches: above
 #: :data:`~torch_geometric_hot.ops.size_buckets.BUCKET_RATIO` (the CPU's
-#: ratio), the coarse layout of launch-bound devices, one bucket whose
-#: graphs share blocks
+#: ratio), the coarse layout of launch-bound devices: buckets within this
+#: ratio, or one, whose graphs share blocks
 #: (:func:`~torch_geometric_hot.ops.attention.packed.packed_layout`).
 LAUNCH_BOUND_BUCKET_RATIO = 8.0
 

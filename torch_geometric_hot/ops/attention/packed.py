@@ -25,7 +25,7 @@ from torch_geometric_hot.ops.plan_cache import making_plans_only, view_plan
 from torch_geometric_hot.ops.pooled_combination import ValueProjection
 from torch_geometric_hot.ops.row_selection import select_rows
 from torch_geometric_hot.ops.size_buckets import BUCKET_RATIO, \
-    BucketLayout, blocks, bucket_layout, pack, unpack
+    BucketLayout, blocks, bucket_layout, pack, squares, unpack
 from torch_geometric_hot.validation import autocast_enabled
 
 #: The kind of the rows of each output part.
@@ -51,11 +51,12 @@ def packed_layout(view, pairs: bool,
     sized by their nodes (plus off-diagonal entries with :obj:`pairs`);
     with a ratio above
     :data:`~torch_geometric_hot.ops.size_buckets.BUCKET_RATIO` (the coarse
-    layout of launch-bound devices), one bucket whose graphs share blocks:
-    bins no larger than the largest graph, of at most
-    :data:`GRAPHS_PER_BIN` graphs (the masks' ids keep graphs apart), and
-    with :obj:`pairs` the kind :data:`ENTRY_KIND` too. Kept with the
-    view."""
+    layout of launch-bound devices), graphs that share blocks: bins no
+    larger than the bucket's largest graph, of at most
+    :data:`GRAPHS_PER_BIN` graphs (the masks' ids keep graphs apart), in
+    one bucket unless the buckets hold less than half of its score
+    entries, and with :obj:`pairs` the kind :data:`ENTRY_KIND` too. Kept
+    with the view."""
     def build() -> BucketLayout:
         kinds = {'node': view.batch, 'graph': torch.arange(
             view.num_graphs, device=view.batch.device)}
@@ -66,7 +67,8 @@ def packed_layout(view, pairs: bool,
             if ratio > BUCKET_RATIO:  # the parts' rows side by side
                 kinds[ENTRY_KIND] = torch.cat([view.batch, view.off_batch])
         merged = ratio > BUCKET_RATIO
-        return bucket_layout(kinds, view.num_graphs, ratio, sizes=sizes,
+        return bucket_layout(kinds, view.num_graphs, ratio,
+                             squares if merged else None, sizes=sizes,
                              bins={'graph': GRAPHS_PER_BIN} if merged
                              else None)
 
