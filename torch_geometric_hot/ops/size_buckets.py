@@ -324,19 +324,19 @@ def _binned(ranges: List[Tuple[int, int]], shapes: List[List[int]],
             rows: List[List[int]], capacity: List[Optional[int]]
             ) -> Tuple[List[int], List[List[int]], List[List[int]]]:
     r"""The bins of every bucket (:func:`bin_graphs`), as wide as the
-    bucket's :obj:`shapes` or the given :obj:`capacity` per kind: per bucket
-    its bins (at least :data:`BIN_SLACK` times as many as its rows fill,
-    rounded up, where they fill more than one)
-    and its widths per kind, and per kind the first slot of every graph of
-    a bucket within its bucket's slots, in bucket order."""
+    bucket's :obj:`shapes` or the given :obj:`capacity` per kind: per
+    bucket its bins (at least :data:`BIN_SLACK` times as many as its rows
+    fill, rounded up, where they fill more than one) and its widths per
+    kind, and per kind the first slot of every graph of a bucket within
+    its bucket's slots, in bucket order."""
     counts, widths = [], []
     offsets: List[List[int]] = [[] for _ in rows]
     for (start, end), shape in zip(ranges, shapes):
         width = [w if cap is None else cap for w, cap in zip(shape, capacity)]
         graph_bins, within, loads = bin_graphs(
             [kind[start:end] for kind in rows], width)
-        filled = max(sum(kind[start:end]) / w
-                     for kind, w in zip(rows, width) if w > 0)
+        filled = max((sum(kind[start:end]) / w
+                      for kind, w in zip(rows, width) if w > 0), default=0)
         # rows that fill at most one bin fit in one
         counts.append(max(len(loads), math.ceil(BIN_SLACK * filled)
                           if filled > 1 else 1))
