@@ -6,7 +6,8 @@ from torch_geometric_hot.data import PairView
 from torch_geometric_hot.nn import HOTConv
 from torch_geometric_hot.ops import use_path
 from torch_geometric_hot.ops.attention import dispatch
-from torch_geometric_hot.ops.attention.packed import packed_layout
+from torch_geometric_hot.ops.attention.packed import GRAPHS_PER_BIN, \
+    packed_layout
 from torch_geometric_hot.ops.size_buckets import pack, unpack
 from torch_geometric_hot import testing
 
@@ -83,6 +84,41 @@ def test_one_bucket_equals_the_sparse_path(orders, attention, device):
     # products backward: the parts of an order-2 output (diagonal, off
     # the diagonal) attend together
     assert counter.counts['aten.bmm'] == 6, counter.counts
+
+
+@pytest.mark.parametrize('orders', [(2, 2), (2, 0), (1, 0)])
+@pytest.mark.parametrize('attention', ['kernel', 'softmax'])
+def test_full_bins_equal_the_sparse_path(orders, attention, device,
+                                         monkeypatch):
+    # 20 graphs of one or two nodes beside one of 12, in one bucket (no
+    # ratio splits them): a block of the largest graph's size would hold
+    # all of them, a bin holds GRAPHS_PER_BIN
+    monkeypatch.setattr(dispatch, 'LAUNCH_BOUND_BUCKET_RATIO', 1e9)
+    in_order, out_order = orders
+    graphs = [testing.random_graph(12, 14, seed=0)] + [
+        testing.random_graph(1 + s % 2, s % 2, seed=s) for s in range(20)]
+    data = Batch.from_data_list([
+        testing.attach_order_inputs(g, out_order, channels=6, seed=i)
+        for i, g in enumerate(graphs)]).to(device)
+    view = PairView.from_data(data)
+    layout = packed_layout(view, pairs=in_order == 2 or out_order == 2,
+                           ratio=dispatch.bucket_ratio('cuda'))
+    assert len(layout.counts) == 1
+    graph_slots = layout.slots['graph']
+    per_block = torch.bincount(graph_slots.row_slot //
+                               graph_slots.widths[0])
+    assert per_block.max() == GRAPHS_PER_BIN == graph_slots.widths[0]
+    torch.manual_seed(0)
+    conv = HOTConv(6, 5, in_order, out_order, heads=2, head_channels=3,
+                   attention=attention, seed=0).double().to(device)
+    with torch.no_grad():
+        conv.bias.normal_()
+    reference = run(conv, data, 'pooled' if attention == 'kernel'
+                    else 'pairs')
+    packed = run(conv, data, 'packed', 'cuda')
+    assert len(reference) == len(packed)
+    for a, b in zip(reference, packed):
+        torch.testing.assert_close(b, a, rtol=1e-10, atol=1e-10)
 
 
 @use_path('packed')
