@@ -55,21 +55,19 @@ def test_packed_kernel_variants_equal_the_summaries(orders, kernel, exact,
     assert summaries[0].abs().sum() > 0
 
 
-@pytest.mark.parametrize('orders', [(2, 2), (2, 0), (1, 1)])
-@pytest.mark.parametrize('attention', ['kernel', 'softmax'])
-def test_one_bucket_equals_the_sparse_path(orders, attention, device):
-    # graphs of close sizes: the launch-bound layout packs them as one block
-    in_order, out_order = orders
-    data = testing.skewed_batch(out_order, channels=6,
-                                large=(6, 8)).to(device)
+def gpu_layout(data: Batch, orders):
+    # the view and the packed layout a GPU plans for the batch
     view = PairView.from_data(data)
-    layout = packed_layout(view, pairs=in_order == 2 or out_order == 2,
-                           ratio=dispatch.bucket_ratio('cuda'))
-    assert len(layout.counts) == 1
-    # graphs share blocks: their masks keep them apart
-    assert layout.counts[0] < int((view.nodes_per_graph > 0).sum())
+    return view, packed_layout(view, pairs=2 in orders,
+                               ratio=dispatch.bucket_ratio('cuda'))
+
+
+def packed_equals_the_sparse_path(data: Batch, orders, attention: str,
+                                  device) -> testing.OperatorCounter:
+    # outputs and gradients of a layer on the GPU's packed layout against
+    # its reference path; the operators of the packed path
     torch.manual_seed(0)
-    conv = HOTConv(6, 5, in_order, out_order, heads=2, head_channels=3,
+    conv = HOTConv(6, 5, *orders, heads=2, head_channels=3,
                    attention=attention, seed=0).double().to(device)
     with torch.no_grad():
         conv.bias.normal_()
@@ -80,6 +78,20 @@ def test_one_bucket_equals_the_sparse_path(orders, attention, device):
     assert len(reference) == len(packed)
     for a, b in zip(reference, packed):
         torch.testing.assert_close(b, a, rtol=1e-10, atol=1e-10)
+    return counter
+
+
+@pytest.mark.parametrize('orders', [(2, 2), (2, 0), (1, 1)])
+@pytest.mark.parametrize('attention', ['kernel', 'softmax'])
+def test_one_bucket_equals_the_sparse_path(orders, attention, device):
+    # graphs of close sizes: the launch-bound layout packs them as one block
+    data = testing.skewed_batch(orders[1], channels=6,
+                                large=(6, 8)).to(device)
+    view, layout = gpu_layout(data, orders)
+    assert len(layout.counts) == 1
+    # graphs share blocks: their masks keep them apart
+    assert layout.counts[0] < int((view.nodes_per_graph > 0).sum())
+    counter = packed_equals_the_sparse_path(data, orders, attention, device)
     # one block of scores and one of outputs forward, each with its two
     # products backward: the parts of an order-2 output (diagonal, off
     # the diagonal) attend together
@@ -94,31 +106,18 @@ def test_full_bins_equal_the_sparse_path(orders, attention, device,
     # ratio splits them): a block of the largest graph's size would hold
     # all of them, a bin holds GRAPHS_PER_BIN
     monkeypatch.setattr(dispatch, 'LAUNCH_BOUND_BUCKET_RATIO', 1e9)
-    in_order, out_order = orders
     graphs = [testing.random_graph(12, 14, seed=0)] + [
         testing.random_graph(1 + s % 2, s % 2, seed=s) for s in range(20)]
     data = Batch.from_data_list([
-        testing.attach_order_inputs(g, out_order, channels=6, seed=i)
+        testing.attach_order_inputs(g, orders[1], channels=6, seed=i)
         for i, g in enumerate(graphs)]).to(device)
-    view = PairView.from_data(data)
-    layout = packed_layout(view, pairs=in_order == 2 or out_order == 2,
-                           ratio=dispatch.bucket_ratio('cuda'))
+    _, layout = gpu_layout(data, orders)
     assert len(layout.counts) == 1
     graph_slots = layout.slots['graph']
     per_block = torch.bincount(graph_slots.row_slot //
                                graph_slots.widths[0])
     assert per_block.max() == GRAPHS_PER_BIN == graph_slots.widths[0]
-    torch.manual_seed(0)
-    conv = HOTConv(6, 5, in_order, out_order, heads=2, head_channels=3,
-                   attention=attention, seed=0).double().to(device)
-    with torch.no_grad():
-        conv.bias.normal_()
-    reference = run(conv, data, 'pooled' if attention == 'kernel'
-                    else 'pairs')
-    packed = run(conv, data, 'packed', 'cuda')
-    assert len(reference) == len(packed)
-    for a, b in zip(reference, packed):
-        torch.testing.assert_close(b, a, rtol=1e-10, atol=1e-10)
+    packed_equals_the_sparse_path(data, orders, attention, device)
 
 
 @use_path('packed')
