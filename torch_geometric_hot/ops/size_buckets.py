@@ -21,10 +21,9 @@ graph (:func:`bin_graphs`), a block per bin. The bins are at least
 to the same sizes (:class:`~torch_geometric_hot.data.PadToBuckets`) get
 blocks of the same shape.
 """
+import math
 from typing import Callable, Dict, List, NamedTuple, Optional, Sequence, \
     Tuple
-
-import math
 
 import numpy as np
 import torch

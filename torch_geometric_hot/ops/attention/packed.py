@@ -57,6 +57,8 @@ def packed_layout(view, pairs: bool,
     one bucket unless the buckets hold less than half of its score
     entries, and with :obj:`pairs` the kind :data:`ENTRY_KIND` too. Kept
     with the view."""
+    merged = ratio > BUCKET_RATIO  # the coarse layout
+
     def build() -> BucketLayout:
         kinds = {'node': view.batch, 'graph': torch.arange(
             view.num_graphs, device=view.batch.device)}
@@ -64,9 +66,8 @@ def packed_layout(view, pairs: bool,
         if pairs:
             kinds['off'] = view.off_batch
             sizes = sizes + view.edges_per_graph
-            if ratio > BUCKET_RATIO:  # the parts' rows side by side
+            if merged:  # the parts' rows side by side
                 kinds[ENTRY_KIND] = torch.cat([view.batch, view.off_batch])
-        merged = ratio > BUCKET_RATIO
         return bucket_layout(kinds, view.num_graphs, ratio,
                              squares if merged else None, sizes=sizes,
                              bins={'graph': GRAPHS_PER_BIN} if merged
