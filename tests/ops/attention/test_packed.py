@@ -98,6 +98,18 @@ def test_one_bucket_equals_the_sparse_path(orders, attention, device):
     assert counter.counts['aten.bmm'] == 6, counter.counts
 
 
+@pytest.mark.parametrize('orders', ORDERS)
+@pytest.mark.parametrize('attention', ['kernel', 'softmax'])
+def test_one_graph_equals_the_sparse_path(orders, attention, device):
+    # one graph: one bin, whose outputs come out of one block without a
+    # concatenation of blocks
+    data = Batch.from_data_list([testing.attach_order_inputs(
+        testing.complete_graph(4), orders[1], channels=6)]).to(device)
+    _, layout = gpu_layout(data, orders)
+    assert layout.counts == [1]
+    packed_equals_the_sparse_path(data, orders, attention, device)
+
+
 @pytest.mark.parametrize('orders', [(2, 2), (2, 0), (1, 0)])
 @pytest.mark.parametrize('attention', ['kernel', 'softmax'])
 def test_full_bins_equal_the_sparse_path(orders, attention, device,

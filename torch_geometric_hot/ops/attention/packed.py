@@ -342,7 +342,7 @@ def _projected(slotted: Optional[Tensor], group: _QueryGroup, targets,
     group_slots = [slots[p][c] for p, _, members in group.parts
                    for c in members]
     weight = select_rows(weight, group_slots).flatten(0, 1)
-    rows = slotted.view(slotted.size(0), -1).index_select(0, entry_slot)
+    rows = slotted.reshape(slotted.size(0), -1).index_select(0, entry_slot)
     if bias is None:
         return rows @ weight
     return torch.addmm(bias.index_select(0, entry_part), rows, weight)
