@@ -66,7 +66,7 @@ import statistics
 import subprocess
 import sys
 import time
-from typing import Callable, Dict, List, Optional, Sequence, Union
+from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import torch
 from torch import Tensor
@@ -360,6 +360,17 @@ def _timed_mean(runner: Runner, step: Callable, batches: Sequence) -> float:
     return (time.perf_counter() - start) / len(batches)
 
 
+def device_work(events) -> Tuple[float, int]:
+    r"""The microseconds and the number of the device's own events
+    (kernels, copies, fills) among :mod:`torch.profiler`'s averaged
+    :obj:`events`. An operator's event also carries the device time of the
+    kernels it launched, so only the device's events are summed."""
+    from torch.autograd import DeviceType
+    work = [e for e in events if e.device_type != DeviceType.CPU]
+    return (sum(e.self_device_time_total for e in work),
+            sum(e.count for e in work))
+
+
 def busy_fraction(runner: Runner, batch, steps: int) -> Dict[str, float]:
     r"""The device's kernel time over the wall time of :obj:`steps`
     training steps on :obj:`batch`, from :mod:`torch.profiler` (on the
@@ -377,9 +388,7 @@ def busy_fraction(runner: Runner, batch, steps: int) -> Dict[str, float]:
         wall = time.perf_counter() - start
     events = prof.key_averages()
     if cuda:
-        kernel_us = sum(e.self_device_time_total for e in events)
-        launches = sum(e.count for e in events
-                       if e.self_device_time_total > 0)
+        kernel_us, launches = device_work(events)
     else:
         kernel_us = sum(e.self_cpu_time_total for e in events
                         if e.key.startswith('aten::'))

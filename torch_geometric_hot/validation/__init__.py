@@ -190,8 +190,10 @@ def check_rows(x: Tensor, count: int, name: str, row: str) -> None:
 def autocast_enabled(device_type: str) -> bool:
     r"""Whether :func:`torch.autocast` is on for :obj:`device_type` (never
     for a device type without autocast, such as ``meta``)."""
-    return torch.amp.is_autocast_available(device_type) and \
-        torch.is_autocast_enabled(device_type)
+    if not torch.compiler.is_compiling() and \
+            not torch.amp.is_autocast_available(device_type):
+        return False  # (a compiled graph runs on a device with autocast)
+    return torch.is_autocast_enabled(device_type)
 
 
 def check_features(x: Tensor, channels: Optional[int] = None,
