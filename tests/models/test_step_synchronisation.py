@@ -84,6 +84,9 @@ def test_recorder_sees_every_kind_of_synchronisation():
         on_device = torch.zeros(4, device='meta')
         on_device[x]  # the host index is copied to the device
         on_device * torch.tensor(2.0)  # a host scalar: no copy
+        torch.tensor([1, 2], device='meta')  # host data copied
+        torch.as_tensor([1, 2], device='meta')
+        torch.as_tensor(on_device, device='meta')  # already there
     names = recorder.summary()
     for name in ('aten.nonzero.default', 'aten.index.Tensor',
                  'aten._local_scalar_dense.default', 'Tensor.tolist',
@@ -94,4 +97,21 @@ def test_recorder_sees_every_kind_of_synchronisation():
     assert names.get('aten.repeat_interleave.Tensor') == 1, names
     assert names.get('aten.index.Tensor') == 2, names  # the mask and x
     assert 'aten.mul.Tensor' not in names, names
+    assert names.get('torch.tensor') == names.get('torch.as_tensor') == 1
     assert x.tolist() == [3, 0, 2, 2]  # restored on exit
+    assert torch.tensor([1]).device.type == 'cpu'
+    assert 'torch.tensor' not in SyncRecorder().summary()
+
+
+def test_recorder_keeps_recording_after_a_custom_operator():
+    # the recorder is entered again around a custom operator's
+    # implementation; leaving that keeps the outer recording whole
+    x = torch.tensor([1, 2])
+    with SyncRecorder() as recorder:
+        with recorder:
+            x.tolist()
+        x.tolist()
+        torch.tensor([1, 2], device='meta')
+    assert recorder.summary() == {'Tensor.tolist': 2, 'torch.tensor': 1}
+    assert torch.tensor is not None and x.tolist() == [1, 2]
+    assert 'create' not in torch.tensor.__name__

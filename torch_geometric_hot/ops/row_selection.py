@@ -6,7 +6,8 @@ part's value slots) without a host-to-device copy per call.
 waits for the work queued before it. :func:`select_rows` takes a slice (a
 view) when the rows are consecutive, and otherwise one
 :meth:`~torch.Tensor.index_select` whose index tensor is made once per
-list and device and then kept.
+list and device, on the device (from ranges: no host data crosses), and
+then kept.
 """
 from typing import Dict, Sequence, Tuple
 
@@ -32,6 +33,16 @@ def select_rows(t: Tensor, rows: Sequence[int]) -> Tensor:
     key = (rows, t.device)
     index = _indices.get(key)
     if index is None:
-        index = _indices[key] = torch.tensor(rows, dtype=torch.long,
-                                             device=t.device)
+        index = _indices[key] = _device_index(rows, t.device)
     return t.index_select(0, index)
+
+
+def _device_index(rows: Tuple[int, ...], device: torch.device) -> Tensor:
+    # the rows as runs of consecutive ones, each a range made on the device
+    runs, start = [], 0
+    for end in range(1, len(rows) + 1):
+        if end == len(rows) or rows[end] != rows[end - 1] + 1:
+            runs.append(torch.arange(rows[start], rows[end - 1] + 1,
+                                     device=device))
+            start = end
+    return torch.cat(runs)

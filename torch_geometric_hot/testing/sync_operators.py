@@ -63,9 +63,12 @@ class SyncRecorder(TorchDispatchMode):
     without :obj:`output_size`, single-argument :obj:`where`, indexing with
     a boolean mask, copies between a device and the host, host tensors
     other than 0-dimensional ones among a device's), those inside custom
-    operators included, and every
+    operators included, every
     :meth:`torch.Tensor.tolist` and :meth:`torch.Tensor.numpy` (which read
-    values without dispatching an operator).
+    values without dispatching an operator), and every
+    :func:`torch.tensor` and :func:`torch.as_tensor` of host data on
+    another device (a copy from the host's pageable memory, which waits
+    for the device, that the dispatcher does not show).
 
     Attributes:
         counts (collections.Counter): Recorded operator names and their
@@ -82,6 +85,7 @@ class SyncRecorder(TorchDispatchMode):
         super().__init__()
         self.counts: Counter = Counter()
         self._saved: List[Any] = []
+        self._depth = 0
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -100,21 +104,43 @@ class SyncRecorder(TorchDispatchMode):
             self.counts[f'Tensor.{name}'] += 1
             return original(tensor, *args, **kwargs)
 
-        self._saved.append((name, original))
+        self._saved.append((Tensor, name, original))
         return read
 
+    def _wrap_factory(self, name: str) -> Callable:
+        original = getattr(torch, name)
+
+        def create(data, *args, **kwargs):
+            device = kwargs.get('device')
+            source = data.device.type if isinstance(data, Tensor) else 'cpu'
+            if device is not None and source == 'cpu' and \
+                    torch.device(device).type != 'cpu':
+                self.counts[f'torch.{name}'] += 1
+            return original(data, *args, **kwargs)
+
+        self._saved.append((torch, name, original))
+        return create
+
     def __enter__(self) -> 'SyncRecorder':
-        for name in ('tolist', 'numpy'):
-            setattr(Tensor, name, self._wrap(name))
+        # entered again around a custom operator's implementation: the
+        # functions stay wrapped until the outermost exit
+        self._depth += 1
+        if self._depth == 1:
+            for name in ('tolist', 'numpy'):
+                setattr(Tensor, name, self._wrap(name))
+            for name in ('tensor', 'as_tensor'):
+                setattr(torch, name, self._wrap_factory(name))
         return super().__enter__()
 
     def __exit__(self, *exc) -> None:
         try:
             super().__exit__(*exc)
         finally:
-            for name, original in self._saved:
-                setattr(Tensor, name, original)
-            self._saved.clear()
+            self._depth -= 1
+            if self._depth == 0:
+                for owner, name, original in reversed(self._saved):
+                    setattr(owner, name, original)
+                self._saved.clear()
 
     def summary(self) -> Dict[str, int]:
         r"""The recorded operators, most frequent first."""
