@@ -63,10 +63,10 @@ def test_torch_readings_split_groups_as_the_summaries(dtype, device):
     grads = [torch.randn_like(e) for e in expected]
     expected_grads = torch.autograd.grad(expected, leaves, grads)
     buffers = [torch.empty(7, H, R, 2 * D + 1, dtype=dtype, device=device)]
-    out = ka.torch_pool_readings(k, values, q, [pool], reads, [split],
-                                 buffers)
+    plan = ka.plan_torch_readings([pool], reads, [split], D)
+    out = ka.torch_pool_readings(k, values, q, [pool], reads, plan, buffers)
     got_grads = [torch.zeros_like(t) for t in (k, values, q)]
-    ka.torch_pool_readings_backward(k, values, q, [pool], reads, [split],
+    ka.torch_pool_readings_backward(k, values, q, [pool], reads, plan,
                                     buffers, grads, *got_grads)
     tol = dict(rtol=1e-10, atol=1e-12) if dtype == torch.float64 else {}
     for a, b in zip(out + got_grads, list(expected) + list(expected_grads)):

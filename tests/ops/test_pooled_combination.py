@@ -9,7 +9,8 @@ from torch_geometric_hot.ops.class_combination import \
     CombinationTerm as Term
 from torch_geometric_hot.ops.pooled_combination import CombinationPart, \
     ValueProjection, pooled_combination
-from torch_geometric_hot.testing import pool_readings_reference
+from torch_geometric_hot.testing import OperatorCounter, \
+    pool_readings_reference
 
 pytestmark = pytest.mark.skipif(native._compiler() is None,
                                 reason='no C compiler')
@@ -110,6 +111,32 @@ def test_fused_gradcheck_and_the_torch_path_without_kernels():
     torch.testing.assert_close(out, _reference(
         terms, pools, reads, phi_q, phi_k, positions, values, SLOTS, nonempty,
         0.05), rtol=1e-12, atol=1e-12)
+
+
+def test_torch_path_plans_once_per_index():
+    # the torch implementation's index work (the groups read directly, their
+    # pairs, the summarised rows) is made once for the operator's index
+    # tensors: the forward and backward passes of a second step on them
+    # select no rows (no data-dependent operator, a synchronisation on a
+    # GPU)
+    terms, pools, reads, phi_q, phi_k, positions, values, nonempty = \
+        _problem(torch.float64, 3)
+    leaves = [t.clone().requires_grad_() for t in (phi_q, phi_k, values)]
+    part = [CombinationPart(terms, positions, SLOTS, nonempty)]
+    counts = []
+    with native.use_native('off'):
+        for _ in range(2):
+            with OperatorCounter() as counter:
+                out = pooled_combination(part, pools, reads, *leaves[:2],
+                                         leaves[2], 0.05)[0]
+                grads = torch.autograd.grad(out.sum(), leaves)
+            counts.append(counter.counts)
+    assert counts[0]['aten.nonzero'] > 0 and counts[0]['aten.bincount'] > 0
+    assert counts[1]['aten.nonzero'] == counts[1]['aten.bincount'] == 0
+    expected = _reference(terms, pools, reads, phi_q, phi_k, positions,
+                          values, SLOTS, nonempty, 0.05)
+    torch.testing.assert_close(out, expected, rtol=1e-12, atol=1e-12)
+    assert all(bool(g.abs().sum() > 0) for g in grads)
 
 
 def test_fused_checks_its_arguments():

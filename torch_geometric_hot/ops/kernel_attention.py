@@ -275,12 +275,12 @@ def read_columns(pool: SummaryKeys, read: Reading, D: int) -> Tensor:
     in its order, then the denominator (the last column), on the device of
     the pool's groups."""
     slots = pool.slots if read.slots is None else read.slots
-    device = pool.group.device
-    first = torch.tensor([pool.slots.index(s) * D for s in slots],
-                         dtype=torch.long, device=device)
-    return torch.cat([(first.view(-1, 1) + torch.arange(
-        D, device=device)).view(-1), torch.tensor([len(pool.slots) * D],
-                                                  device=device)])
+    starts = [pool.slots.index(s) * D for s in slots]
+    # ranges made on the device: no host data crosses
+    return torch.cat([torch.arange(start, start + D, device=pool.group.device)
+                      for start in starts] + [torch.arange(
+                          len(pool.slots) * D, len(pool.slots) * D + 1,
+                          device=pool.group.device)])
 
 
 class DirectChoice(NamedTuple):
@@ -534,6 +534,43 @@ def _direct_pairs(pool: SummaryKeys, choice: DirectChoice,
             pool.position.index_select(0, keys.index_select(0, key)))
 
 
+class TorchReadings(NamedTuple):
+    r"""The index work of :func:`torch_pool_readings` (forward and
+    backward) for one :class:`DirectChoice` per pool, made by
+    :func:`plan_torch_readings`: per pool its summarised keys, in their
+    renumbered groups; per reading the rows in summarised groups
+    (:obj:`None`: all of them), those rows' groups as the summaries number
+    them, and (query row, key input row) of its directly read pairs
+    (:obj:`None` where the pool has no direct group), and the summary
+    columns it reads (:func:`read_columns`)."""
+    summarised: List[SummaryKeys]
+    rows: List[Optional[Tensor]]
+    index: List[Tensor]
+    pairs: List[Optional[Tuple[Tensor, Tensor]]]
+    columns: List[Tensor]
+
+
+def plan_torch_readings(pools: Sequence[SummaryKeys],
+                        reads: Sequence[Reading],
+                        choices: Sequence[Optional[DirectChoice]], D: int
+                        ) -> TorchReadings:
+    r"""The :class:`TorchReadings` of :obj:`pools` read at :obj:`reads`
+    with :obj:`choices` (:func:`choose_direct`), values of :obj:`D`
+    channels per slot. Host synchronisation: the rows of the summarised
+    and of the directly read groups."""
+    rows, index, pairs = [], [], []
+    for read in reads:
+        pool, choice = pools[read.pool], choices[read.pool]
+        read_rows, read_index = _summary_rows(choice, read)
+        rows.append(read_rows)
+        index.append(read_index)
+        pairs.append(None if choice is None else
+                     _direct_pairs(pool, choice, read))
+    return TorchReadings(
+        list(map(_summary_keys, pools, choices)), rows, index, pairs,
+        [read_columns(pools[read.pool], read, D) for read in reads])
+
+
 def _rows(x: Tensor, position: Tensor) -> Tensor:
     # x[position], gathered as flat 2-D rows (see ops.scatter)
     return x.flatten(1).index_select(0, position).view((-1, ) + x.shape[1:])
@@ -567,23 +604,22 @@ def _pair_chunks(pairs: int, per_pair: int,
 
 def torch_pool_readings(k: Tensor, values: Tensor, q: Tensor,
                         pools: Sequence[SummaryKeys], reads: Sequence[Reading],
-                        choices: Sequence[Optional[DirectChoice]],
+                        plan: TorchReadings,
                         buffers: Sequence[Tensor]) -> List[Tensor]:
     r"""The pool readings with torch operations on any device, the groups
-    of each pool read as its :class:`DirectChoice` (of
-    :func:`choose_direct`) says (no summary is computed for a group read
-    from its keys); the summaries of the other groups are written to the
-    first rows of :obj:`buffers` (per pool, :obj:`[groups, H, R, C]`)."""
-    D = values.size(-1)
+    of each pool read as the :class:`DirectChoice` of :obj:`plan`
+    (:func:`plan_torch_readings`) says (no summary is computed for a group
+    read from its keys); the summaries of the other groups are written to
+    the first rows of :obj:`buffers` (per pool, :obj:`[groups, H, R, C]`).
+    """
     summaries = [buffer[:s.num_groups].copy_(torch_pool_outer_sum(
         k, values, s)) if s.num_groups else None for s, buffer in zip(
-            map(_summary_keys, pools, choices), buffers)]
+            plan.summarised, buffers)]
     outs = []
-    for read in reads:
-        pool, choice = pools[read.pool], choices[read.pool]
-        columns = read_columns(pool, read, D)
+    for read, rows, index, pairs, columns in zip(
+            reads, plan.rows, plan.index, plan.pairs, plan.columns):
+        pool = pools[read.pool]
         q_r = q[read.rows]
-        rows, index = _summary_rows(choice, read)
         if rows is None:
             outs.append(_contract(q_r, summaries[read.pool],
                                   index)[..., columns])
@@ -593,7 +629,7 @@ def torch_pool_readings(k: Tensor, values: Tensor, q: Tensor,
             out.index_copy_(0, rows, _contract(
                 q_r.index_select(0, rows), summaries[read.pool],
                 index)[..., columns])
-        query, key = _direct_pairs(pool, choice, read)
+        query, key = pairs
         slots = pool.slots if read.slots is None else read.slots
         for start, end in _pair_chunks(query.numel(),
                                        q.size(1) * columns.numel(), q):
@@ -608,7 +644,7 @@ def torch_pool_readings(k: Tensor, values: Tensor, q: Tensor,
 def torch_pool_readings_backward(k: Tensor, values: Tensor, q: Tensor,
                                  pools: Sequence[SummaryKeys],
                                  reads: Sequence[Reading],
-                                 choices: Sequence[Optional[DirectChoice]],
+                                 plan: TorchReadings,
                                  buffers: Sequence[Tensor],
                                  grads: Sequence[Tensor], grad_k: Tensor,
                                  grad_v: Tensor, grad_q: Tensor) -> None:
@@ -616,18 +652,16 @@ def torch_pool_readings_backward(k: Tensor, values: Tensor, q: Tensor,
     wrote to :obj:`buffers`): adds the gradients of the readings
     :obj:`grads` to :obj:`grad_k`, :obj:`grad_v` (laid out as
     :obj:`values`) and :obj:`grad_q`."""
-    D = values.size(-1)
-    summarised = list(map(_summary_keys, pools, choices))
+    summarised = plan.summarised
     summaries = [buffer[:s.num_groups] if s.num_groups else None
                  for s, buffer in zip(summarised, buffers)]
     grad_summaries = [None if s is None else torch.zeros_like(s)
                       for s in summaries]
-    for read, g_read in zip(reads, grads):
-        pool, choice = pools[read.pool], choices[read.pool]
+    for read, g_read, rows, index, pairs, columns in zip(
+            reads, grads, plan.rows, plan.index, plan.pairs, plan.columns):
+        pool = pools[read.pool]
         summary = summaries[read.pool]
-        columns = read_columns(pool, read, D)
         q_r, grad_q_r = q[read.rows], grad_q[read.rows]
-        rows, index = _summary_rows(choice, read)
         if summary is not None and (rows is None or rows.numel()):
             q_s, g_s = _select(q_r, rows), _select(g_read, rows)
             s_cols = summary.index_select(-1, columns)
@@ -638,9 +672,9 @@ def torch_pool_readings_backward(k: Tensor, values: Tensor, q: Tensor,
                 grad_q_r.index_add_(0, rows, g_q)
             grad_summaries[read.pool].index_add_(-1, columns, _outer_sum(
                 q_s, g_s, index, summary.size(0)))
-        if choice is None:
+        if pairs is None:
             continue
-        query, key = _direct_pairs(pool, choice, read)
+        query, key = pairs
         slots = pool.slots if read.slots is None else read.slots
         for start, end in _pair_chunks(query.numel(),
                                        q.size(1) * columns.numel(), q):

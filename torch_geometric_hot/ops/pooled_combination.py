@@ -46,9 +46,10 @@ from torch_geometric_hot.ops.class_combination import READING, \
     CombinationTerm, check_combination, combination_table, \
     torch_combine_classes
 from torch_geometric_hot.ops.kernel_attention import SummaryKeys, PoolPlan, \
-    Reading, DirectChoice, check_pool_readings, choose_direct, \
+    Reading, TorchReadings, check_pool_readings, choose_direct, \
     native_pool_readings, native_pool_readings_backward, \
-    plan_pool_readings, torch_pool_readings, torch_pool_readings_backward
+    plan_pool_readings, plan_torch_readings, torch_pool_readings, \
+    torch_pool_readings_backward
 from torch_geometric_hot.ops.plan_cache import plans_for
 
 
@@ -193,14 +194,20 @@ def _values(values: Tensor, weight: Optional[Tensor], heads: int,
         values, weight, heads, head_channels).values()
 
 
-def _torch_choices(pools: Sequence[SummaryKeys], reads: Sequence[Reading],
-                   R: int, D: int, direct: Sequence[float]
-                   ) -> List[Optional[DirectChoice]]:
-    # the torch implementation's groups read directly (the operators'
-    # argument direct is the DirectReadings)
-    rule = DirectReadings(int(direct[0]), *direct[1:])
-    return choose_direct(pools, reads, R, D, rule.max_keys,
-                         rule.torch_cost_ratio)
+def _torch_plan(index: Sequence[Tensor], pools: Sequence[SummaryKeys],
+                reads: Sequence[Reading], R: int, D: int,
+                direct: Sequence[float]) -> TorchReadings:
+    # the torch implementation's index work, its groups read directly by
+    # the DirectReadings (the operators' argument direct), kept with the
+    # index tensors: the forward and backward passes, and the steps on the
+    # same batch, make it once
+    def build() -> TorchReadings:
+        rule = DirectReadings(int(direct[0]), *direct[1:])
+        return plan_torch_readings(pools, reads, choose_direct(
+            pools, reads, R, D, rule.max_keys, rule.torch_cost_ratio), D)
+
+    return plans_for(index).plan(('torch_readings', R, D, tuple(direct)),
+                                 build)
 
 
 #: The implementations that may have made the summaries a backward pass
@@ -226,8 +233,8 @@ def _pooled_combination(phi_k: Tensor, phi_q: Tensor, values: Tensor,
     if not _native_applies(phi_k, phi_q, values, weight, pools, reads):
         values = _values(values, weight, heads, head_channels)
         readings = torch_pool_readings(
-            phi_k, values, phi_q, pools, reads, _torch_choices(
-                pools, reads, phi_k.size(-1), head_channels, direct),
+            phi_k, values, phi_q, pools, reads, _torch_plan(
+                index, pools, reads, phi_k.size(-1), head_channels, direct),
             buffers)
         results = [torch_combine_classes(
             part.terms, readings, phi_q[rows], phi_k, part.positions, values,
@@ -339,8 +346,8 @@ def _pooled_combination_backward(
                 summaries, plan.summary_groups)], phi_k, phi_q, values,
             projection, parts, tables, plan, reads, eps, needs)
     return _torch_backward(grads, outs, dens, summaries, phi_k, phi_q, values,
-                           weight, pools, reads, parts, heads, head_channels,
-                           eps, direct, needs)
+                           weight, index, pools, reads, parts, heads,
+                           head_channels, eps, direct, needs)
 
 
 @_pooled_combination_backward.register_fake
@@ -352,8 +359,8 @@ def _(grads, outs, dens, summaries, made_by, phi_k, phi_q, values, weight,
 
 
 def _torch_backward(grads, outs, dens, summaries, phi_k, phi_q, x, weight,
-                    pools, reads, parts, heads, head_channels, eps, direct,
-                    needs) -> List[Tensor]:
+                    index, pools, reads, parts, heads, head_channels, eps,
+                    direct, needs) -> List[Tensor]:
     # the adjoint of the torch forward pass, step by step in reverse (the
     # summaries those it wrote)
     values = _values(x, weight, heads, head_channels)
@@ -391,8 +398,8 @@ def _torch_backward(grads, outs, dens, summaries, phi_k, phi_q, x, weight,
                     0, position, t.sign * dot.unsqueeze(-1) * g_num)
     torch_pool_readings_backward(
         phi_k, values, phi_q, pools, reads,
-        _torch_choices(pools, reads, phi_k.size(-1), D, direct), summaries,
-        grad_readings, grad_k, grad_v, grad_q)
+        _torch_plan(index, pools, reads, phi_k.size(-1), D, direct),
+        summaries, grad_readings, grad_k, grad_v, grad_q)
     if weight is None:
         result = [grad_k, grad_q, grad_v]
     else:
