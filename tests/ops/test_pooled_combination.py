@@ -139,6 +139,20 @@ def test_torch_path_plans_once_per_index():
     assert all(bool(g.abs().sum() > 0) for g in grads)
 
 
+def test_torch_path_plans_follow_the_readings_slots():
+    # the same index tensors read with other slots: a plan of its own
+    terms, pools, reads, phi_q, phi_k, positions, values, nonempty = \
+        _problem(torch.float64, 3)
+    other = [reads[0]._replace(slots=(3, )), *reads[1:]]
+    with native.use_native('off'):
+        for r in (reads, other, reads):
+            out = _one_part(terms, pools, r, phi_q, phi_k, positions,
+                            values, SLOTS, nonempty, 0.05)
+            torch.testing.assert_close(out, _reference(
+                terms, pools, r, phi_q, phi_k, positions, values, SLOTS,
+                nonempty, 0.05), rtol=1e-12, atol=1e-12)
+
+
 def test_fused_checks_its_arguments():
     terms, pools, reads, phi_q, phi_k, positions, values, nonempty = \
         _problem(torch.float64, 4)

@@ -194,9 +194,9 @@ def _values(values: Tensor, weight: Optional[Tensor], heads: int,
         values, weight, heads, head_channels).values()
 
 
-def _torch_plan(index: Sequence[Tensor], pools: Sequence[SummaryKeys],
-                reads: Sequence[Reading], R: int, D: int,
-                direct: Sequence[float]) -> TorchReadings:
+def _torch_plan(index: Sequence[Tensor], structure: Sequence[int],
+                pools: Sequence[SummaryKeys], reads: Sequence[Reading],
+                R: int, D: int, direct: Sequence[float]) -> TorchReadings:
     # the torch implementation's index work, its groups read directly by
     # the DirectReadings (the operators' argument direct), kept with the
     # index tensors: the forward and backward passes, and the steps on the
@@ -206,8 +206,8 @@ def _torch_plan(index: Sequence[Tensor], pools: Sequence[SummaryKeys],
         return plan_torch_readings(pools, reads, choose_direct(
             pools, reads, R, D, rule.max_keys, rule.torch_cost_ratio), D)
 
-    return plans_for(index).plan(('torch_readings', R, D, tuple(direct)),
-                                 build)
+    key = ('torch_readings', tuple(structure), R, D, tuple(direct))
+    return plans_for(index).plan(key, build)
 
 
 #: The implementations that may have made the summaries a backward pass
@@ -234,7 +234,8 @@ def _pooled_combination(phi_k: Tensor, phi_q: Tensor, values: Tensor,
         values = _values(values, weight, heads, head_channels)
         readings = torch_pool_readings(
             phi_k, values, phi_q, pools, reads, _torch_plan(
-                index, pools, reads, phi_k.size(-1), head_channels, direct),
+                index, structure, pools, reads, phi_k.size(-1),
+                head_channels, direct),
             buffers)
         results = [torch_combine_classes(
             part.terms, readings, phi_q[rows], phi_k, part.positions, values,
@@ -346,8 +347,8 @@ def _pooled_combination_backward(
                 summaries, plan.summary_groups)], phi_k, phi_q, values,
             projection, parts, tables, plan, reads, eps, needs)
     return _torch_backward(grads, outs, dens, summaries, phi_k, phi_q, values,
-                           weight, index, pools, reads, parts, heads,
-                           head_channels, eps, direct, needs)
+                           weight, index, structure, pools, reads, parts,
+                           heads, head_channels, eps, direct, needs)
 
 
 @_pooled_combination_backward.register_fake
@@ -359,8 +360,8 @@ def _(grads, outs, dens, summaries, made_by, phi_k, phi_q, values, weight,
 
 
 def _torch_backward(grads, outs, dens, summaries, phi_k, phi_q, x, weight,
-                    index, pools, reads, parts, heads, head_channels, eps,
-                    direct, needs) -> List[Tensor]:
+                    index, structure, pools, reads, parts, heads,
+                    head_channels, eps, direct, needs) -> List[Tensor]:
     # the adjoint of the torch forward pass, step by step in reverse (the
     # summaries those it wrote)
     values = _values(x, weight, heads, head_channels)
@@ -398,7 +399,8 @@ def _torch_backward(grads, outs, dens, summaries, phi_k, phi_q, x, weight,
                     0, position, t.sign * dot.unsqueeze(-1) * g_num)
     torch_pool_readings_backward(
         phi_k, values, phi_q, pools, reads,
-        _torch_plan(index, pools, reads, phi_k.size(-1), D, direct),
+        _torch_plan(index, structure, pools, reads, phi_k.size(-1), D,
+                    direct),
         summaries, grad_readings, grad_k, grad_v, grad_q)
     if weight is None:
         result = [grad_k, grad_q, grad_v]
