@@ -8,7 +8,7 @@ from torch_geometric_hot.testing import SyncRecorder
 
 
 @pytest.mark.parametrize('rows', [[2, 3, 4], [0, 1, 8], [6], [5, 2, 2],
-                                  [7, 8, 0, 1, 9], list(range(10))])
+                                  [7, 8, 0, 1, 9], [], list(range(10))])
 @pytest.mark.parametrize('layout', [None, 'cuda'])
 def test_equals_list_indexing_with_gradients(rows, layout, device):
     # with a GPU's layout, the kept index tensor on any device

@@ -30,6 +30,7 @@ from torch import Tensor
 from torch_geometric_hot.ops import native
 from torch_geometric_hot.ops.attention.dispatch import DirectReadings
 from torch_geometric_hot.ops.layout_device import layout_device
+from torch_geometric_hot.ops.row_selection import device_index
 from torch_geometric_hot.ops.scatter import group_pairs
 
 #: Elements of the largest temporary a chunk may create on the CPU (small
@@ -275,12 +276,8 @@ def read_columns(pool: SummaryKeys, read: Reading, D: int) -> Tensor:
     in its order, then the denominator (the last column), on the device of
     the pool's groups."""
     slots = pool.slots if read.slots is None else read.slots
-    starts = [pool.slots.index(s) * D for s in slots]
-    # ranges made on the device: no host data crosses
-    return torch.cat([torch.arange(start, start + D, device=pool.group.device)
-                      for start in starts] + [torch.arange(
-                          len(pool.slots) * D, len(pool.slots) * D + 1,
-                          device=pool.group.device)])
+    columns = [pool.slots.index(s) * D + d for s in slots for d in range(D)]
+    return device_index(columns + [len(pool.slots) * D], pool.group.device)
 
 
 class DirectChoice(NamedTuple):

@@ -33,12 +33,17 @@ def select_rows(t: Tensor, rows: Sequence[int]) -> Tensor:
     key = (rows, t.device)
     index = _indices.get(key)
     if index is None:
-        index = _indices[key] = _device_index(rows, t.device)
+        index = _indices[key] = device_index(rows, t.device)
     return t.index_select(0, index)
 
 
-def _device_index(rows: Tuple[int, ...], device: torch.device) -> Tensor:
-    # the rows as runs of consecutive ones, each a range made on the device
+def device_index(rows: Sequence[int], device: torch.device) -> Tensor:
+    r"""The index tensor of :obj:`rows` on :obj:`device`, made there from
+    ranges (one per run of consecutive rows) without a copy from the host,
+    which from pageable memory waits for the work queued on the device."""
+    rows = tuple(rows)
+    if not rows:
+        return torch.empty(0, dtype=torch.long, device=device)
     runs, start = [], 0
     for end in range(1, len(rows) + 1):
         if end == len(rows) or rows[end] != rows[end - 1] + 1:
