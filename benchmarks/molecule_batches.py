@@ -43,10 +43,11 @@ allocated before the step.
 With ``--busy N``, after the rounds, :mod:`torch.profiler` records
 :obj:`N` more training steps of each model on its first batch: the
 device's kernel time over the steps' wall time (``busy``; on the CPU the
-top-level operators' self time, only to exercise the code). A step bound
-by launches and host work leaves the device idle between kernels: a low
-fraction. Under ``--compile`` the profiled steps replay the graphs the
-rounds compiled.
+aten operators' self time, only to exercise the code), and the kernels
+that took the most of it (``top_kernels``: name, calls and milliseconds
+per step). A step bound by launches and host work leaves the device idle
+between kernels: a low fraction. Under ``--compile`` the profiled steps
+replay the graphs the rounds compiled.
 
 Usage::
 
@@ -66,7 +67,7 @@ import statistics
 import subprocess
 import sys
 import time
-from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Callable, Dict, List, Optional, Sequence, Union
 
 import torch
 from torch import Tensor
@@ -360,21 +361,22 @@ def _timed_mean(runner: Runner, step: Callable, batches: Sequence) -> float:
     return (time.perf_counter() - start) / len(batches)
 
 
-def device_work(events) -> Tuple[float, int]:
-    r"""The microseconds and the number of the device's own events
-    (kernels, copies, fills) among :mod:`torch.profiler`'s averaged
-    :obj:`events`. An operator's event also carries the device time of the
-    kernels it launched, so only the device's events are summed."""
+def device_events(events) -> List:
+    r"""The device's own events (kernels, copies, fills) among
+    :mod:`torch.profiler`'s averaged :obj:`events`. An operator's event
+    also carries the device time of the kernels it launched, so only the
+    device's events are summed."""
     from torch.autograd import DeviceType
-    work = [e for e in events if e.device_type != DeviceType.CPU]
-    return (sum(e.self_device_time_total for e in work),
-            sum(e.count for e in work))
+    return [e for e in events if e.device_type != DeviceType.CPU]
 
 
-def busy_fraction(runner: Runner, batch, steps: int) -> Dict[str, float]:
+def busy_fraction(runner: Runner, batch, steps: int,
+                  top: int = 8) -> Dict[str, object]:
     r"""The device's kernel time over the wall time of :obj:`steps`
     training steps on :obj:`batch`, from :mod:`torch.profiler` (on the
-    CPU: the top-level aten operators' self time)."""
+    CPU: the aten operators' self time), and the :obj:`top` kernels
+    (operators) that took the most of it: name, calls and milliseconds
+    per step."""
     from torch.profiler import ProfilerActivity, profile
     cuda = runner.device.type == 'cuda'
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA]
@@ -388,15 +390,23 @@ def busy_fraction(runner: Runner, batch, steps: int) -> Dict[str, float]:
         wall = time.perf_counter() - start
     events = prof.key_averages()
     if cuda:
-        kernel_us, launches = device_work(events)
+        work = device_events(events)
+
+        def spent(e) -> float:
+            return e.self_device_time_total
     else:
-        kernel_us = sum(e.self_cpu_time_total for e in events
-                        if e.key.startswith('aten::'))
-        launches = sum(e.count for e in events if e.key.startswith('aten::'))
+        work = [e for e in events if e.key.startswith('aten::')]
+
+        def spent(e) -> float:
+            return e.self_cpu_time_total
+    kernel_us = sum(map(spent, work))
+    longest = sorted(work, key=spent, reverse=True)[:top]
     return dict(busy=1e-6 * kernel_us / wall,
                 busy_step_ms=1e3 * wall / steps,
                 kernel_ms=1e-3 * kernel_us / steps,
-                kernels_per_step=launches / steps)
+                kernels_per_step=sum(e.count for e in work) / steps,
+                top_kernels=[[e.key[:100], e.count / steps,
+                              1e-3 * spent(e) / steps] for e in longest])
 
 
 def round_robin(runners: Dict[str, Runner],

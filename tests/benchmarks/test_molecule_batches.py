@@ -63,6 +63,11 @@ def test_busy_profiles_each_model_after_the_rounds(root, capsys):
     for name, row in result['models'].items():
         assert 0 < row['busy'] <= 1 and row['kernel_ms'] > 0, name
         assert row['busy_step_ms'] > 0 and row['kernels_per_step'] >= 1, name
+        top = row['top_kernels']
+        assert 0 < len(top) <= 8 and top[0][0].startswith('aten::'), name
+        assert [ms for _, _, ms in top] == sorted(
+            (ms for _, _, ms in top), reverse=True)
+        assert sum(ms for _, _, ms in top) <= row['kernel_ms'] + 1e-9
     assert 'busy %' in capsys.readouterr().out
     quiet = molecule_batches.main(['--quick', '--no-memory', '--root', root,
                                    '--models', 'gin,gps_multihead'])
@@ -125,15 +130,13 @@ def test_unknown_model_is_refused():
         molecule_batches.build_model('nope', 16, 2, 4)
 
 
-def test_device_work_counts_the_device_events_alone():
+def test_device_events_are_the_device_events_alone():
     # an operator's event carries the device time of the kernel it
     # launched; the kernel's own event holds the same time
     from types import SimpleNamespace
     from torch.autograd import DeviceType
-    events = [SimpleNamespace(key='aten::mm', device_type=DeviceType.CPU,
-                              self_device_time_total=30.0, count=2),
-              SimpleNamespace(key='gemm', device_type=DeviceType.CUDA,
-                              self_device_time_total=30.0, count=2),
-              SimpleNamespace(key='Memcpy DtoD', device_type=DeviceType.CUDA,
-                              self_device_time_total=5.0, count=1)]
-    assert molecule_batches.device_work(events) == (35.0, 3)
+    events = [SimpleNamespace(key='aten::mm', device_type=DeviceType.CPU),
+              SimpleNamespace(key='gemm', device_type=DeviceType.CUDA),
+              SimpleNamespace(key='Memcpy DtoD', device_type=DeviceType.CUDA)]
+    assert [e.key for e in molecule_batches.device_events(events)] == \
+        ['gemm', 'Memcpy DtoD']
