@@ -62,6 +62,7 @@ Usage::
 import argparse
 import contextlib
 import json
+import operator
 import os
 import statistics
 import subprocess
@@ -389,16 +390,10 @@ def busy_fraction(runner: Runner, batch, steps: int,
         runner.sync()
         wall = time.perf_counter() - start
     events = prof.key_averages()
-    if cuda:
-        work = device_events(events)
-
-        def spent(e) -> float:
-            return e.self_device_time_total
-    else:
-        work = [e for e in events if e.key.startswith('aten::')]
-
-        def spent(e) -> float:
-            return e.self_cpu_time_total
+    work = device_events(events) if cuda else [
+        e for e in events if e.key.startswith('aten::')]
+    spent = operator.attrgetter('self_device_time_total' if cuda else
+                                'self_cpu_time_total')
     kernel_us = sum(map(spent, work))
     longest = sorted(work, key=spent, reverse=True)[:top]
     return dict(busy=1e-6 * kernel_us / wall,

@@ -531,20 +531,25 @@ def _direct_pairs(pool: SummaryKeys, choice: DirectChoice,
             pool.position.index_select(0, keys.index_select(0, key)))
 
 
+class ReadingPlan(NamedTuple):
+    r"""The index work of one reading in :func:`torch_pool_readings`: the
+    rows in summarised groups (:obj:`None`: all of them), those rows'
+    groups as the summaries number them, the (query row, key input row)
+    of its directly read pairs (:obj:`None` where the pool has no direct
+    group), and the summary columns it reads (:func:`read_columns`)."""
+    rows: Optional[Tensor]
+    index: Tensor
+    pairs: Optional[Tuple[Tensor, Tensor]]
+    columns: Tensor
+
+
 class TorchReadings(NamedTuple):
     r"""The index work of :func:`torch_pool_readings` (forward and
     backward) for one :class:`DirectChoice` per pool, made by
     :func:`plan_torch_readings`: per pool its summarised keys, in their
-    renumbered groups; per reading the rows in summarised groups
-    (:obj:`None`: all of them), those rows' groups as the summaries number
-    them, and (query row, key input row) of its directly read pairs
-    (:obj:`None` where the pool has no direct group), and the summary
-    columns it reads (:func:`read_columns`)."""
+    renumbered groups, and per reading its :class:`ReadingPlan`."""
     summarised: List[SummaryKeys]
-    rows: List[Optional[Tensor]]
-    index: List[Tensor]
-    pairs: List[Optional[Tuple[Tensor, Tensor]]]
-    columns: List[Tensor]
+    reads: List[ReadingPlan]
 
 
 def plan_torch_readings(pools: Sequence[SummaryKeys],
@@ -555,17 +560,14 @@ def plan_torch_readings(pools: Sequence[SummaryKeys],
     with :obj:`choices` (:func:`choose_direct`), values of :obj:`D`
     channels per slot. Host synchronisation: the rows of the summarised
     and of the directly read groups."""
-    rows, index, pairs = [], [], []
+    plans = []
     for read in reads:
         pool, choice = pools[read.pool], choices[read.pool]
-        read_rows, read_index = _summary_rows(choice, read)
-        rows.append(read_rows)
-        index.append(read_index)
-        pairs.append(None if choice is None else
-                     _direct_pairs(pool, choice, read))
-    return TorchReadings(
-        list(map(_summary_keys, pools, choices)), rows, index, pairs,
-        [read_columns(pools[read.pool], read, D) for read in reads])
+        plans.append(ReadingPlan(
+            *_summary_rows(choice, read),
+            None if choice is None else _direct_pairs(pool, choice, read),
+            read_columns(pool, read, D)))
+    return TorchReadings(list(map(_summary_keys, pools, choices)), plans)
 
 
 def _rows(x: Tensor, position: Tensor) -> Tensor:
@@ -613,8 +615,7 @@ def torch_pool_readings(k: Tensor, values: Tensor, q: Tensor,
         k, values, s)) if s.num_groups else None for s, buffer in zip(
             plan.summarised, buffers)]
     outs = []
-    for read, rows, index, pairs, columns in zip(
-            reads, plan.rows, plan.index, plan.pairs, plan.columns):
+    for read, (rows, index, pairs, columns) in zip(reads, plan.reads):
         pool = pools[read.pool]
         q_r = q[read.rows]
         if rows is None:
@@ -649,13 +650,12 @@ def torch_pool_readings_backward(k: Tensor, values: Tensor, q: Tensor,
     wrote to :obj:`buffers`): adds the gradients of the readings
     :obj:`grads` to :obj:`grad_k`, :obj:`grad_v` (laid out as
     :obj:`values`) and :obj:`grad_q`."""
-    summarised = plan.summarised
     summaries = [buffer[:s.num_groups] if s.num_groups else None
-                 for s, buffer in zip(summarised, buffers)]
+                 for s, buffer in zip(plan.summarised, buffers)]
     grad_summaries = [None if s is None else torch.zeros_like(s)
                       for s in summaries]
-    for read, g_read, rows, index, pairs, columns in zip(
-            reads, grads, plan.rows, plan.index, plan.pairs, plan.columns):
+    for read, g_read, (rows, index, pairs, columns) in zip(reads, grads,
+                                                           plan.reads):
         pool = pools[read.pool]
         summary = summaries[read.pool]
         q_r, grad_q_r = q[read.rows], grad_q[read.rows]
@@ -684,7 +684,7 @@ def torch_pool_readings_backward(k: Tensor, values: Tensor, q: Tensor,
             grad_k.index_add_(0, ki, g_dot * q_p)
             _add_to_slots(grad_v, ki, slots,
                           (q_p * k_p).sum(-1, keepdim=True) * g_p)
-    for pool, g_s in zip(summarised, grad_summaries):
+    for pool, g_s in zip(plan.summarised, grad_summaries):
         if g_s is None:
             continue
         k_p = _rows(k, pool.position)
