@@ -115,3 +115,30 @@ def test_recorder_keeps_recording_after_a_custom_operator():
     assert recorder.summary() == {'Tensor.tolist': 2, 'torch.tensor': 1}
     assert torch.tensor is not None and x.tolist() == [1, 2]
     assert 'create' not in torch.tensor.__name__
+
+
+@pytest.mark.parametrize('attention', ['kernel', 'softmax'])
+def test_one_graph_never_synchronises_after_its_first_pass(attention):
+    # one graph without a planned batch, with CUDA's layout: the first
+    # pass makes the plans (kernel attention's summaries choose the groups
+    # they read directly, the global softmax classes their size buckets),
+    # kept with the index tensors; the next passes only read them
+    from torch_geometric_hot.data import PairView
+    from torch_geometric_hot.models import HOTGraphModel
+    from torch_geometric_hot.ops import use_path
+    from torch_geometric_hot.testing import random_graph
+    from torch_geometric_hot.validation import validation
+    graph = random_graph(60, 150, num_features=8, dtype=torch.float32)
+    view = PairView.build(graph.edge_index, graph.num_nodes)
+    model = HOTGraphModel(8, 8, num_layers=2, heads=2, attention=attention,
+                          seed=0)
+    paths = ('pooled', ) if attention == 'kernel' else ('padded', )
+    for _ in range(2):
+        with use_path(*paths), cuda_layout(), validation(False), \
+                SyncRecorder() as recorder:
+            model(graph.x, graph.edge_index, view=view).sum().backward()
+    # kernel attention's backward reads which implementation made the
+    # summaries only from a tensor on the CPU (on a GPU: never)
+    assert set(recorder.counts) <= ({'aten.item.default'} if
+                                    attention == 'kernel' else set()), \
+        recorder.summary()

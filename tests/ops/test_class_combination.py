@@ -3,9 +3,11 @@ import torch
 
 from torch_geometric_hot.ops import native
 from torch_geometric_hot.ops.class_combination import READING, SINGLE_KEY, \
-    check_combination, combination_table, torch_combine_classes
+    check_combination, combination_table, torch_combine_classes, \
+    torch_combine_classes_backward
 from torch_geometric_hot.ops.class_combination import \
     CombinationTerm as Term
+from torch_geometric_hot.testing import combine_classes_reference
 
 
 def _problem(dtype, seed=0, D=5):
@@ -139,3 +141,72 @@ def test_split_across_threads(frozen, monkeypatch):
     torch.testing.assert_close(results[0][0], torch_combine_classes(
         terms, readings, *keys, positions, values, SLOTS, nonempty, 1e-6),
         rtol=1e-12, atol=1e-12)
+
+
+def _backward_by_hand(terms, readings, q, k, positions, values, slots,
+                      nonempty, grad, eps):
+    # torch_combine_classes_backward: the gradients of the readings, q, k
+    # and values
+    out, den = torch_combine_classes(terms, readings, q, k, positions,
+                                     values, slots, nonempty, eps,
+                                     with_denominators=True)
+    grads = [torch.zeros_like(t) for t in (q, k, values)]
+    mine = torch_combine_classes_backward(
+        terms, [r.size(-1) for r in readings], q, k, positions, values,
+        slots, nonempty, eps, out, den, grad, *grads)
+    return [mine.get(i, torch.zeros_like(r)) for i, r in
+            enumerate(readings)] + grads
+
+
+@pytest.mark.parametrize('case', ['full', 'no single key', 'no rows'])
+def test_torch_combination_equals_term_by_term(case):
+    # the gathered columns give the classes, denominators and gradients
+    # (forward: by autograd, backward: by hand) of adding up term by term
+    terms, readings, (q, k), positions, values, nonempty = _problem(
+        torch.float64, seed=2)
+    terms, slots = terms + [[]], SLOTS + (1, )  # a class without terms: 0
+    nonempty = torch.cat([nonempty, nonempty[:, :1]], 1)
+    if case == 'no single key':
+        terms = [[t for t in cls if t.kind == READING] for cls in terms]
+        positions = []
+    if case == 'no rows':
+        readings, q, nonempty = [r[:0] for r in readings], q[:0], \
+            nonempty[:0]
+        positions = [p[:0] for p in positions]
+    leaves = [t.clone().requires_grad_() for t in [*readings, q, k, values]]
+    grad = torch.randn(q.size(0), len(terms), 3, 5, dtype=torch.float64,
+                       generator=torch.Generator().manual_seed(3))
+    results = []
+    for combine in (combine_classes_reference, torch_combine_classes):
+        out, den = combine(terms, leaves[:2], *leaves[2:4], positions,
+                           leaves[4], slots, nonempty, 0.05,
+                           with_denominators=True)
+        grads = torch.autograd.grad(out, leaves, grad, allow_unused=True)
+        results.append([out, den, *(torch.zeros_like(t) if g is None else g
+                                    for g, t in zip(grads, leaves))])
+    for a, b in zip(*results):
+        torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
+    assert (results[1][0][:, -1] == 0).all()
+    by_hand = _backward_by_hand(terms, readings, q, k, positions, values,
+                                slots, nonempty, grad, 0.05)
+    for a, b in zip(results[0][2:], by_hand):
+        torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
+
+
+def test_operations_do_not_grow_with_the_classes():
+    # the classes of a part add up as one gather per term position: as
+    # many operators for three classes of two terms as for nine
+    from torch_geometric_hot.testing import OperatorCounter
+    terms, readings, (q, k), positions, values, nonempty = _problem(
+        torch.float64)
+    counts = []
+    for repeat in (1, 3):
+        many = terms[1:2] * 3 * repeat  # four terms each
+        slots, mask = (0, ) * len(many), nonempty[:, :1].repeat(
+            1, len(many))
+        for _ in range(2):  # the first call makes the part's layout
+            with OperatorCounter() as counter:
+                torch_combine_classes(many, readings, q, k, positions,
+                                      values, slots, mask, 1e-3)
+        counts.append(counter.total)
+    assert counts[0] == counts[1], counts

@@ -10,15 +10,18 @@ from torch_geometric_hot.testing import SyncRecorder
 @pytest.mark.parametrize('rows', [[2, 3, 4], [0, 1, 8], [6], [5, 2, 2],
                                   [7, 8, 0, 1, 9], [], list(range(10))])
 @pytest.mark.parametrize('layout', [None, 'cuda'])
-def test_equals_list_indexing_with_gradients(rows, layout, device):
+@pytest.mark.parametrize('dim', [0, 1, -1])
+def test_equals_list_indexing_with_gradients(rows, layout, dim, device):
     # with a GPU's layout, the kept index tensor on any device
-    t = torch.randn(10, 3, 2, device=device, requires_grad=True)
+    t = torch.randn(10, 3, 2, device=device).movedim(0, dim)
+    t.requires_grad_()
     with planned_for(layout):
-        out = select_rows(t, rows)
-    torch.testing.assert_close(out, t[rows])
+        out = select_rows(t, rows, dim=dim)
+    expected = t[(slice(None), ) * (dim % 3) + (rows, )]
+    torch.testing.assert_close(out, expected)
     grad = torch.randn_like(out)
     torch.testing.assert_close(torch.autograd.grad(out, t, grad)[0],
-                               torch.autograd.grad(t[rows], t, grad)[0])
+                               torch.autograd.grad(expected, t, grad)[0])
 
 
 def test_consecutive_rows_are_a_view():

@@ -30,7 +30,7 @@ from torch import Tensor
 from torch_geometric_hot.ops import native
 from torch_geometric_hot.ops.attention.dispatch import DirectReadings
 from torch_geometric_hot.ops.layout_device import layout_device
-from torch_geometric_hot.ops.row_selection import device_index
+from torch_geometric_hot.ops.row_selection import device_index, select_rows
 from torch_geometric_hot.ops.scatter import group_pairs
 
 #: Elements of the largest temporary a chunk may create on the CPU (small
@@ -578,9 +578,7 @@ def _rows(x: Tensor, position: Tensor) -> Tensor:
 def _key_rows(values: Tensor, slots: Sequence[int], position: Tensor
               ) -> Tensor:
     # [keys, H, len(slots) * D + 1]: the keys' values of the slots, then 1
-    v = _rows(values, position)
-    if list(slots) != list(range(values.size(1))):  # not all, in order
-        v = v[:, list(slots)]
+    v = select_rows(_rows(values, position), slots, dim=1)
     return torch.cat([v.transpose(1, 2).flatten(2),
                       v.new_ones(position.numel(), values.size(2), 1)], -1)
 

@@ -44,7 +44,7 @@ from torch_geometric_hot.ops.attention import dispatch
 from torch_geometric_hot.ops.attention.dispatch import DirectReadings
 from torch_geometric_hot.ops.class_combination import READING, \
     CombinationTerm, check_combination, combination_table, \
-    torch_combine_classes
+    torch_combine_classes, torch_combine_classes_backward
 from torch_geometric_hot.ops.kernel_attention import SummaryKeys, PoolPlan, \
     Reading, TorchReadings, check_pool_readings, choose_direct, \
     native_pool_readings, native_pool_readings_backward, \
@@ -366,37 +366,22 @@ def _torch_backward(grads, outs, dens, summaries, phi_k, phi_q, x, weight,
     # summaries those it wrote)
     values = _values(x, weight, heads, head_channels)
     D = values.size(-1)
-    grad_k, grad_q = torch.zeros_like(phi_k), torch.zeros_like(phi_q)
-    grad_v = torch.zeros_like(values)
+    grad_k, grad_q = phi_k.new_zeros(phi_k.shape), phi_q.new_zeros(
+        phi_q.shape)
+    grad_v = values.new_zeros(values.shape)
     widths = [len(r.slots) * D + 1 for r in reads]
-    grad_readings = [phi_q.new_zeros(r.group.numel(), phi_q.size(1), w)
-                     for r, w in zip(reads, widths)]
+    grad_readings = [None] * len(reads)
     for part, rows, out, den, grad in zip(parts, _rows_of(parts), outs, dens,
                                           grads):
-        q = phi_q[rows]
-        for c, terms in enumerate(part.terms):
-            g = grad[:, c] * part.nonempty[:, c].view(-1, 1, 1).to(q.dtype)
-            floor = den[:, c].clamp(min=eps)
-            g_num = g / floor.unsqueeze(-1)
-            g_den = -(g * out[:, c]).sum(-1) / floor * (den[:, c] >= eps)
-            slot = part.slots[c]
-            for t in terms:
-                if t.kind == READING:
-                    g_read = grad_readings[t.src]
-                    g_read[..., t.offset:t.offset + D] += t.sign * g_num
-                    g_read[..., -1] += t.sign * g_den
-                    continue
-                position = part.positions[t.src]
-                exists = (position >= 0).unsqueeze(-1).to(q.dtype)
-                position = position.clamp(min=0)
-                k_x = phi_k.index_select(0, position)
-                v_x = values[:, slot].index_select(0, position)
-                dot = (q * k_x).sum(-1) * exists
-                g_dot = t.sign * (g_den + (g_num * v_x).sum(-1)) * exists
-                grad_q[rows] += g_dot.unsqueeze(-1) * k_x
-                grad_k.index_add_(0, position, g_dot.unsqueeze(-1) * q)
-                grad_v[:, slot].index_add_(
-                    0, position, t.sign * dot.unsqueeze(-1) * g_num)
+        mine = torch_combine_classes_backward(
+            part.terms, widths, phi_q[rows], phi_k, part.positions, values,
+            part.slots, part.nonempty, eps, out, den, grad, grad_q[rows],
+            grad_k, grad_v)
+        for r, g in mine.items():
+            grad_readings[r] = g
+    grad_readings = [phi_q.new_zeros(r.group.numel(), phi_q.size(1), w)
+                     if g is None else g
+                     for r, w, g in zip(reads, widths, grad_readings)]
     torch_pool_readings_backward(
         phi_k, values, phi_q, pools, reads,
         _torch_plan(index, structure, pools, reads, phi_k.size(-1), D,

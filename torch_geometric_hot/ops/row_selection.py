@@ -19,22 +19,24 @@ from torch_geometric_hot.ops.layout_device import layout_device
 _indices: Dict[Tuple[Tuple[int, ...], torch.device], Tensor] = {}
 
 
-def select_rows(t: Tensor, rows: Sequence[int]) -> Tensor:
-    r"""The rows :obj:`rows` of :obj:`t` (the same as :obj:`t[rows]` for a
-    list of ints), a view when they are consecutive, :obj:`t` itself when
-    they are all of its rows in order."""
+def select_rows(t: Tensor, rows: Sequence[int], dim: int = 0) -> Tensor:
+    r"""The rows :obj:`rows` of :obj:`t` along :obj:`dim` (the same as
+    :obj:`t[rows]` for a list of ints and :obj:`dim` 0), a view when they
+    are consecutive, :obj:`t` itself when they are all of its rows in
+    order."""
     rows = tuple(rows)
     if rows and rows == tuple(range(rows[0], rows[0] + len(rows))):
-        if len(rows) == t.size(0):
+        if len(rows) == t.size(dim):
             return t
-        return t[rows[0]:rows[0] + len(rows)]
+        return t.narrow(dim, rows[0], len(rows))
     if torch.compiler.is_compiling() or layout_device(t) == 'cpu':
-        return t[list(rows)]  # compiled: a constant of the graph
+        # compiled: a constant of the graph
+        return t[(slice(None), ) * (dim % t.dim()) + (list(rows), )]
     key = (rows, t.device)
     index = _indices.get(key)
     if index is None:
         index = _indices[key] = device_index(rows, t.device)
-    return t.index_select(0, index)
+    return t.index_select(dim, index)
 
 
 def device_index(rows: Sequence[int], device: torch.device) -> Tensor:

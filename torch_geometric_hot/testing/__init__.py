@@ -48,12 +48,12 @@ from torch_geometric_hot.testing.cuda_layout import cuda_layout
 __all__ += ['SYNC_OPERATORS', 'SyncRecorder', 'OperatorCounter',
             'cuda_layout']
 from torch_geometric_hot.testing.references import (
-    dense_softmax_attention_reference, gather_contract_reference,
-    pair_light_linear_reference, pool_readings_reference,
-    segment_outer_sum_reference)
+    combine_classes_reference, dense_softmax_attention_reference,
+    gather_contract_reference, pair_light_linear_reference,
+    pool_readings_reference, segment_outer_sum_reference)
 
 __all__ += [
-    'dense_softmax_attention_reference', 'gather_contract_reference',
-    'pair_light_linear_reference', 'pool_readings_reference',
-    'segment_outer_sum_reference'
+    'combine_classes_reference', 'dense_softmax_attention_reference',
+    'gather_contract_reference', 'pair_light_linear_reference',
+    'pool_readings_reference', 'segment_outer_sum_reference'
 ]

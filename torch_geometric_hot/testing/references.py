@@ -1,10 +1,12 @@
 r"""Naive oracles of the engine's operations: each holds everything at once
 and is what the tests check the operators and their paths against."""
-from typing import List, Optional, Sequence
+from typing import List, Optional, Sequence, Tuple, Union
 
 import torch
 from torch import Tensor
 
+from torch_geometric_hot.ops.class_combination import READING, \
+    CombinationTerm
 from torch_geometric_hot.ops.kernel_attention import SummaryKeys, Reading, \
     check_pool_readings, gather_contract, read_columns, torch_pool_outer_sum
 
@@ -69,6 +71,43 @@ def pool_readings_reference(k: Tensor, values: Tensor, q: Tensor,
     return [gather_contract(q[read.rows], summaries[read.pool], read.group)[
         ..., read_columns(pools[read.pool], read, values.size(-1))]
         for read in reads]
+
+
+def combine_classes_reference(terms: Sequence[Sequence[CombinationTerm]],
+                              readings: Sequence[Tensor], phi_q: Tensor,
+                              phi_k: Tensor, positions: Sequence[Tensor],
+                              values: Tensor, slots: Sequence[int],
+                              nonempty: Tensor, eps: float,
+                              with_denominators: bool = False
+                              ) -> Union[Tensor, Tuple[Tensor, Tensor]]:
+    r"""Naive
+    :func:`~torch_geometric_hot.ops.class_combination.torch_combine_classes`
+    (same arguments): every class's numerator and denominator added up
+    term by term."""
+    outputs, denominators = [], []
+    D = values.size(-1)
+    for c, class_terms in enumerate(terms):
+        num = phi_q.new_zeros(phi_q.size(0), phi_q.size(1), D)
+        den = phi_q.new_zeros(phi_q.size(0), phi_q.size(1))
+        for term in class_terms:
+            if term.kind == READING:
+                reading = readings[term.src]
+                t_num = reading[..., term.offset:term.offset + D]
+                t_den = reading[..., -1]
+            else:
+                position = positions[term.src]
+                exists = (position >= 0).to(phi_q.dtype).unsqueeze(-1)
+                k_x = phi_k[position.clamp(min=0)]
+                t_den = (phi_q * k_x).sum(-1) * exists
+                t_num = t_den.unsqueeze(-1) * \
+                    values[position.clamp(min=0), slots[c]]
+            num = num + term.sign * t_num
+            den = den + term.sign * t_den
+        mask = nonempty[:, c].view(-1, 1, 1).to(num.dtype)
+        outputs.append(num / den.clamp(min=eps).unsqueeze(-1) * mask)
+        denominators.append(den)
+    out = torch.stack(outputs, 1)
+    return (out, torch.stack(denominators, 1)) if with_denominators else out
 
 
 def pair_light_linear_reference(x: Tensor, view, weight: Tensor,

@@ -57,12 +57,24 @@ def _is_sync(func, args, kwargs) -> bool:
                                     for t in tensors)
 
 
+def _host_data_for_a_device(func, args) -> bool:
+    # a tensor made of host data (a list turned into an index, say) while
+    # the layouts are chosen for another device (cuda_layout): on that
+    # device it would be copied from the host's pageable memory
+    if func._schema.name != 'aten::lift_fresh' or not args[0].dim():
+        return False
+    from torch_geometric_hot.ops.layout_device import layout_device
+    return layout_device(args[0]) != 'cpu'
+
+
 class SyncRecorder(TorchDispatchMode):
     r"""Records, while active, every operator that forces a host
     synchronisation (:data:`SYNC_OPERATORS`, :obj:`repeat_interleave`
     without :obj:`output_size`, single-argument :obj:`where`, indexing with
     a boolean mask, copies between a device and the host, host tensors
-    other than 0-dimensional ones among a device's), those inside custom
+    other than 0-dimensional ones among a device's, and tensors of host
+    data made while the layouts are chosen for another device, see
+    :func:`~torch_geometric_hot.testing.cuda_layout`), those inside custom
     operators included, every
     :meth:`torch.Tensor.tolist` and :meth:`torch.Tensor.numpy` (which read
     values without dispatching an operator), and every
@@ -93,7 +105,8 @@ class SyncRecorder(TorchDispatchMode):
         if implementation is not None:  # the operators inside it
             with self:
                 return implementation(*args, **kwargs)
-        if _is_sync(func, args, kwargs):
+        if _is_sync(func, args, kwargs) or _host_data_for_a_device(
+                func, args):
             self.counts[str(func)] += 1
         return func(*args, **kwargs)
 

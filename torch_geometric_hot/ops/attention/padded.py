@@ -15,6 +15,8 @@ from torch_geometric_hot.ops.attention.dropout import block_factors, \
     draw_seed
 from torch_geometric_hot.ops.attention.compiled import \
     recomputed_attention
+from torch_geometric_hot.ops import size_buckets
+from torch_geometric_hot.ops.plan_cache import plans_for
 from torch_geometric_hot.ops.size_buckets import BucketLayout, \
     bucket_layout, padded_blocks
 from torch_geometric_hot.validation import check_size
@@ -84,9 +86,12 @@ def global_block_attention(q: Tensor, k: Tensor, v: Tensor,
     rows, heads = q.size(0), q.size(1)
     if rows == 0:
         return v.new_zeros(0, heads, v.size(-1))
-    if layout is None:
-        layout = global_buckets(query_graph, key_graph, num_graphs, (
-            heads * q.size(-1), heads * (k.size(-1) + v.size(-1))))
+    if layout is None:  # kept with the index tensors (made once per rule)
+        widths = (heads * q.size(-1), heads * (k.size(-1) + v.size(-1)))
+        layout = plans_for([query_graph, key_graph]).plan(
+            ('global_buckets', num_graphs, widths, size_buckets.BUCKET_GAIN),
+            lambda: global_buckets(query_graph, key_graph, num_graphs,
+                                   widths))
     q_kind, k_kind = ('query', 'key') if key_position is not None else \
         ('token', 'token')
     q_slots = layout.slots[q_kind]
