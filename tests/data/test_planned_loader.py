@@ -7,7 +7,8 @@ from torch_geometric.data import Batch
 from torch_geometric_hot.data import ModelPlanner, PairView, PlannedCollate, \
     PlannedLoader
 from torch_geometric_hot.data.planned_loader import one_storage
-from torch_geometric_hot.models import HOTGraphModel, TokenGT
+from torch_geometric_hot.models import HOTGraphModel, InvariantMLP, \
+    TokenGT
 from torch_geometric_hot.ops.layout_device import planned_for
 from torch_geometric_hot.ops.plan_cache import map_tensors, plans_only
 from torch_geometric_hot.testing import cuda_layout, random_graph
@@ -34,6 +35,16 @@ def hot(attention):
                          attention=attention, seed=0).double()
 
 
+def model_of(name):
+    # HOT by its attention, or the invariant MLP ('mean' linear layers)
+    if name != 'invariant_mlp':
+        return hot(name)
+    torch.manual_seed(0)
+    return InvariantMLP(8, 1, num_layers=2,
+                        node_encoder=torch.nn.Linear(4, 8),
+                        edge_encoder=torch.nn.Linear(4, 8)).double()
+
+
 def call_hot(model, batch, view=None):
     return model(batch.x.double(), batch.edge_index,
                  batch.edge_attr.double(), batch.batch,
@@ -47,11 +58,11 @@ def tensors(obj):
     return found
 
 
-@pytest.mark.parametrize('attention', ['kernel', 'softmax'])
+@pytest.mark.parametrize('name', ['kernel', 'softmax', 'invariant_mlp'])
 @pytest.mark.parametrize('layout', ['cpu', 'cuda'])
 def test_planned_batch_gives_the_fresh_views_output_and_makes_no_plan(
-        attention, layout):
-    model = hot(attention)
+        name, layout):
+    model = model_of(name)
     planner = ModelPlanner(model, call_hot)
     batch = PlannedCollate(Batch.from_data_list, planner, layout)(graphs())
     planned = batch.pair_view.planned()
@@ -125,9 +136,9 @@ def test_tokengt_takes_its_layout_from_the_batch_plans():
     torch.testing.assert_close(out, fresh, rtol=1e-10, atol=1e-10)
 
 
-@pytest.mark.parametrize('attention', ['kernel', 'softmax'])
-def test_a_plans_only_pass_makes_the_plans_of_a_full_pass(attention):
-    model = hot(attention).eval()
+@pytest.mark.parametrize('name', ['kernel', 'softmax', 'invariant_mlp'])
+def test_a_plans_only_pass_makes_the_plans_of_a_full_pass(name):
+    model = model_of(name).eval()
     batch = Batch.from_data_list(graphs())
     made = []
     for only in (False, True):

@@ -3,6 +3,7 @@ import torch
 
 from torch_geometric_hot.data import PairView
 from torch_geometric_hot.nn import EquivariantLinear
+from torch_geometric_hot.ops.layout_device import planned_for
 from torch_geometric_hot.ops.basis import basis
 from torch_geometric_hot.testing import (
     assert_batch_independent, assert_gradcheck, assert_permutation_equivariant,
@@ -11,6 +12,16 @@ from torch_geometric_hot.testing import (
     rows_per_graph, run_layer)
 
 ORDERS = [(2, 2), (2, 1), (2, 0), (1, 1), (1, 0), (1, 2), (1, 3), (1, 4)]
+
+
+@pytest.fixture(params=[None, 'cuda'], ids=['own_layout', 'cuda_layout'])
+def layout(request):
+    # the layout of the tensors' device, or a GPU's on any device ('mean'
+    # parts there: one product of the gathered terms, ops.mean_linear)
+    with planned_for(request.param):
+        yield request.param
+
+
 BIAS_LABELS = {0: [''], 1: ['o1'], 2: ['o1o2', 'o1|o2']}
 
 
@@ -28,7 +39,8 @@ def dense_input(data, in_order):
 
 @pytest.mark.parametrize('orders', ORDERS)
 @pytest.mark.parametrize('normalize', ['sum', 'mean'])
-def test_equals_dense_basis_on_complete_graph(orders, normalize, device):
+def test_equals_dense_basis_on_complete_graph(orders, normalize, device,
+                                              layout):
     in_order, out_order = orders
     n = 4 if in_order + out_order <= 4 else 5
     data = attach_order_inputs(complete_graph(n, device=device), out_order,
@@ -62,7 +74,8 @@ def test_dense_oracle_covers_the_whole_basis(orders):
 
 @pytest.mark.parametrize('orders', ORDERS)
 @pytest.mark.parametrize('normalize', ['sum', 'mean'])
-def test_permutation_equivariant_on_sparse_graphs(orders, normalize, device):
+def test_permutation_equivariant_on_sparse_graphs(orders, normalize, device,
+                                                  layout):
     in_order, out_order = orders
     data = attach_order_inputs(random_graph(7, 9, device=device), out_order,
                                seed=3)
@@ -75,7 +88,7 @@ def test_permutation_equivariant_on_sparse_graphs(orders, normalize, device):
 
 @pytest.mark.parametrize('orders', ORDERS)
 @pytest.mark.parametrize('normalize', ['sum', 'mean'])
-def test_batch_independent(orders, normalize, device):
+def test_batch_independent(orders, normalize, device, layout):
     in_order, out_order = orders
     graphs = [
         attach_order_inputs(g, out_order, seed=k)
@@ -121,7 +134,7 @@ def test_bad_input_is_named():
 
 
 @pytest.mark.parametrize('normalize', ['sum', 'mean'])
-def test_gradcheck(normalize, device):
+def test_gradcheck(normalize, device, layout):
     data = attach_order_inputs(random_graph(4, 4, device=device), 2)
     view = PairView.from_data(data)
     layer = EquivariantLinear(3, 2, 2, 2,
@@ -139,7 +152,7 @@ def test_float32_matches_float64(device):
     torch.testing.assert_close(got.double(), expected, atol=1e-5, rtol=1e-4)
 
 
-def test_mean_layers_sharing_a_view_equal_fresh_views(device):
+def test_mean_layers_sharing_a_view_equal_fresh_views(device, layout):
     # the class counts are kept with the view, per output part and dtype
     data = attach_order_inputs(random_graph(8, 12, device=device), 2)
     shared = PairView.from_data(data)

@@ -10,6 +10,7 @@ from torch_geometric_hot.ops.basis import group_by_part, output_parts, \
     select_classes
 from torch_geometric_hot.ops.equivariant import assemble_parts, \
     equivariant_linear
+from torch_geometric_hot.ops import mean_linear
 from torch_geometric_hot.ops.pair_light_linear import LIGHT_PAIR_CLASSES, \
     pair_light_linear
 from torch_geometric_hot.ops.row_selection import select_rows
@@ -130,14 +131,25 @@ class EquivariantLinear(torch.nn.Module):
         for p, (name, target) in enumerate(targets.items()):
             classes = self._by_part.get(name, [])
             index = self._part_index.get(name, [])
-            out = equivariant_linear(x, view, self.in_order, classes,
-                                     select_rows(self.weight, index), target,
-                                     self.normalize) if classes else \
-                x.new_zeros(target.num_rows, self.out_channels)
+            out = self._part(x, view, classes,
+                             select_rows(self.weight, index), target) \
+                if classes else x.new_zeros(target.num_rows,
+                                            self.out_channels)
             if self.bias is not None:
                 out = out + self.bias[p]
             parts[name] = out
         return assemble_parts(parts, view)
+
+    def _part(self, x: Tensor, view, classes, weight: Tensor,
+              target) -> Tensor:
+        # one output part; 'mean' on a launch-bound layout: one product of
+        # the gathered terms (the class by class loop is the reference)
+        if self.normalize == 'mean' and mean_linear.applies(x, classes,
+                                                            target):
+            return mean_linear.mean_linear(x, view, self.in_order,
+                                           classes, weight, target)
+        return equivariant_linear(x, view, self.in_order, classes, weight,
+                                  target, self.normalize)
 
     def __repr__(self) -> str:
         return (f'{self.__class__.__name__}({self.in_channels}, '

@@ -19,7 +19,7 @@ from torch_geometric_hot.ops import size_buckets
 from torch_geometric_hot.ops.plan_cache import plans_for
 from torch_geometric_hot.ops.size_buckets import BucketLayout, \
     bucket_layout, padded_blocks
-from torch_geometric_hot.validation import check_size
+from torch_geometric_hot.validation import check_size, current_size_limit
 
 #: Largest number of mask entries (graphs x query block x keys) per block.
 BLOCK_ELEMENTS = 1 << 22
@@ -86,10 +86,11 @@ def global_block_attention(q: Tensor, k: Tensor, v: Tensor,
     rows, heads = q.size(0), q.size(1)
     if rows == 0:
         return v.new_zeros(0, heads, v.size(-1))
-    if layout is None:  # kept with the index tensors (made once per rule)
+    if layout is None:  # kept with the index tensors, per rule and limit
         widths = (heads * q.size(-1), heads * (k.size(-1) + v.size(-1)))
         layout = plans_for([query_graph, key_graph]).plan(
-            ('global_buckets', num_graphs, widths, size_buckets.BUCKET_GAIN),
+            ('global_buckets', num_graphs, widths, size_buckets.BUCKET_GAIN,
+             current_size_limit()),
             lambda: global_buckets(query_graph, key_graph, num_graphs,
                                    widths))
     q_kind, k_kind = ('query', 'key') if key_position is not None else \
