@@ -69,7 +69,10 @@ floor=None, quick_sizes=None) -> list[dict]``
     runs each size's points R times over, in turn (each record keeps its
     ``round``): the summary reads per size the median of the rounds, and
     a point's ``time_to_floor`` divides by its own round's floor. The
-    points run size by size (:func:`schedule`).
+    points run size by size (:func:`schedule`). ``--count-ops`` times
+    nothing: each point's process counts the aten operators of one
+    forward and backward pass with the layout a GPU uses, on the CPU
+    (:func:`count_point`), a proxy for a GPU's kernel launches.
 ``schedule(sizes, variants, thps, rounds=1) -> list[tuple]``
     The order of the points: size by size, each size's variants (the
     floor first) one after another, ``rounds`` times over, so that ratios
@@ -356,6 +359,29 @@ def measure_point(build: Builder, size: int, repeats: int, warmup: int,
     return record
 
 
+def count_point(build: Builder, size: int) -> Dict:
+    r"""Builds a point on the CPU and counts the aten operators of one
+    forward and backward pass with the layout CUDA uses
+    (:func:`~torch_geometric_hot.testing.cuda_layout`), the value checks
+    off (as in a planned training step), after one such pass that makes
+    the plans kept for the next: ``ops`` and the most frequent ``top``."""
+    from torch_geometric_hot.testing import OperatorCounter, cuda_layout
+    from torch_geometric_hot.validation import validation
+    torch.manual_seed(0)
+    step, fields = build(size, torch.device('cpu'))
+
+    def passes() -> None:
+        out = step()
+        if out.requires_grad:
+            out.sum().backward()
+
+    with cuda_layout(), validation(False):
+        passes()
+        with OperatorCounter() as counter:
+            passes()
+    return dict(fields, ops=counter.total, top=counter.summary(8))
+
+
 # ----------------------------------------------------------------- sweep --
 def _parse(argv: Optional[Sequence[str]], name: str) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
@@ -411,6 +437,10 @@ def _parse(argv: Optional[Sequence[str]], name: str) -> argparse.Namespace:
     parser.add_argument('--rounds', type=int, default=1,
                         help="run each size's points this many times over, "
                         'in turn')
+    parser.add_argument('--count-ops', action='store_true',
+                        help='instead of timing: count the aten operators '
+                        'of one forward and backward pass with the layout '
+                        'a GPU uses (on the CPU)')
     parser.add_argument('--point', help=argparse.SUPPRESS)
     return parser.parse_args(argv)
 
@@ -474,6 +504,10 @@ def run_benchmark(name: str, sizes: Sequence[int],
     if args.point:
         point = json.loads(args.point)
         torch.set_num_threads(point['threads'])
+        if point.get('count_ops'):
+            print(json.dumps(count_point(builders[point['variant']],
+                                         point['size'])))
+            sys.exit(0)
         references = {name: builders[name]
                       for name in point.get('alternate_with', [])
                       if name != point['variant']}
@@ -510,6 +544,8 @@ def run_benchmark(name: str, sizes: Sequence[int],
                   allocator='keep' if args.keep_freed_memory else 'default')
     if args.rounds < 1:
         raise SystemExit(f"'--rounds' must be >= 1, got {args.rounds}")
+    if args.count_ops:
+        return _count_sweep(args, sizes, names, common)
     records, floor_times, stopped = [], {}, set()
     done: Dict[Tuple[str, int, bool], int] = {}  # rounds run per point
     for size, thp, variant in schedule(
@@ -557,6 +593,32 @@ def run_benchmark(name: str, sizes: Sequence[int],
         path = args.plot or os.path.splitext(args.out)[0] + '.png'
         plot(records, path, size_key)
         print(f'wrote {path}')
+    return records
+
+
+def _count_sweep(args: argparse.Namespace, sizes: Sequence[int],
+                 names: Sequence[str], common: Dict) -> List[Dict]:
+    # --count-ops: every point counted in a process of its own
+    records = []
+    print(f'aten operators of one forward and backward pass, CUDA layout, '
+          f'counted on the CPU (second pass)\n{"variant":<18} {"size":>9} '
+          f'{"operators":>10}')
+    for size in sizes:
+        for variant in names:
+            point = dict(variant=variant, size=size, count_ops=True,
+                         threads=common['threads'])
+            record = dict(common, variant=variant, size=size,
+                          layout='cuda', **_run_child(
+                              point, False, 60 * args.max_seconds + 300))
+            if record['status'] == 'ok':  # counts, no timing to summarise
+                record['status'] = 'counted'
+            records.append(record)
+            print(f'{variant:<18} {size:>9} '
+                  f'{record.get("ops", record["status"])!s:>10}',
+                  flush=True)
+    if args.out:
+        write_json(args.out, records)
+        print(f'wrote {args.out}')
     return records
 
 

@@ -1,4 +1,6 @@
+import json
 import os
+import subprocess
 import sys
 
 import pytest
@@ -103,7 +105,9 @@ def test_check_promises_judges_each_huge_page_setting_apart():
 
 def test_child_memory_watchdog_stops_an_over_budget_point(monkeypatch):
     import subprocess
-    monkeypatch.delenv('HOT_SCALING_MAX_MEM_GB', raising=False)
+    # set through monkeypatch first, so that the limit the parent sets
+    # below is undone after the test (it would reach later tests' children)
+    monkeypatch.setenv('HOT_SCALING_MAX_MEM_GB', '12')
     hot_scaling._cap_child_memory(['--sizes', '1e3', '--max-mem-gb', '-1.2'])
     env = dict(os.environ)  # the parent hands its limit to the children
     assert env['HOT_SCALING_MAX_MEM_GB'] == '-1.2'  # 0.3 GB resident
@@ -118,3 +122,28 @@ def test_child_memory_watchdog_stops_an_over_budget_point(monkeypatch):
     assert proc.returncode == 3, proc.stderr
     assert 'resident memory over' in proc.stderr
     assert 'survived' not in proc.stdout
+
+
+def test_count_ops_counts_each_variant_in_its_process(tmp_path):
+    # --count-ops: operators of a second forward and backward pass with
+    # CUDA's layout, per point; the plans of the first pass are kept, so
+    # the count does not grow with a graph that takes the same path (one
+    # graph of 10^3 edges and more: kernel attention's summaries)
+    out = tmp_path / 'ops.json'
+    proc = subprocess.run([sys.executable, hot_scaling.__file__,
+                           '--count-ops', '--sizes', '1000,2000',
+                           '--variants', 'hot_kernel,gat', '--out',
+                           str(out)], capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    records = json.loads(out.read_text())
+    assert [(r['variant'], r['size']) for r in records] == [
+        ('hot_kernel', 1000), ('gat', 1000), ('hot_kernel', 2000),
+        ('gat', 2000)]
+    assert all(r['status'] == 'counted' and r['layout'] == 'cuda'
+               for r in records), [(r['status'], r.get('error'))
+                                   for r in records]
+    kernel = [r['ops'] for r in records if r['variant'] == 'hot_kernel']
+    gat = [r['ops'] for r in records if r['variant'] == 'gat']
+    assert kernel[0] == kernel[1] > gat[0] == gat[1] > 0
+    assert 'operators' in proc.stdout
