@@ -316,7 +316,7 @@ def main(argv: List[str]) -> None:
     lines = check_promises(records)
     if lines:
         print('\npromises:\n' + '\n'.join(lines))
-    if '--out' in argv:
+    if '--out' in argv and '--count-ops' not in argv:
         out = argv[argv.index('--out') + 1]
         with open(os.path.splitext(out)[0] + '_promises.json', 'w') as f:
             json.dump(lines, f, indent=1)
