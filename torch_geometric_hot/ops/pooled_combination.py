@@ -50,6 +50,7 @@ from torch_geometric_hot.ops.kernel_attention import SummaryKeys, PoolPlan, \
     native_pool_readings, native_pool_readings_backward, \
     plan_pool_readings, plan_torch_readings, torch_pool_readings, \
     torch_pool_readings_backward
+from torch_geometric_hot.ops.layout_device import layout_device
 from torch_geometric_hot.ops.plan_cache import plans_for
 
 
@@ -521,8 +522,9 @@ def pooled_combination(parts: Sequence[CombinationPart],
         direct (DirectReadings, optional): The key groups read straight
             from their keys (default: the one of
             :func:`~torch_geometric_hot.ops.attention.dispatch.use_path`,
-            else ``DIRECT_READINGS`` of
-            :mod:`~torch_geometric_hot.ops.attention.dispatch`).
+            else the rule's for the layout's device,
+            :func:`~torch_geometric_hot.ops.attention.dispatch.\
+direct_readings`).
 
     :rtype: list of :class:`torch.Tensor` :obj:`[rows, classes, H, D]`,
         one per part
@@ -540,7 +542,8 @@ def pooled_combination(parts: Sequence[CombinationPart],
         (values.size(0), 1, phi_k.size(1), 1), device='meta'), phi_q, pools,
         reads, False)
     index, structure = _encode(pools, reads, parts)
-    direct = dispatch.direct_readings() if direct is None else direct
+    if direct is None:
+        direct = dispatch.direct_readings(layout_device(phi_q))
     out = _pooled_combination(phi_k, phi_q, values, weight, index, structure,
                               heads, head_channels, eps,
                               [float(x) for x in direct])

@@ -140,6 +140,10 @@ def test_forced_paths_apply_to_the_calls_they_run():
 
 def test_direct_readings_are_forced_per_block_and_kept_when_nested():
     assert dispatch.direct_readings() == dispatch.DIRECT_READINGS
+    # the rule off the CPU: every group through its summary
+    assert dispatch.direct_readings('cuda') == dispatch.SUMMARIES_ONLY
+    with use_path(direct=dispatch.DIRECT_READINGS):
+        assert dispatch.direct_readings('cuda') == dispatch.DIRECT_READINGS
     with use_path(direct=dispatch.SUMMARIES_ONLY):
         assert dispatch.direct_readings() == dispatch.SUMMARIES_ONLY
         with use_path('pairs'):  # the paths forced, the rule kept

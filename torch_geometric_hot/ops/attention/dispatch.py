@@ -70,6 +70,15 @@ class DirectReadings(NamedTuple):
 DIRECT_READINGS = DirectReadings()
 #: Every group through its summary.
 SUMMARIES_ONLY = DirectReadings(max_keys=0)
+#: The rule's :class:`DirectReadings` on devices other than the CPU
+#: (GPUs), where every operation is a kernel launch: every group through
+#: its summary. A directly read group's queries and keys are gathered and
+#: scattered reading by reading, which costs more launches than its
+#: arithmetic saves (HOT's kernel model on one graph of :math:`10^4`
+#: edges with CUDA's layout: about 1,350 of 5,932 operators per forward
+#: and backward pass; on the CPU's torch operations the summaries alone
+#: even take 0.96 times the time there and 0.94 at :math:`10^5` edges).
+LAUNCH_BOUND_DIRECT_READINGS = SUMMARIES_ONLY
 
 OPERATIONS = ('hot', 'tokens')
 ATTENTIONS = ('softmax', 'kernel')
@@ -240,7 +249,7 @@ _NOTHING_FORCED = ((), None, OPERATIONS)
 _forced: contextvars.ContextVar = contextvars.ContextVar(
     'torch_geometric_hot_path', default=_NOTHING_FORCED)
 _direct: contextvars.ContextVar = contextvars.ContextVar(
-    'torch_geometric_hot_direct_readings', default=DIRECT_READINGS)
+    'torch_geometric_hot_direct_readings', default=None)
 
 
 def _forcing(compiling: bool) -> Tuple[Tuple[str, ...], Optional[str],
@@ -261,12 +270,16 @@ def _forced_when_traced() -> Tuple[Tuple[str, ...], Optional[str],
     return _forced.get()
 
 
-def direct_readings() -> DirectReadings:
-    r"""The :class:`DirectReadings` in force in this thread (the one of
-    :func:`use_path`, else :data:`DIRECT_READINGS`; under
-    :func:`torch.compile`, :data:`DIRECT_READINGS`)."""
-    return DIRECT_READINGS if torch.compiler.is_compiling() else \
-        _direct.get()
+def direct_readings(device_type: str = 'cpu') -> DirectReadings:
+    r"""The :class:`DirectReadings` in force in this thread: the one of
+    :func:`use_path`, else (and under :func:`torch.compile`) the rule's
+    for :obj:`device_type`, :data:`DIRECT_READINGS` on the CPU and
+    :data:`LAUNCH_BOUND_DIRECT_READINGS` elsewhere."""
+    forced = None if torch.compiler.is_compiling() else _direct.get()
+    if forced is not None:
+        return forced
+    return DIRECT_READINGS if device_type == 'cpu' else \
+        LAUNCH_BOUND_DIRECT_READINGS
 
 
 @contextlib.contextmanager
@@ -294,7 +307,8 @@ def use_path(*paths: str, device_type: Optional[str] = None,
         direct (DirectReadings, optional): The key groups the path
             ``'pooled'`` reads straight from their keys
             (:data:`SUMMARIES_ONLY`: none; :obj:`None`: the one in force,
-            at first :data:`DIRECT_READINGS`). (default: :obj:`None`)
+            at first the rule's, :func:`direct_readings`).
+            (default: :obj:`None`)
 
     Example:
         >>> from torch_geometric_hot.ops import use_path
