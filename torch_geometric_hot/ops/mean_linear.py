@@ -101,9 +101,9 @@ def term_table(view, in_order: int, classes: Sequence[EquivariantClass],
 def applies(x: Tensor, classes: Sequence[EquivariantClass],
             target: Target) -> bool:
     r"""Whether a ``'mean'`` part is taken as :func:`mean_linear`: on a
-    launch-bound layout (:func:`~torch_geometric_hot.ops.layout_device.\
-layout_device` other than the CPU), at most :data:`GATHER_ELEMENTS`
-    gathered."""
+    launch-bound layout (``layout_device`` of
+    :mod:`~torch_geometric_hot.ops.layout_device` other than the CPU), at
+    most :data:`GATHER_ELEMENTS` gathered."""
     terms = sum(len(cls.terms) for cls in classes)
     return layout_device(x) != 'cpu' and \
         target.num_rows * terms * x.size(-1) <= GATHER_ELEMENTS

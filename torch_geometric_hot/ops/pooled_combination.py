@@ -522,9 +522,8 @@ def pooled_combination(parts: Sequence[CombinationPart],
         direct (DirectReadings, optional): The key groups read straight
             from their keys (default: the one of
             :func:`~torch_geometric_hot.ops.attention.dispatch.use_path`,
-            else the rule's for the layout's device,
-            :func:`~torch_geometric_hot.ops.attention.dispatch.\
-direct_readings`).
+            else the rule's for the layout's device: ``direct_readings``
+            of :mod:`~torch_geometric_hot.ops.attention.dispatch`).
 
     :rtype: list of :class:`torch.Tensor` :obj:`[rows, classes, H, D]`,
         one per part
