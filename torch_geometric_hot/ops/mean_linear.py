@@ -25,7 +25,7 @@ problem large (:func:`applies`): there the gathered terms, kept for the
 backward pass, would cost more memory than the launches they save.
 """
 import itertools
-from typing import Dict, NamedTuple, Sequence, Tuple
+from typing import NamedTuple, Sequence, Tuple
 
 import torch
 from torch import Tensor
@@ -61,23 +61,14 @@ class TermTable(NamedTuple):
     term_class: Tensor
 
 
-def _summary_rows(view, in_order: int) -> Dict[str, int]:
-    n, b = view.num_nodes, view.num_graphs
-    if in_order == 1:
-        return {'X': n, 'XS': b}
-    return {'E': view.num_entries, 'D': n, 'R': n, 'C': n, 'DS': b,
-            'ES': b}
-
-
 def term_table(view, in_order: int, classes: Sequence[EquivariantClass],
                target: Target, dtype: torch.dtype) -> TermTable:
     r"""The :class:`TermTable` of :obj:`classes` writing :obj:`target`."""
     names = tuple(dict.fromkeys(_TABLE_NAME.get(name, name) for cls in
                                 classes for _, name, _ in cls.terms))
-    sizes = _summary_rows(view, in_order)
+    counts = summary_counts(view, in_order)  # one per summary row
     first = dict(zip(names, itertools.accumulate(
-        (sizes[name] for name in names), initial=0)))
-    counts = summary_counts(view, in_order)
+        (counts[name].numel() for name in names), initial=0)))
     rows, coefficients, term_class = [], [], []
     for c, cls in enumerate(classes):
         scale = inverse_counts(cls, target, counts, dtype) if \

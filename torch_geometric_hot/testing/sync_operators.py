@@ -37,6 +37,12 @@ def _is_sync(func, args, kwargs) -> bool:
                 len(args) > 2 and isinstance(args[-1], int))
     if name == 'aten::where' and len(args) == 1:  # where(cond): nonzero
         return True
+    if name == 'aten::lift_fresh' and args[0].dim():
+        # host data made into a tensor (a list turned into an index, say)
+        # while the layouts are another device's (cuda_layout): there it
+        # is copied from the host's pageable memory
+        from torch_geometric_hot.ops.layout_device import layout_device
+        return layout_device(args[0]) != 'cpu'
     if name in ('aten::index', 'aten::index_put', 'aten::index_put_',
                 'aten::_index_put_impl_'):  # boolean masks: nonzero
         indices = args[1] if len(args) > 1 else kwargs.get('indices', [])
@@ -55,16 +61,6 @@ def _is_sync(func, args, kwargs) -> bool:
     # device first; a 0-dimensional one is read on the host as a scalar
     return len(devices) > 1 and any(t.device.type == 'cpu' and t.dim()
                                     for t in tensors)
-
-
-def _host_data_for_a_device(func, args) -> bool:
-    # a tensor made of host data (a list turned into an index, say) while
-    # the layouts are chosen for another device (cuda_layout): on that
-    # device it would be copied from the host's pageable memory
-    if func._schema.name != 'aten::lift_fresh' or not args[0].dim():
-        return False
-    from torch_geometric_hot.ops.layout_device import layout_device
-    return layout_device(args[0]) != 'cpu'
 
 
 class SyncRecorder(TorchDispatchMode):
@@ -105,8 +101,7 @@ class SyncRecorder(TorchDispatchMode):
         if implementation is not None:  # the operators inside it
             with self:
                 return implementation(*args, **kwargs)
-        if _is_sync(func, args, kwargs) or _host_data_for_a_device(
-                func, args):
+        if _is_sync(func, args, kwargs):
             self.counts[str(func)] += 1
         return func(*args, **kwargs)
 
