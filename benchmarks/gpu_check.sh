@@ -11,6 +11,9 @@
 #      and the busy fraction of the compiled steps             -> molecules_compiled.json
 #   4. aten operators of one training step per model           -> count_ops.json
 #   5. hot_scaling.py on the GPU at 1e4 and 1e5 edges          -> hot_scaling.json
+#   6. if the time so far leaves room within GPU_CHECK_SECONDS (default
+#      480): hot_scaling.py --compile (CUDA graphs) at 1e4 edges,
+#      HOT kernel and GATConv (PyG's Performer does not compile) -> hot_scaling_compiled.json
 # with each step's output in <step>.log and its time in times.txt; a
 # failing step is recorded (status.txt) and the next one runs. At the end
 # the folder is also packed into one file beside it, OUT.tgz.
@@ -30,7 +33,8 @@
 # the top of molecules_eager.log). Budget: at most 9 minutes on one H100
 # (each step has its own time limit below; the compiled table's is the
 # largest, as inductor compiles each model's training and inference
-# graphs cold: on a 2-core CPU HOT's take about 2 minutes per model).
+# graphs cold: on a 2-core CPU HOT's take about 2 minutes per model;
+# step 6 runs only when it ends within GPU_CHECK_SECONDS).
 set -u
 DEVICE=cuda
 if [ "${1:-}" = "--device" ]; then DEVICE=$2; shift 2; fi
@@ -52,6 +56,8 @@ COMPILED_MODELS="gin,gps_multihead,hot_kernel,hot_softmax,tokengt_softmax"
 if [ "$DEVICE" = cuda ]; then
     TEST_LIMIT=120; TABLE="--rounds 5 --batches 4 --busy 10"; OPS=""
     SIZES="1e4,1e5"; SCALE_LIMIT=75; MEMORY="--max-mem-gb 100"
+    COMPILED_SIZES="1e4"; COMPILED_SCALE_LIMIT=100; BACKEND=inductor
+    COMPILED_VARIANTS="hot_kernel,gat"
     TESTS="tests/ops tests/nn tests/models tests/devices"
     # the suite in 12 processes where pytest-xdist is installed (on one
     # H200: about 80 s)
@@ -60,6 +66,8 @@ else  # dry run: tiny sizes, a few tests
     TEST_LIMIT=300; TABLE="--quick --busy 2"
     OPS="--batch-size 8 --width 16 --layers 2"
     SIZES="1e2,1e3"; SCALE_LIMIT=150; MEMORY=""
+    COMPILED_SIZES="1e2"; COMPILED_SCALE_LIMIT=150; BACKEND=aot_eager
+    COMPILED_VARIANTS="hot_kernel"
     TESTS="tests/models/test_step_synchronisation.py tests/devices/test_device_fixture.py"
     COMPILED_MODELS="gin,gps_multihead,tokengt_softmax"
     export OMP_NUM_THREADS=1
@@ -96,6 +104,17 @@ step hot_scaling "$SCALE_LIMIT" $PY benchmarks/hot_scaling.py \
     --device "$DEVICE" --sizes "$SIZES" --max-seconds 15 $MEMORY \
     --variants hot_kernel,hot_softmax,gps_performer \
     --out "$OUT_DIR/hot_scaling.json"
+if [ $((SECONDS + COMPILED_SCALE_LIMIT)) -le "${GPU_CHECK_SECONDS:-480}" ]
+then
+    step hot_scaling_compiled "$COMPILED_SCALE_LIMIT" $PY \
+        benchmarks/hot_scaling.py --device "$DEVICE" \
+        --sizes "$COMPILED_SIZES" --max-seconds 15 $MEMORY \
+        --compile "$BACKEND" --variants "$COMPILED_VARIANTS" \
+        --out "$OUT_DIR/hot_scaling_compiled.json"
+else
+    echo "hot_scaling_compiled skipped (${SECONDS} s so far)" \
+        | tee -a "$OUT_DIR/status.txt"
+fi
 tar czf "$OUT_DIR.tgz" -C "$(dirname "$OUT_DIR")" "$(basename "$OUT_DIR")"
 echo "done: $OUT_DIR ($OUT_DIR.tgz)"
 cat "$OUT_DIR/status.txt"

@@ -73,6 +73,16 @@ floor=None, quick_sizes=None) -> list[dict]``
     nothing: each point's process counts the aten operators of one
     forward and backward pass with the layout a GPU uses, on the CPU
     (:func:`count_point`), a proxy for a GPU's kernel launches.
+    ``--compile [BACKEND]`` times every step (the floor's too) under
+    :func:`torch.compile` (:func:`compiled_step`); the records then hold
+    ``compile_s`` (the first pass, compilation included) and ``graphs``
+    (graphs compiled in the point's process).
+``compiled_step(step, device, backend='inductor') -> step``
+    A step under :func:`torch.compile` as the training command's
+    ``--compile`` runs a model (``dynamic=False``; on CUDA CUDA graphs,
+    ``mode='reduce-overhead'``), on the layout a traced graph is planned
+    for (a GPU's, on the CPU too), the value checks off, after one eager
+    pass on that layout that makes the plans.
 ``schedule(sizes, variants, thps, rounds=1) -> list[tuple]``
     The order of the points: size by size, each size's variants (the
     floor first) one after another, ``rounds`` times over, so that ratios
@@ -326,13 +336,26 @@ def measure_point(build: Builder, size: int, repeats: int, warmup: int,
                   min_time: float = 0.0,
                   references: Optional[Dict[str, Builder]] = None,
                   rounds: int = 0,
-                  device: torch.device = torch.device('cpu')) -> Dict:
+                  device: torch.device = torch.device('cpu'),
+                  compile: Optional[str] = None) -> Dict:
     r"""Builds a point on :obj:`device` and measures it in this process
     (the child side); then, with :obj:`rounds`, times it alternately with
     the :obj:`references` built at the same size (after its peak memory is
-    read: they do not enter it)."""
+    read: they do not enter it). With :obj:`compile` (a
+    :func:`torch.compile` backend), every step runs as
+    :func:`compiled_step`: its first pass (``compile_s``, with the
+    compilation) and two more are not timed, and ``graphs`` counts the
+    graphs compiled in the process."""
     torch.manual_seed(0)
     step, fields = build(size, device)
+    extra: Dict = {}
+    if compile:
+        from torch_geometric_hot.train.compiled import compiled_graphs
+        start = _clock(device)
+        step = compiled_step(step, device, compile)
+        time_fwd_bwd(step, repeats=1, warmup=0, device=device)
+        extra['compile_s'] = _clock(device) - start
+        warmup = max(warmup, 2)  # CUDA graphs: recorded, then replayed
     gc.collect()
     cuda = device.type == 'cuda'
     if cuda:
@@ -350,12 +373,18 @@ def measure_point(build: Builder, size: int, repeats: int, warmup: int,
                       base_kb, 0) / 1024
     record = dict(fields, fwd_s=fwd_s, fwd_bwd_s=fwd_bwd_s,
                   peak_mem_mb=peak_mb, base_rss_mb=base_kb / 1024,
-                  peak_reset=peak_reset, load_avg=os.getloadavg()[0])
+                  peak_reset=peak_reset, load_avg=os.getloadavg()[0],
+                  **extra)
     if rounds and references:
         torch.manual_seed(0)
-        record.update(alternate_with_references(step, {
-            name: builder(size, device)[0]
-            for name, builder in references.items()}, rounds, device))
+        steps = {name: builder(size, device)[0]
+                 for name, builder in references.items()}
+        if compile:
+            steps = {name: compiled_step(ref, device, compile)
+                     for name, ref in steps.items()}
+        record.update(alternate_with_references(step, steps, rounds, device))
+    if compile:
+        record['graphs'] = compiled_graphs()
     return record
 
 
@@ -380,6 +409,38 @@ def count_point(build: Builder, size: int) -> Dict:
         with OperatorCounter() as counter:
             passes()
     return dict(fields, ops=counter.total, top=counter.summary(8))
+
+
+def compiled_step(step: Step, device: torch.device,
+                  backend: str = 'inductor') -> Step:
+    r""":obj:`step` under :func:`torch.compile` as the training command's
+    ``--compile`` runs a model (``dynamic=False``; on CUDA with
+    ``mode='reduce-overhead'``, which replays CUDA graphs), on the layout a
+    traced graph is planned for
+    (:func:`~torch_geometric_hot.ops.layout_device.traced_layout`: the
+    device's, a GPU's for the CPU) with the value checks off. One eager
+    forward and backward pass on that layout first makes the plans that
+    the traced graph reads."""
+    from torch_geometric_hot.ops.layout_device import (planned_for,
+                                                       traced_layout)
+    from torch_geometric_hot.train.compiled import raise_recompile_limit
+    from torch_geometric_hot.validation import validation
+    layout = traced_layout(device)
+    with planned_for(layout):
+        out = step()
+        if out.requires_grad:
+            out.sum().backward()
+    raise_recompile_limit()
+    mode = 'reduce-overhead' if device.type == 'cuda' and \
+        backend == 'inductor' else None
+    compiled = torch.compile(step, dynamic=False, mode=mode,
+                             backend=backend)
+
+    def run() -> Tensor:
+        with planned_for(layout), validation(False):
+            return compiled()
+
+    return run
 
 
 # ----------------------------------------------------------------- sweep --
@@ -441,6 +502,11 @@ def _parse(argv: Optional[Sequence[str]], name: str) -> argparse.Namespace:
                         help='instead of timing: count the aten operators '
                         'of one forward and backward pass with the layout '
                         'a GPU uses (on the CPU)')
+    parser.add_argument('--compile', nargs='?', const='inductor',
+                        default=None, metavar='BACKEND',
+                        help='every step under torch.compile (BACKEND, '
+                        'default inductor; on cuda with CUDA graphs) on '
+                        'the layout a traced graph is planned for')
     parser.add_argument('--point', help=argparse.SUPPRESS)
     return parser.parse_args(argv)
 
@@ -515,7 +581,8 @@ def run_benchmark(name: str, sizes: Sequence[int],
                                point['repeats'], point['warmup'],
                                point['min_time'], references,
                                point.get('alternate', 0),
-                               torch.device(point.get('device', 'cpu')))
+                               torch.device(point.get('device', 'cpu')),
+                               point.get('compile'))
         print(json.dumps(dict(record, threads=torch.get_num_threads())))
         sys.exit(0)
 
@@ -541,10 +608,14 @@ def run_benchmark(name: str, sizes: Sequence[int],
                   torch=torch.__version__.split('+')[0],
                   threads=args.threads or torch.get_num_threads(),
                   machine=platform.machine(),
-                  allocator='keep' if args.keep_freed_memory else 'default')
+                  allocator='keep' if args.keep_freed_memory else 'default',
+                  compile=args.compile)
     if args.rounds < 1:
         raise SystemExit(f"'--rounds' must be >= 1, got {args.rounds}")
     if args.count_ops:
+        if args.compile:
+            raise SystemExit("'--count-ops' counts eager passes; it does "
+                             "not take '--compile'")
         return _count_sweep(args, sizes, names, common)
     records, floor_times, stopped = [], {}, set()
     done: Dict[Tuple[str, int, bool], int] = {}  # rounds run per point
@@ -557,7 +628,8 @@ def run_benchmark(name: str, sizes: Sequence[int],
                      warmup=args.warmup, min_time=args.min_time,
                      threads=common['threads'], device=args.device,
                      alternate=0 if variant == FLOOR else args.alternate,
-                     alternate_with=args.alternate_with)
+                     alternate_with=args.alternate_with,
+                     compile=args.compile)
         record = dict(common, variant=variant, size=size, thp=thp,
                       round=done.get((variant, size, thp), 0))
         done[(variant, size, thp)] = record['round'] + 1

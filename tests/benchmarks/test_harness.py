@@ -210,6 +210,56 @@ def test_measure_point_on_the_device(device):
     assert record['alt_to_floor'] > 0
 
 
+def test_measure_point_compiled_records_its_compilation(device):
+    # every step, the references' too, under torch.compile: the first
+    # pass (with the compilation) apart, and the graphs it compiled
+    def build(size, device):
+        x = torch.randn(size, 8, device=device, requires_grad=True)
+        return (lambda: (x * 2).relu()), dict(n_edges=size)
+
+    floor = (lambda size, device: (harness.bandwidth_floor(size,
+                                                           device=device),
+                                   dict(n_edges=size)))
+    torch._dynamo.reset()
+    record = harness.measure_point(build, 500, repeats=2, warmup=0,
+                                   references={'floor': floor}, rounds=1,
+                                   device=device, compile='aot_eager')
+    assert record['compile_s'] > 0 and 0 < record['fwd_s']
+    # the step and its reference: one graph each, none compiled again
+    assert record['graphs'] == 2
+    torch._dynamo.reset()
+
+
+def test_compiled_step_equals_the_eager_step(device):
+    x = torch.randn(50, 4, device=device, dtype=torch.float64,
+                    requires_grad=True)
+
+    def step():
+        return (x.sin() * x).cumsum(0)
+
+    expected = step()
+    (grad, ) = torch.autograd.grad(expected.sum(), x)
+    torch._dynamo.reset()
+    compiled = harness.compiled_step(step, device, 'aot_eager')
+    for _ in range(2):
+        x.grad = None
+        out = compiled()
+        out.sum().backward()
+        torch.testing.assert_close(out, expected, rtol=1e-12, atol=1e-12)
+        torch.testing.assert_close(x.grad, grad, rtol=1e-12, atol=1e-12)
+    torch._dynamo.reset()
+
+
+def test_count_ops_does_not_take_compile(tmp_path):
+    script = tmp_path / 'toy.py'
+    script.write_text(SCRIPT.format(bench=os.path.join(ROOT, 'benchmarks')))
+    proc = subprocess.run([sys.executable, str(script), '--count-ops',
+                           '--compile'], capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode != 0
+    assert "'--count-ops' counts eager passes" in proc.stderr
+
+
 @pytest.mark.skipif(torch.cuda.is_available(), reason='a GPU is present')
 def test_run_benchmark_on_cuda_without_a_gpu_is_a_clear_error(tmp_path):
     script = tmp_path / 'toy.py'

@@ -147,3 +147,32 @@ def test_count_ops_counts_each_variant_in_its_process(tmp_path):
     gat = [r['ops'] for r in records if r['variant'] == 'gat']
     assert kernel[0] == kernel[1] > gat[0] == gat[1] > 0
     assert 'operators' in proc.stdout
+
+
+@pytest.mark.parametrize('attention', ['kernel', 'softmax'])
+def test_compiled_hot_step_is_one_graph_with_the_eager_values(attention):
+    # --compile: one graph of 300 edges traced whole (no graph break), the
+    # same output and parameter gradients as the eager pass on the layout
+    # it is planned for (a GPU's)
+    from harness import compiled_step
+
+    from torch_geometric_hot.testing import cuda_layout
+    from torch_geometric_hot.train.compiled import compiled_graphs
+    model = hot_scaling.hot_model(attention)
+    step, _ = hot_scaling._pair_model(model, SIZE, torch.device('cpu'))
+    with cuda_layout():
+        expected = step()
+        expected.sum().backward()
+    grads = [p.grad.clone() for p in model.parameters()]
+    torch._dynamo.reset()
+    before = compiled_graphs()
+    compiled = compiled_step(step, torch.device('cpu'), 'aot_eager')
+    for _ in range(2):
+        model.zero_grad()
+        out = compiled()
+        out.sum().backward()
+        torch.testing.assert_close(out, expected, rtol=1e-5, atol=1e-5)
+        for p, grad in zip(model.parameters(), grads):
+            torch.testing.assert_close(p.grad, grad, rtol=1e-4, atol=1e-5)
+    assert compiled_graphs() - before == 1
+    torch._dynamo.reset()
