@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # The GPU check, in this order, everything written under one folder:
+#   0. the synchronisation tests on the GPU (a training step of every
+#      model under torch.cuda.set_sync_debug_mode('error'), kept index
+#      copies), first, so that a time limit never stops them -> sync_tests.log
 #   1. the test suite on the GPU (tests/ops tests/nn tests/models
-#      tests/devices, TORCH_GEOMETRIC_HOT_TEST_DEVICE=cuda; all of it,
-#      every failure with its short traceback)                 -> tests.log
+#      tests/devices but those, TORCH_GEOMETRIC_HOT_TEST_DEVICE=cuda; all
+#      of it, every failure with its short traceback)          -> tests.log
 #   2. the molecule table, eager, medians of 5 rounds, and the
 #      device's busy fraction of each model's training step
 #      (--busy: torch.profiler, kernel time over step time)    -> molecules_eager.json
@@ -68,7 +71,7 @@ else  # dry run: tiny sizes, a few tests
     SIZES="1e2,1e3"; SCALE_LIMIT=150; MEMORY=""
     COMPILED_SIZES="1e2"; COMPILED_SCALE_LIMIT=150; BACKEND=aot_eager
     COMPILED_VARIANTS="hot_kernel"
-    TESTS="tests/models/test_step_synchronisation.py tests/devices/test_device_fixture.py"
+    TESTS="tests/devices/test_device_fixture.py"
     COMPILED_MODELS="gin,gps_multihead,tokengt_softmax"
     export OMP_NUM_THREADS=1
 fi
@@ -89,9 +92,12 @@ print(torch.__version__, torch_geometric.__version__, t.__file__, \
 torch.cuda.get_device_name(0) if torch.cuda.is_available() else 'no GPU')" \
     > "$OUT_DIR/versions.txt" 2>&1
 
+SYNC_TESTS="tests/models/test_step_synchronisation.py tests/ops/test_row_selection.py"
+step sync_tests 60 env TORCH_GEOMETRIC_HOT_TEST_DEVICE=$DEVICE \
+    $PY -m pytest $SYNC_TESTS -q -p no:cacheprovider --tb=short -rfE
 step tests "$TEST_LIMIT" env TORCH_GEOMETRIC_HOT_TEST_DEVICE=$DEVICE \
     $PY -m pytest $TESTS -q -p no:cacheprovider --tb=short -rfE \
-    --durations=15
+    --durations=15 $(printf -- ' --ignore=%s' $SYNC_TESTS)
 step molecules_eager 75 $PY benchmarks/molecule_batches.py \
     --device "$DEVICE" $TABLE --no-memory \
     --out "$OUT_DIR/molecules_eager.json"
