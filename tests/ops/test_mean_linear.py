@@ -8,10 +8,11 @@ from torch_geometric_hot.data.targets import resolve_targets
 from torch_geometric_hot.nn import EquivariantLinear
 from torch_geometric_hot.ops.basis import select_classes
 from torch_geometric_hot.ops.equivariant import equivariant_linear
-import torch_geometric_hot.ops.mean_linear as mean_linear_module
+from torch_geometric_hot.ops.attention.dispatch import GATHER_ELEMENTS, \
+    gathers_terms
 from torch_geometric_hot.ops.mean_linear import mean_linear
-from torch_geometric_hot.testing import OperatorCounter, cuda_layout, \
-    skewed_batch
+from torch_geometric_hot.testing import OperatorCounter, \
+    attach_order_inputs, cuda_layout, random_graph, skewed_batch
 
 ORDERS = [(2, 2), (2, 1), (2, 0), (1, 1), (1, 0), (1, 2), (1, 3)]
 
@@ -62,7 +63,7 @@ def _counts(layer, data, view):
     return counts
 
 
-def test_layer_takes_it_on_a_launch_bound_layout(monkeypatch):
+def test_layer_takes_it_on_a_launch_bound_layout():
     # a 2->2 'mean' layer (15 classes) with CUDA's layout: a few operators
     # per part, however many classes (the rest: the input's summaries, the
     # bias, the parts' assembly), under half of the class by class count
@@ -71,7 +72,25 @@ def test_layer_takes_it_on_a_launch_bound_layout(monkeypatch):
     layer = EquivariantLinear(3, 4, 2, 2, normalize='mean').double()
     counts = _counts(layer, data, view)
     assert 2 * counts[1] < counts[0], counts
-    # parts that would gather more: class by class on any layout
-    monkeypatch.setattr(mean_linear_module, 'GATHER_ELEMENTS', -1)
-    again = _counts(layer, data, view)
-    assert again[0] == counts[0] and again[1] > 2 * counts[1], again
+
+
+def test_parts_that_gather_more_than_the_limit_go_class_by_class():
+    # both parts of a graph of 10,000 nodes and about 20,000 pair entries at
+    # width 256 would gather over GATHER_ELEMENTS: class by class on any
+    # layout (about the CPU's count, not under half of it)
+    data = attach_order_inputs(random_graph(10000, 10000, num_features=1), 2,
+                               channels=256)
+    view = PairView.from_data(data)
+    layer = EquivariantLinear(256, 2, 2, 2, normalize='mean').double()
+    terms = [sum(len(c.terms) for c in layer.classes if c.part == part)
+             for part in ('diag', 'off')]
+    rows = [data.num_nodes, data.pair_x.size(0) - data.num_nodes]
+    assert min(r * t * 256 for r, t in zip(rows, terms)) > GATHER_ELEMENTS
+    counts = _counts(layer, data, view)
+    assert 2 * counts[1] > counts[0], counts
+
+
+def test_the_rule_gathers_off_the_cpu_up_to_the_limit():
+    assert gathers_terms('cuda', GATHER_ELEMENTS)
+    assert not gathers_terms('cuda', GATHER_ELEMENTS + 1)
+    assert not gathers_terms('cpu', 1)

@@ -21,8 +21,10 @@ scaled, and multiplied by the class weights repeated per term. The class
 by class evaluation of
 :func:`~torch_geometric_hot.ops.equivariant.equivariant_linear` is the
 reference, and the path where operations are cheap (the CPU's) or the
-problem large (:func:`applies`): there the gathered terms, kept for the
-backward pass, would cost more memory than the launches they save.
+problem large (the rule,
+:func:`~torch_geometric_hot.ops.attention.dispatch.gathers_terms`): there
+the gathered terms, kept for the backward pass, would cost more memory
+than the launches they save.
 """
 import itertools
 from typing import NamedTuple, Sequence, Tuple
@@ -30,19 +32,13 @@ from typing import NamedTuple, Sequence, Tuple
 import torch
 from torch import Tensor
 
+from torch_geometric_hot.ops.attention import dispatch
 from torch_geometric_hot.ops.basis import EquivariantClass
 from torch_geometric_hot.ops.equivariant import Target, input_summaries, \
     inverse_counts, summary_counts
 from torch_geometric_hot.ops.layout_device import layout_device
 from torch_geometric_hot.ops.plan_cache import making_plans_only, view_plan
 from torch_geometric_hot.ops.row_selection import device_index
-
-#: The most elements of the gathered terms (rows x terms x channels, kept
-#: for the backward pass) for which :func:`applies` holds: the launch-bound
-#: problems; larger ones are bound by arithmetic and memory, where the
-#: class by class evaluation keeps less (``2**24``: a batch of 128
-#: molecules at width 64 gathers about ``2**22``).
-GATHER_ELEMENTS = 1 << 24
 
 #: The summary a term's name reads in the stacked table (the transposed
 #: entries are the entries, read at the transposed positions).
@@ -91,13 +87,15 @@ def term_table(view, in_order: int, classes: Sequence[EquivariantClass],
 
 def applies(x: Tensor, classes: Sequence[EquivariantClass],
             target: Target) -> bool:
-    r"""Whether a ``'mean'`` part is taken as :func:`mean_linear`: on a
-    launch-bound layout (``layout_device`` of
-    :mod:`~torch_geometric_hot.ops.layout_device` other than the CPU), at
-    most :data:`GATHER_ELEMENTS` gathered."""
+    r"""Whether a ``'mean'`` part is taken as :func:`mean_linear`: the
+    rule's answer
+    (:func:`~torch_geometric_hot.ops.attention.dispatch.gathers_terms`) for
+    the layout's device (``layout_device`` of
+    :mod:`~torch_geometric_hot.ops.layout_device`) and the elements the
+    part would gather."""
     terms = sum(len(cls.terms) for cls in classes)
-    return layout_device(x) != 'cpu' and \
-        target.num_rows * terms * x.size(-1) <= GATHER_ELEMENTS
+    return dispatch.gathers_terms(layout_device(x),
+                                  target.num_rows * terms * x.size(-1))
 
 
 def mean_linear(x: Tensor, view, in_order: int,

@@ -80,6 +80,14 @@ SUMMARIES_ONLY = DirectReadings(max_keys=0)
 #: even take 0.96 times the time there and 0.94 at :math:`10^5` edges).
 LAUNCH_BOUND_DIRECT_READINGS = SUMMARIES_ONLY
 
+#: The most elements (rows x terms x channels, kept for the backward pass)
+#: that a ``'mean'`` equivariant linear part gathers at once
+#: (:func:`gathers_terms`): the launch-bound problems; larger ones are
+#: bound by arithmetic and memory, where the class by class evaluation
+#: keeps less (``2**24``: a batch of 128 molecules at width 64 gathers
+#: about ``2**22``).
+GATHER_ELEMENTS = 1 << 24
+
 OPERATIONS = ('hot', 'tokens')
 ATTENTIONS = ('softmax', 'kernel')
 
@@ -280,6 +288,17 @@ def direct_readings(device_type: str = 'cpu') -> DirectReadings:
         return forced
     return DIRECT_READINGS if device_type == 'cpu' else \
         LAUNCH_BOUND_DIRECT_READINGS
+
+
+def gathers_terms(device_type: str, elements: int) -> bool:
+    r"""Whether a ``'mean'`` equivariant linear part on a layout for
+    :obj:`device_type` runs as one product of its gathered terms
+    (:func:`~torch_geometric_hot.ops.mean_linear.mean_linear`, gathering
+    :obj:`elements`) rather than class by class (its reference,
+    :func:`~torch_geometric_hot.ops.equivariant.equivariant_linear`):
+    off the CPU, where every operation is a kernel launch, up to
+    :data:`GATHER_ELEMENTS`."""
+    return device_type != 'cpu' and elements <= GATHER_ELEMENTS
 
 
 @contextlib.contextmanager
