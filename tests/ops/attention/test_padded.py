@@ -1,3 +1,5 @@
+import contextlib
+
 import pytest
 import torch
 
@@ -10,8 +12,9 @@ from torch_geometric_hot.ops.basis import basis
 from torch_geometric_hot.ops.attention.padded import \
     global_block_attention, global_buckets
 from torch_geometric_hot.ops.key_groups import attention_index
-from torch_geometric_hot.testing import edge_case_batch, \
-    global_class_cases, skewed_batch
+from torch_geometric_hot.testing import OperatorCounter, \
+    attach_order_inputs, cuda_layout, edge_case_batch, global_class_cases, \
+    random_graph, skewed_batch
 
 ORDERS = [(2, 2), (2, 1), (2, 0), (1, 1), (1, 0), (1, 2)]
 H, D = 2, 3
@@ -65,6 +68,29 @@ def test_empty_group_outputs_zero_and_small_query_blocks(monkeypatch):
     torch.testing.assert_close(
         padded_class_attention(cls, targets['diag'], view, 2, q, k,
                                v), out)
+
+
+def test_launch_bound_layout_takes_larger_query_chunks():
+    # one graph of 3,600 pair entries: chunks of about 1,100 queries on the
+    # CPU's layout, one chunk on CUDA's: fewer operators, the same outputs
+    # and gradients
+    data = attach_order_inputs(random_graph(600, 1500), 2)
+    cls, target, view, q, k, v = next(
+        case for case in global_class_cases(data, 2, 2, H, D)
+        if case[1].part == 'off')
+    assert target.num_rows * data.pair_x.size(0) > 2 * module.BLOCK_ELEMENTS
+
+    def run(layout):
+        with layout(), OperatorCounter() as counter:
+            got = outputs_and_grads(lambda q, k, v: padded_class_attention(
+                cls, target, view, 2, q, k, v), q, k, v)
+        return got, counter.total
+
+    cpu, cpu_ops = run(contextlib.nullcontext)
+    cuda, cuda_ops = run(cuda_layout)
+    for a, b in zip(cpu, cuda):
+        torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
+    assert cuda_ops < cpu_ops, (cuda_ops, cpu_ops)
 
 
 def outputs_and_grads(fn, q, k, v, seed=0):

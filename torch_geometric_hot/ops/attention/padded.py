@@ -16,13 +16,21 @@ from torch_geometric_hot.ops.attention.dropout import block_factors, \
 from torch_geometric_hot.ops.attention.compiled import \
     recomputed_attention
 from torch_geometric_hot.ops import size_buckets
+from torch_geometric_hot.ops.layout_device import layout_device
 from torch_geometric_hot.ops.plan_cache import plans_for
 from torch_geometric_hot.ops.size_buckets import BucketLayout, \
     bucket_layout, padded_blocks
 from torch_geometric_hot.validation import check_size, current_size_limit
 
-#: Largest number of mask entries (graphs x query block x keys) per block.
+#: Largest number of mask entries (graphs x query block x keys) per chunk
+#: of queries.
 BLOCK_ELEMENTS = 1 << 22
+#: The same on devices other than the CPU (GPUs), where each chunk's
+#: operations are kernel launches: a bound on a chunk's transient mask
+#: and scores alone (the masks the backward pass keeps add up to the same
+#: whatever the chunks). One graph of :math:`10^4` edges then takes two
+#: chunks per class instead of 30.
+LAUNCH_BOUND_BLOCK_ELEMENTS = 1 << 26
 
 
 def global_buckets(query_graph: Tensor, key_graph: Tensor, num_graphs: int,
@@ -69,7 +77,8 @@ def global_block_attention(q: Tensor, k: Tensor, v: Tensor,
     :math:`X(q)` as ids (see
     :func:`~torch_geometric_hot.ops.key_groups.exclusion_ids`),
     on the blocks of :func:`global_buckets`, one chunk of queries at a time
-    (at most ``BLOCK_ELEMENTS`` mask entries). Every key block ends with an
+    (at most ``BLOCK_ELEMENTS`` mask entries, ``LAUNCH_BOUND_BLOCK_ELEMENTS``
+    on a layout for another device). Every key block ends with an
     all-zero key that a query attends to only when its group is empty, so
     such a query outputs exactly 0 (no :math:`0/0`, finite gradients).
     With dropout the weights are
@@ -104,6 +113,8 @@ def global_block_attention(q: Tensor, k: Tensor, v: Tensor,
     id_blocks = [(padded_blocks(qi, layout, q_kind, -2),
                   padded_blocks(ki, layout, k_kind, -3))
                  for qi, ki in zip(query_ids, key_ids)]
+    limit = BLOCK_ELEMENTS if layout_device(q) == 'cpu' else \
+        LAUNCH_BOUND_BLOCK_ELEMENTS
     drop = dropout > 0
     if drop:  # the rows dropout hashes: the query rows, the keys' inputs
         seed = draw_seed(dropout) if seed is None else seed
@@ -119,7 +130,7 @@ def global_block_attention(q: Tensor, k: Tensor, v: Tensor,
         query = queries[b].transpose(1, 2)  # [count, H, len_q, d]
         key, value = keys[b].transpose(1, 2), values[b].transpose(1, 2)
         step = len_q if key_position is None else \
-            max(1, BLOCK_ELEMENTS // (count * len_k))
+            max(1, limit // (count * len_k))
         chunks = []
         for start in range(0, len_q, step):
             end = min(start + step, len_q)
