@@ -15,7 +15,7 @@
 #   4. aten operators of one training step per model           -> count_ops.json
 #   5. hot_scaling.py on the GPU at 1e4 and 1e5 edges          -> hot_scaling.json
 #   6. if the time so far leaves room within GPU_CHECK_SECONDS (default
-#      480): hot_scaling.py --compile (CUDA graphs) at 1e4 edges,
+#      540): hot_scaling.py --compile (CUDA graphs) at 1e4 edges,
 #      HOT kernel and GATConv (PyG's Performer does not compile) -> hot_scaling_compiled.json
 # with each step's output in <step>.log and its time in times.txt; a
 # failing step is recorded (status.txt) and the next one runs. At the end
@@ -59,7 +59,7 @@ COMPILED_MODELS="gin,gps_multihead,hot_kernel,hot_softmax,tokengt_softmax"
 if [ "$DEVICE" = cuda ]; then
     TEST_LIMIT=120; TABLE="--rounds 5 --batches 4 --busy 10"; OPS=""
     SIZES="1e4,1e5"; SCALE_LIMIT=75; MEMORY="--max-mem-gb 100"
-    COMPILED_SIZES="1e4"; COMPILED_SCALE_LIMIT=100; BACKEND=inductor
+    COMPILED_SIZES="1e4"; COMPILED_SCALE_LIMIT=150; BACKEND=inductor
     COMPILED_VARIANTS="hot_kernel,gat"
     TESTS="tests/ops tests/nn tests/models tests/devices"
     # the suite in 12 processes where pytest-xdist is installed (on one
@@ -110,7 +110,7 @@ step hot_scaling "$SCALE_LIMIT" $PY benchmarks/hot_scaling.py \
     --device "$DEVICE" --sizes "$SIZES" --max-seconds 15 $MEMORY \
     --variants hot_kernel,hot_softmax,gps_performer \
     --out "$OUT_DIR/hot_scaling.json"
-if [ $((SECONDS + COMPILED_SCALE_LIMIT)) -le "${GPU_CHECK_SECONDS:-480}" ]
+if [ $((SECONDS + COMPILED_SCALE_LIMIT)) -le "${GPU_CHECK_SECONDS:-540}" ]
 then
     step hot_scaling_compiled "$COMPILED_SCALE_LIMIT" $PY \
         benchmarks/hot_scaling.py --device "$DEVICE" \

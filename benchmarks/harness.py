@@ -49,7 +49,9 @@ floor=None, quick_sizes=None) -> list[dict]``
     ``'floor'`` variant is added (``floor(size, device)``, default
     ``bandwidth_floor(size)``), so the floor is measured in the same run at
     every size. Options: ``--device cpu|cuda`` (default ``cpu``),
-    ``--out PATH`` (JSON), ``--plot PATH`` (PNG),
+    ``--out PATH`` (JSON, rewritten after every point, so that a run
+    stopped from outside keeps the points it measured), ``--plot PATH``
+    (PNG),
     ``--quick`` (``quick_sizes``), ``--sizes``, ``--variants``,
     ``--repeats``, ``--min-time``, ``--warmup``, ``--threads``,
     ``--max-seconds`` and ``--max-mem-gb`` (a variant's sweep stops at the
@@ -645,6 +647,8 @@ def run_benchmark(name: str, sizes: Sequence[int],
         elif record['status'] == 'ok' and floor_s:
             record['time_to_floor'] = record['fwd_bwd_s'] / floor_s
         records.append(record)
+        if args.out:  # so far: a run stopped from outside keeps its points
+            write_json(args.out, records)
         print(format_table([record], size_key, header=len(records) == 1),
               flush=True)
         if (record['status'] != 'ok'
@@ -685,6 +689,8 @@ def _count_sweep(args: argparse.Namespace, sizes: Sequence[int],
             if record['status'] == 'ok':  # counts, no timing to summarise
                 record['status'] = 'counted'
             records.append(record)
+            if args.out:
+                write_json(args.out, records)
             print(f'{variant:<18} {size:>9} '
                   f'{record.get("ops", record["status"])!s:>10}',
                   flush=True)

@@ -192,6 +192,34 @@ def test_run_benchmark_end_to_end(tmp_path):
     assert (tmp_path / 'toy_summary.json').exists()
 
 
+STOPPED = '''
+import os, signal, sys
+sys.path.insert(0, {bench!r})
+import harness
+
+def stop(size, device):  # the point's process stops the sweep's
+    os.kill(os.getppid(), signal.SIGKILL)
+    raise SystemExit(1)
+
+harness.run_benchmark('toy', [1000], {{'stop': stop}})
+'''
+
+
+def test_a_sweep_stopped_from_outside_keeps_its_points(tmp_path):
+    # the JSON is written after every point: the floor's point survives
+    # the sweep's end by SIGKILL during the next one
+    script = tmp_path / 'stopped.py'
+    script.write_text(STOPPED.format(bench=os.path.join(ROOT, 'benchmarks')))
+    out = tmp_path / 'toy.json'
+    proc = subprocess.run([sys.executable, str(script), '--out', str(out),
+                           '--repeats', '1', '--min-time', '0'],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == -9
+    records = json.loads(out.read_text())
+    assert [(r['variant'], r['status']) for r in records] == [('floor',
+                                                               'ok')]
+
+
 def test_measure_point_on_the_device(device):
     def build(size, device):
         x = torch.randn(size, 8, device=device, requires_grad=True)
