@@ -831,14 +831,6 @@ def run(args: argparse.Namespace) -> Dict:
     times = round_robin(runners, per_model, args.rounds, rates=rates,
                         warmup=3 if args.compile else 1)
     rows = summarize(times, memory, flops, rates)
-    for name, runner in runners.items() if args.busy > 0 else ():
-        rows[name].update(busy_fraction(runner, per_model[name][0],
-                                        args.busy))
-    print(f'median over {args.rounds} round-robin rounds of the mean over '
-          f'{len(batches)} batches; training step = forward + L1 loss + '
-          f'backward + Adam; inference = forward under inference_mode; '
-          f'ratios: of the medians / median of the rounds\' ratios')
-    print(format_table(rows))
     result = dict(
         settings=dict(device=str(device), batch_size=args.batch_size,
                       width=args.width, layers=args.layers, heads=args.heads,
@@ -855,8 +847,20 @@ def run(args: argparse.Namespace) -> Dict:
                       atoms_per_molecule=nodes, bonds_per_molecule=edges,
                       torch=torch.__version__),
         models=rows, rounds={n: t for n, t in times.items()})
+    # written now and after every busy fraction: a run stopped by a time
+    # limit keeps what it measured
     if args.out:
         write_json(args.out, result)
+    for name, runner in runners.items() if args.busy > 0 else ():
+        rows[name].update(busy_fraction(runner, per_model[name][0],
+                                        args.busy))
+        if args.out:
+            write_json(args.out, result)
+    print(f'median over {args.rounds} round-robin rounds of the mean over '
+          f'{len(batches)} batches; training step = forward + L1 loss + '
+          f'backward + Adam; inference = forward under inference_mode; '
+          f'ratios: of the medians / median of the rounds\' ratios')
+    print(format_table(rows))
     return result
 
 

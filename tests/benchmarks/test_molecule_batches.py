@@ -1,3 +1,4 @@
+import json
 import os
 import sys
 
@@ -72,6 +73,31 @@ def test_busy_profiles_each_model_after_the_rounds(root, capsys):
     quiet = molecule_batches.main(['--quick', '--no-memory', '--root', root,
                                    '--models', 'gin,gps_multihead'])
     assert all('busy' not in row for row in quiet['models'].values())
+
+
+def test_a_run_stopped_while_profiling_keeps_the_table(root, tmp_path,
+                                                     monkeypatch):
+    # the JSON is written after the rounds and after every busy fraction:
+    # a run stopped (here: failing) while profiling the second model keeps
+    # the table and the first model's fraction
+    profile = molecule_batches.busy_fraction
+    calls = []
+
+    def stopped(*args):
+        calls.append(1)
+        if len(calls) > 1:
+            raise KeyboardInterrupt
+        return profile(*args)
+
+    monkeypatch.setattr(molecule_batches, 'busy_fraction', stopped)
+    out = tmp_path / 'molecules.json'
+    with pytest.raises(KeyboardInterrupt):
+        molecule_batches.main(['--quick', '--no-memory', '--root', root,
+                               '--busy', '2', '--models', 'gin,gps_multihead',
+                               '--out', str(out)])
+    rows = json.loads(out.read_text())['models']
+    assert rows['gin']['busy'] > 0 and rows['gps_multihead']['train_ms'] > 0
+    assert 'busy' not in rows['gps_multihead']
 
 
 def test_every_model_maps_a_batch_to_one_value_per_graph(root):
