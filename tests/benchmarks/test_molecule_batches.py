@@ -75,8 +75,8 @@ def test_busy_profiles_each_model_after_the_rounds(root, capsys):
     assert all('busy' not in row for row in quiet['models'].values())
 
 
-def test_a_run_stopped_while_profiling_keeps_the_table(root, tmp_path,
-                                                     monkeypatch):
+def test_a_run_stopped_while_profiling_keeps_the_table(
+        root, tmp_path, monkeypatch):
     # the JSON is written after the rounds and after every busy fraction:
     # a run stopped (here: failing) while profiling the second model keeps
     # the table and the first model's fraction
