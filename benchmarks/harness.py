@@ -77,8 +77,8 @@ floor=None, quick_sizes=None) -> list[dict]``
     (:func:`count_point`), a proxy for a GPU's kernel launches.
     ``--compile [BACKEND]`` times every step (the floor's too) under
     :func:`torch.compile` (:func:`compiled_step`); the records then hold
-    ``compile_s`` (the first pass, compilation included) and ``graphs``
-    (graphs compiled in the point's process).
+    ``compile_s`` (the eager planning pass and the first compiled pass,
+    compilation included) and ``graphs`` (graphs compiled for the point).
 ``compiled_step(step, device, backend='inductor') -> step``
     A step under :func:`torch.compile` as the training command's
     ``--compile`` runs a model (``dynamic=False``; on CUDA CUDA graphs,
@@ -345,9 +345,10 @@ def measure_point(build: Builder, size: int, repeats: int, warmup: int,
     the :obj:`references` built at the same size (after its peak memory is
     read: they do not enter it). With :obj:`compile` (a
     :func:`torch.compile` backend), every step runs as
-    :func:`compiled_step`: its first pass (``compile_s``, with the
-    compilation) and two more are not timed, and ``graphs`` counts the
-    graphs compiled for the point (its references' included)."""
+    :func:`compiled_step`: its planning pass and first compiled pass
+    (``compile_s``, with the compilation) and two more passes are not
+    timed, and ``graphs`` counts the graphs compiled for the point (its
+    references' included)."""
     torch.manual_seed(0)
     step, fields = build(size, device)
     extra: Dict = {}
