@@ -54,9 +54,9 @@ def variants() -> Dict[str, zoo.ModelSpec]:
         'tokengt-lap+flip': _with(
             lap, 'TokenGT (Lap) with random sign flips in training',
             sign_flip=True),
-        'tokengt-lap+unscaled': _with(
-            lap, 'TokenGT (Lap), identifiers entering at unit norm',
-            node_id_scale=1.0),
+        'tokengt-lap+scaled': _with(
+            lap, 'TokenGT (Lap), identifiers scaled by sqrt(d_p) = 4',
+            node_id_scale=4.0),
         'tokengt-lap+paper': _with(
             lap, 'TokenGT (Lap) as in the paper: sign flips, unit-norm ids',
             sign_flip=True, node_id_scale=1.0),

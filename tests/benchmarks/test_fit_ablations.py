@@ -22,7 +22,10 @@ def test_variants_build_the_commands_model_with_their_options():
     assert paper.embedding.sign_flip and paper.embedding.node_id_scale == 1.0
     default = zoo.MODELS['tokengt-lap'].build(s).encoder
     assert not default.embedding.sign_flip
-    assert default.embedding.node_id_scale == 4.0  # sqrt(node_id_dim)
+    assert default.embedding.node_id_scale == 1.0
+    scaled = variants['tokengt-lap+scaled'].build(s).encoder
+    assert scaled.embedding.node_id_scale == 4.0  # sqrt(node_id_dim)
+    assert not scaled.embedding.sign_flip
     assert variants['tokengt-lap+seb'].build(s).encoder.seb
     elu = variants['hot-kernel+elu'].build(s)
     assert elu.layers[0].attn.kernel == 'elu'

@@ -95,7 +95,7 @@ class TokenGTEncoder(torch.nn.Module):
             the Performer projections. (default: :obj:`None`)
         node_id_scale (float, optional): Factor on the identifiers in the
             token projection (see :class:`TokenGTEmbedding`).
-            (default: :math:`\sqrt{d_p}`)
+            (default: :obj:`1.`)
 
     Shapes:
         - **input:** node features :math:`(n, C)`, edge indices
@@ -120,7 +120,7 @@ class TokenGTEncoder(torch.nn.Module):
                  hyperedge_order: Optional[int] = None,
                  hyperedge_dim: Optional[int] = None,
                  seed: Optional[int] = None,
-                 node_id_scale: Optional[float] = None) -> None:
+                 node_id_scale: float = 1.0) -> None:
         super().__init__()
         check_dim(num_layers, 'num_layers')
         self.in_channels = in_channels
