@@ -88,6 +88,15 @@ def variants() -> Dict[str, zoo.ModelSpec]:
             hot, 'HOT kernel attention, batch norm in the blocks and before '
             'the head, attention outputs scaled by the group size (sums)',
             readout_norm='batch', size_scaler='count'),
+        'hot-kernel+log': _with(
+            hot, 'HOT kernel attention, attention outputs scaled by '
+            'log(1 + group size)', size_scaler='log'),
+        'hot-kernel+count': _with(
+            hot, 'HOT kernel attention, attention outputs scaled by the '
+            'group size (sums)', size_scaler='count'),
+        'hot-softmax+log': _with(
+            soft, 'HOT softmax attention, attention outputs scaled by '
+            'log(1 + group size)', size_scaler='log'),
         'hot-kernel+paper-norm+log': _with(
             hot, 'HOT kernel attention, layer norms, attention outputs '
             'scaled by log(1 + group size)', norm='layer',

@@ -36,7 +36,12 @@ def test_variants_build_the_commands_model_with_their_options():
     log = variants['hot-kernel+bn-head+log'].build(s)
     assert log.layers[0].attn.size_scaler == 'log'
     assert log.layers[0].norm == log.readout_norm == 'batch'
+    log = variants['hot-softmax+log'].build(s)
+    assert log.layers[0].attn.size_scaler == 'log'
+    assert (log.layers[0].norm, log.readout_norm) == ('batch', 'layer')
+    assert log.layers[0].attn.attention == 'softmax'
     default = zoo.MODELS['hot-kernel'].build(s)
+    assert default.layers[0].attn.size_scaler == 'none'
     assert (default.layers[0].norm, default.readout_norm) == ('batch',
                                                               'layer')
     # the same inputs as the command's model
