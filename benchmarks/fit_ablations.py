@@ -52,8 +52,9 @@ def variants() -> Dict[str, zoo.ModelSpec]:
     soft = zoo.MODELS['hot-softmax']
     return {
         'tokengt-lap+flip': _with(
-            lap, 'TokenGT (Lap) with random sign flips in training',
-            sign_flip=True),
+            lap, 'TokenGT (Lap) with random sign flips in training and '
+            'identifiers scaled by sqrt(d_p) = 4', sign_flip=True,
+            node_id_scale=4.0),
         'tokengt-lap+scaled': _with(
             lap, 'TokenGT (Lap), identifiers scaled by sqrt(d_p) = 4',
             node_id_scale=4.0),
