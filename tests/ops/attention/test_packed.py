@@ -63,12 +63,14 @@ def gpu_layout(data: Batch, orders):
 
 
 def packed_equals_the_sparse_path(data: Batch, orders, attention: str,
-                                  device) -> testing.OperatorCounter:
+                                  device, **kwargs
+                                  ) -> testing.OperatorCounter:
     # outputs and gradients of a layer on the GPU's packed layout against
     # its reference path; the operators of the packed path
     torch.manual_seed(0)
     conv = HOTConv(6, 5, *orders, heads=2, head_channels=3,
-                   attention=attention, seed=0).double().to(device)
+                   attention=attention, seed=0,
+                   **kwargs).double().to(device)
     with torch.no_grad():
         conv.bias.normal_()
     reference = run(conv, data, 'pooled' if attention == 'kernel'
@@ -96,6 +98,22 @@ def test_one_bucket_equals_the_sparse_path(orders, attention, device):
     # products backward: the parts of an order-2 output (diagonal, off
     # the diagonal) attend together
     assert counter.counts['aten.bmm'] == 6, counter.counts
+
+
+@pytest.mark.parametrize('orders', [(2, 2), (1, 2)])
+@pytest.mark.parametrize('attention', ['kernel', 'softmax'])
+def test_size_scales_keep_one_projection(orders, attention, device):
+    # the parts of a pair output attend together and their outputs, scaled
+    # by their key groups' sizes, are projected in one product (with one
+    # product per part, each would add an addmm forward and two products
+    # backward)
+    data = testing.skewed_batch(orders[1], channels=6,
+                                large=(6, 8)).to(device)
+    plain, scaled = (packed_equals_the_sparse_path(
+        data, orders, attention, device, size_scaler=scaler).counts
+        for scaler in ('none', 'log'))
+    assert plain['aten.addmm'] == scaled['aten.addmm'] == 1, scaled
+    assert plain['aten.mm'] == scaled['aten.mm'], scaled
 
 
 @pytest.mark.parametrize('orders', ORDERS)

@@ -52,8 +52,9 @@ def run_hot(conv: HOTConv, data, path: str, device_type=None):
 @pytest.mark.parametrize('attention,path', list(hot_cases()))
 @pytest.mark.parametrize('device_type', DEVICE_TYPES)
 @pytest.mark.parametrize('dropout', [0.0, 0.3])
+@pytest.mark.parametrize('size_scaler', ['none', 'log'])
 def test_hot_path_equals_its_reference(orders, attention, path,
-                                       device_type, dropout):
+                                       device_type, dropout, size_scaler):
     in_order, out_order = orders
     if path == 'grouped' and (device_type == 'cuda'
                               or not native.available()):
@@ -61,7 +62,8 @@ def test_hot_path_equals_its_reference(orders, attention, path,
     data = testing.skewed_batch(out_order, channels=6)
     torch.manual_seed(0)
     conv = HOTConv(6, 5, in_order, out_order, heads=2, head_channels=3,
-                   attention=attention, seed=0, dropout=dropout).double()
+                   attention=attention, seed=0, dropout=dropout,
+                   size_scaler=size_scaler).double()
     with torch.no_grad():  # no zero bias: every output row is compared
         conv.bias.normal_()
     expected = run_hot(conv, data, REFERENCE[attention])

@@ -100,7 +100,17 @@ def hot_class_attention(attention: str, targets: Sequence[Target],
     outs: List[Optional[Tensor]] = [None] * len(targets)
     if not names:
         return outs if projection is None else project_outputs(
-            outs, targets, slots, *projection, view)
+            outs, targets, slots, projection, view)
+    scales = None if size_scaler == 'none' else [
+        _size_scales(view, in_order, target, part, size_scaler,
+                     values.x.dtype) if part else None
+        for target, part in zip(targets, classes)]
+    if scales is not None and projection is not None:  # scaled there
+        projection = projection._replace(scales=scales, scales_key=(
+            'size_scale', in_order, size_scaler,
+            tuple(t.part for t in targets),
+            tuple(tuple(c.name for c in part) for part in classes),
+            values.x.dtype))
     rows, start = [], 0
     for target in targets:
         rows.append(slice(start, start + target.num_rows))
@@ -124,10 +134,10 @@ def hot_class_attention(attention: str, targets: Sequence[Target],
             queries = torch.cat([queries[rows[p]] for p in names])
         if chosen == 'packed':
             device_type = problem.device_type
-            # the projection in the packed path where nothing follows the
-            # attention (output dropout, size scales) and every part attends
-            projected = projection is not None and size_scaler == 'none' \
-                and (attention == 'softmax' or seed is None) and \
+            # the projection in the packed path where no output dropout
+            # follows the attention and every part attends
+            projected = projection is not None and \
+                (attention == 'softmax' or seed is None) and \
                 len(names) == len(targets)
             results = packed_class_attention(
                 attention, part_classes, part_targets, view, in_order,
@@ -168,13 +178,12 @@ def hot_class_attention(attention: str, targets: Sequence[Target],
                 per_class.append(out)
             results.append(torch.stack(per_class, 1))
     for p, result in zip(names, results):
-        if size_scaler != 'none':
-            result = result * _size_scales(
-                view, in_order, targets[p], classes[p], size_scaler,
-                result.dtype).view(targets[p].num_rows, len(classes[p]), 1, 1)
+        if scales is not None and projection is None:
+            result = result * scales[p].to(result.dtype).view(
+                targets[p].num_rows, len(classes[p]), 1, 1)
         outs[p] = result
     return outs if projection is None else project_outputs(
-        outs, targets, slots, *projection, view)
+        outs, targets, slots, projection, view)
 
 
 def _size_scales(view, in_order: int, target: Target,

@@ -18,7 +18,8 @@ from torch_geometric_hot.ops.attention.pairs import softmax_class_attention
 from torch_geometric_hot.ops.attention.projection import Projection, \
     project_outputs
 from torch_geometric_hot.ops.basis import EquivariantClass
-from torch_geometric_hot.ops.equivariant import Target, part_order
+from torch_geometric_hot.ops.equivariant import Target, assemble_parts, \
+    part_order
 from torch_geometric_hot.ops.key_groups import KEY_ROWS, exclusion_ids, \
     summary_keys
 from torch_geometric_hot.ops.plan_cache import making_plans_only, view_plan
@@ -146,7 +147,7 @@ def packed_class_attention(attention: str,
                 exact, eps, dropout, seed, ratio, local_on_pairs)
         # the projections in autocast's dtype, as the other paths'
         return outs if projection is None else project_outputs(
-            outs, targets, slots, *projection, view)
+            outs, targets, slots, projection, view)
     exact = exact or attention == 'softmax'
     if attention != 'softmax':
         dropout = 0.0
@@ -169,7 +170,7 @@ def packed_class_attention(attention: str,
             torch.stack([part[c] for c in range(len(part))], 1)
             for part in outs]
     return outs if projection is None else project_outputs(
-        outs, targets, slots, *projection, view)
+        outs, targets, slots, projection, view)
 
 
 def _on_blocks(cls: EquivariantClass, on_pairs: bool) -> bool:
@@ -325,7 +326,8 @@ def _projected(slotted: Optional[Tensor], group: _QueryGroup, targets,
     r"""The layer's output :obj:`[entries, F_out]` from the outputs by slot
     :obj:`[S, C, H, D]` of a group of every class of the diagonal and
     off-diagonal parts: every entry's slot gathered in entry order, times
-    the classes' projections in one product, plus its part's bias."""
+    its classes' scales where the projection has them, times the classes'
+    projections in one product, plus its part's bias."""
     def build() -> Tuple[Tensor, Tensor]:
         order = part_order(view)
         entry_slot = torch.empty_like(order).index_copy_(
@@ -335,17 +337,43 @@ def _projected(slotted: Optional[Tensor], group: _QueryGroup, targets,
 
     entry_slot, entry_part = view_plan(
         view, ('packed_entry_slots', layout.ratio), build)
-    weight, bias = projection
+    weight, bias, scales = projection.weight, projection.bias, \
+        projection.scales
+    if scales is not None:  # [entries, C], kept with the view
+        entry_scales = view_plan(
+            view, ('packed_entry_scales', projection.scales_key,
+                   tuple((p, tuple(m)) for p, _, m in group.parts)),
+            lambda: _entry_scales(scales, group, targets, view))
     if slotted is None:  # planning only, or no entry at all
         y = weight.new_zeros(view.num_entries, weight.size(-1))
         return y if bias is None else y + bias.index_select(0, entry_part)
     group_slots = [slots[p][c] for p, _, members in group.parts
                    for c in members]
     weight = select_rows(weight, group_slots).flatten(0, 1)
-    rows = slotted.reshape(slotted.size(0), -1).index_select(0, entry_slot)
+    rows = slotted.index_select(0, entry_slot)
+    if scales is not None:
+        rows = rows * entry_scales.to(rows.dtype)[:, :, None, None]
+    rows = rows.reshape(rows.size(0), -1)
     if bias is None:
         return rows @ weight
     return torch.addmm(bias.index_select(0, entry_part), rows, weight)
+
+
+def _entry_scales(scales: Sequence[Tensor], group: _QueryGroup, targets,
+                  view) -> Tensor:
+    r"""The scales of a group of every class of the diagonal and
+    off-diagonal parts :obj:`[entries, C]` in entry order: in an entry's
+    row, its part's classes' scales, and zeros for the other part's
+    classes (whose masks give it no output)."""
+    total = sum(len(members) for _, _, members in group.parts)
+    parts, first = {}, 0
+    for p, _, members in group.parts:
+        own = scales[p][:, members]
+        parts[targets[p].part] = torch.cat([
+            own.new_zeros(own.size(0), first), own, own.new_zeros(
+                own.size(0), total - first - len(members))], 1)
+        first += len(members)
+    return assemble_parts(parts, view)
 
 
 def _slot_rows(view, group: _QueryGroup, targets,

@@ -1,6 +1,6 @@
 r"""The output projections of HOT's class attention: every class's output
 times its projection, summed per output part, plus the part's bias."""
-from typing import NamedTuple, Optional, Sequence
+from typing import Hashable, NamedTuple, Optional, Sequence
 
 import torch
 from torch import Tensor
@@ -12,22 +12,30 @@ from torch_geometric_hot.ops.row_selection import select_rows
 class Projection(NamedTuple):
     r"""A layer's output projections: per class :obj:`weight`
     :obj:`[classes, H * d_v, F_out]` (the row of a class is its value
-    slot) and per output part its :obj:`bias` :obj:`[parts, F_out]`."""
+    slot) and per output part its :obj:`bias` :obj:`[parts, F_out]`; with
+    :obj:`scales`, per part the factor of every class's output in every
+    row :obj:`[rows, classes]` (:obj:`None` for a part without classes),
+    applied before the projections, and :obj:`scales_key`, what the scales
+    depend on besides the view (plans derived from them are kept with the
+    view under it)."""
     weight: Tensor
     bias: Optional[Tensor] = None
+    scales: Optional[Sequence[Optional[Tensor]]] = None
+    scales_key: Hashable = None
 
 
 def project_outputs(outs: Sequence[Optional[Tensor]],
                     targets: Sequence[Target], slots: Sequence[Sequence[int]],
-                    weight: Tensor, bias: Optional[Tensor], view) -> Tensor:
+                    projection: Projection, view) -> Tensor:
     r"""The layer's output from the outputs of
     :func:`~torch_geometric_hot.ops.attention.hot.hot_class_attention`:
-    each part's class outputs times their output projections,
+    each part's class outputs, times their scales :math:`s_{\mu}` where
+    the projection has them, times their output projections,
 
     .. math::
-        \mathbf{Y}_{\mathbf{j}} = \sum_{\mu} \sum_{h=1}^{H}
-        \mathbf{o}^{h,\mu}_{\mathbf{j}} \mathbf{W}^{O}_{h,\mu}
-        + \mathbf{b}_{\text{part}},
+        \mathbf{Y}_{\mathbf{j}} = \sum_{\mu} s_{\mu}(\mathbf{j})
+        \sum_{h=1}^{H} \mathbf{o}^{h,\mu}_{\mathbf{j}}
+        \mathbf{W}^{O}_{h,\mu} + \mathbf{b}_{\text{part}},
 
     in one product per part, the parts then assembled into the output rows
     (pair entries in entry order).
@@ -38,14 +46,14 @@ def project_outputs(outs: Sequence[Optional[Tensor]],
         targets (list): The output parts.
         slots (list): Per part, per class, its value slot (its row of
             :obj:`weight`).
-        weight (torch.Tensor): The output projections
-            :obj:`[classes, H * d_v, F_out]`.
-        bias (torch.Tensor, optional): Per part, its bias
-            :obj:`[parts, F_out]`.
+        projection (Projection): The output projections, biases and
+            scales.
         view: Index bundle.
 
     :rtype: :class:`torch.Tensor` :obj:`[elements, F_out]`
     """
+    weight, bias, scales = projection.weight, projection.bias, \
+        projection.scales
     dtype = next((out.dtype for out in outs if out is not None),
                  weight.dtype)
     parts = {}
@@ -55,8 +63,10 @@ def project_outputs(outs: Sequence[Optional[Tensor]],
                                  dtype=dtype)
             parts[target.part] = y if bias is None else y + bias[p]
             continue
-        projection = select_rows(weight, slots[p]).flatten(0, 1)
-        out = out.reshape(target.num_rows, projection.size(0))
-        parts[target.part] = out @ projection if bias is None else \
-            torch.addmm(bias[p], out, projection)
+        if scales is not None:
+            out = out * scales[p].to(out.dtype)[:, :, None, None]
+        matrix = select_rows(weight, slots[p]).flatten(0, 1)
+        out = out.reshape(target.num_rows, matrix.size(0))
+        parts[target.part] = out @ matrix if bias is None else \
+            torch.addmm(bias[p], out, matrix)
     return assemble_parts(parts, view)
