@@ -44,6 +44,11 @@ def _with(spec: zoo.ModelSpec, text: str, **options) -> zoo.ModelSpec:
     return spec._replace(build=build, description=text)
 
 
+#: HOT's attention outputs as plain averages over their key groups (the
+#: command's HOT models scale them by log(1 + group size))
+MEAN = dict(size_scaler='none')
+
+
 def variants() -> Dict[str, zoo.ModelSpec]:
     r"""The ablation variants by name: a model of the command (same
     pre-transform and inputs) built with some options changed."""
@@ -64,23 +69,39 @@ def variants() -> Dict[str, zoo.ModelSpec]:
         'tokengt-lap+seb': _with(
             lap, 'TokenGT (Lap) with the sparse equivariant basis',
             seb=True),
-        'hot-kernel+elu': _with(hot, 'HOT kernel attention, elu+1 map',
-                                kernel='elu'),
-        'hot-kernel+relu': _with(hot, 'HOT kernel attention, relu map',
-                                 kernel='relu'),
+        'hot-kernel+mean': _with(
+            hot, 'HOT kernel attention, plain averages (no size scaling)',
+            **MEAN),
+        'hot-softmax+mean': _with(
+            soft, 'HOT softmax attention, plain averages (no size scaling)',
+            **MEAN),
+        'hot-kernel+count': _with(
+            hot, 'HOT kernel attention, attention outputs scaled by the '
+            'group size (sums)', size_scaler='count'),
+        'hot-kernel+elu': _with(hot, 'HOT kernel attention, elu+1 map, '
+                                'plain averages', kernel='elu', **MEAN),
+        'hot-kernel+relu': _with(hot, 'HOT kernel attention, relu map, '
+                                 'plain averages', kernel='relu', **MEAN),
         'hot-kernel+paper-norm': _with(
-            hot, 'HOT kernel attention, layer norm in the blocks and before '
-            'the head (HOT)', norm='layer', readout_norm='layer'),
+            hot, 'HOT kernel attention as in HOT: layer norm in the blocks '
+            'and before the head, plain averages', norm='layer',
+            readout_norm='layer', **MEAN),
+        'hot-kernel+paper-norm+log': _with(
+            hot, 'HOT kernel attention, layer norms, attention outputs '
+            'scaled by log(1 + group size)', norm='layer',
+            readout_norm='layer', size_scaler='log'),
         'hot-kernel+bn-readout': _with(
             hot, 'HOT kernel attention, layer norm in the blocks, batch norm '
-            'before the head', norm='layer', readout_norm='batch'),
+            'before the head, plain averages', norm='layer',
+            readout_norm='batch', **MEAN),
         'hot-kernel+bn-readout+log': _with(
             hot, 'HOT kernel attention, layer norm in the blocks, batch norm '
             'before the head, attention outputs scaled by log(1 + group '
             'size)', norm='layer', readout_norm='batch', size_scaler='log'),
         'hot-kernel+bn-head': _with(
             hot, 'HOT kernel attention, batch norm in the blocks and before '
-            'the head', norm='batch', readout_norm='batch'),
+            'the head, plain averages', norm='batch', readout_norm='batch',
+            **MEAN),
         'hot-kernel+bn-head+log': _with(
             hot, 'HOT kernel attention, batch norm in the blocks and before '
             'the head, attention outputs scaled by log(1 + group size)',
@@ -89,28 +110,18 @@ def variants() -> Dict[str, zoo.ModelSpec]:
             hot, 'HOT kernel attention, batch norm in the blocks and before '
             'the head, attention outputs scaled by the group size (sums)',
             readout_norm='batch', size_scaler='count'),
-        'hot-kernel+log': _with(
-            hot, 'HOT kernel attention, attention outputs scaled by '
-            'log(1 + group size)', size_scaler='log'),
-        'hot-kernel+count': _with(
-            hot, 'HOT kernel attention, attention outputs scaled by the '
-            'group size (sums)', size_scaler='count'),
-        'hot-softmax+log': _with(
-            soft, 'HOT softmax attention, attention outputs scaled by '
-            'log(1 + group size)', size_scaler='log'),
-        'hot-kernel+paper-norm+log': _with(
-            hot, 'HOT kernel attention, layer norms, attention outputs '
-            'scaled by log(1 + group size)', norm='layer',
-            readout_norm='layer', size_scaler='log'),
         'hot-softmax+bn-readout': _with(
             soft, 'HOT softmax attention, layer norm in the blocks, batch '
-            'norm before the head', norm='layer', readout_norm='batch'),
+            'norm before the head, plain averages', norm='layer',
+            readout_norm='batch', **MEAN),
         'hot-softmax+bn-head': _with(
             soft, 'HOT softmax attention, batch norm in the blocks and '
-            'before the head', norm='batch', readout_norm='batch'),
+            'before the head, plain averages', norm='batch',
+            readout_norm='batch', **MEAN),
         'hot-softmax+paper-norm': _with(
-            soft, 'HOT softmax attention, layer norm in the blocks and '
-            'before the head (HOT)', norm='layer', readout_norm='layer'),
+            soft, 'HOT softmax attention as in HOT: layer norm in the blocks '
+            'and before the head, plain averages', norm='layer',
+            readout_norm='layer', **MEAN),
     }
 
 

@@ -21,7 +21,9 @@ head onto the one target:
 * ``invariant_mlp``: :class:`~torch_geometric_hot.models.InvariantMLP`;
 * ``hot_kernel`` / ``hot_softmax``:
   :class:`~torch_geometric_hot.models.HOTGraphModel` with
-  ``attention='kernel'`` / ``'softmax'``;
+  ``attention='kernel'`` / ``'softmax'`` (``hot_kernel_mean`` /
+  ``hot_softmax_mean``, run only when named: with plain averages,
+  ``size_scaler='none'``);
 * ``tokengt_softmax`` / ``tokengt_performer``:
   :class:`~torch_geometric_hot.models.TokenGT` with Laplacian node
   identifiers and ``attention='softmax'`` / ``'performer'``.
@@ -91,7 +93,12 @@ LABELS = {
     'hot_softmax': 'HOTGraphModel, softmax',
     'tokengt_softmax': 'TokenGT, Laplacian ids, softmax',
     'tokengt_performer': 'TokenGT, Laplacian ids, Performer',
+    'hot_kernel_mean': 'HOTGraphModel, kernel, plain averages',
+    'hot_softmax_mean': 'HOTGraphModel, softmax, plain averages',
 }
+#: Models run only when named in ``--models``: HOT with plain averages
+#: (``size_scaler='none'``) beside the default's log scaling.
+OPTIONAL_MODELS = ('hot_kernel_mean', 'hot_softmax_mean')
 PRE_TRANSFORMS = 'AddSecondOrderView(), AddLaplacianNodeId(k=16)'
 
 
@@ -288,17 +295,20 @@ def build_model(name: str, width: int, layers: int, heads: int,
                                       node_encoder=atom, edge_encoder=bond,
                                       dropout=dropout))
     if name.startswith('hot_'):
+        attention, *mean = name[len('hot_'):].split('_')
+        options = dict(size_scaler='none') if mean else {}
         return PairModel(HOTGraphModel(
             width, 1, num_layers=layers, heads=heads, node_encoder=atom,
-            edge_encoder=bond, attention=name[len('hot_'):], seed=0,
-            dropout=dropout))
+            edge_encoder=bond, attention=attention, seed=0,
+            dropout=dropout, **options))
     if name.startswith('tokengt_'):
         return TokenModel(TokenGT(
             width, width, 1, layers, node_encoder=atom, edge_encoder=bond,
             heads=heads, node_id='laplacian', node_id_dim=NODE_ID_DIM,
             attention=name[len('tokengt_'):], seed=0, dropout=dropout,
             attention_dropout=dropout))
-    raise ValueError(f"unknown model {name!r}, expected one of {MODELS}")
+    raise ValueError(f"unknown model {name!r}, expected one of "
+                     f"{MODELS + OPTIONAL_MODELS}")
 
 
 # ---------------------------------------------------------------- timing --
@@ -536,7 +546,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument('--rounds', type=int, default=5)
     parser.add_argument('--threads', type=int, default=1)
     parser.add_argument('--models', default=','.join(MODELS),
-                        help='comma-separated subset of ' + ', '.join(MODELS))
+                        help='comma-separated subset of ' + ', '.join(
+                            MODELS + OPTIONAL_MODELS))
     parser.add_argument('--no-memory', action='store_true',
                         help='skip the peak-memory measurement')
     parser.add_argument('--root', default=os.path.join(ROOT, 'data_cache',
@@ -594,9 +605,9 @@ def parse_args(argv=None) -> argparse.Namespace:
         args.synthetic = True
     args.models = [m for m in args.models.split(',') if m]
     for name in args.models:
-        if name not in MODELS:
+        if name not in MODELS + OPTIONAL_MODELS:
             parser.error(f"--models: unknown model {name!r}, expected a "
-                         f"subset of {', '.join(MODELS)}")
+                         f"subset of {', '.join(MODELS + OPTIONAL_MODELS)}")
     if 'gin' not in args.models or 'gps_multihead' not in args.models:
         parser.error("--models must include 'gin' and 'gps_multihead' "
                      "(the ratios are to them)")

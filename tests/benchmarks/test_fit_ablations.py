@@ -36,12 +36,16 @@ def test_variants_build_the_commands_model_with_their_options():
     log = variants['hot-kernel+bn-head+log'].build(s)
     assert log.layers[0].attn.size_scaler == 'log'
     assert log.layers[0].norm == log.readout_norm == 'batch'
-    log = variants['hot-softmax+log'].build(s)
-    assert log.layers[0].attn.size_scaler == 'log'
-    assert (log.layers[0].norm, log.readout_norm) == ('batch', 'layer')
-    assert log.layers[0].attn.attention == 'softmax'
+    mean = variants['hot-softmax+mean'].build(s)
+    assert mean.layers[0].attn.size_scaler == 'none'
+    assert (mean.layers[0].norm, mean.readout_norm) == ('batch', 'layer')
+    assert mean.layers[0].attn.attention == 'softmax'
+    # the variants measured with plain averages keep them
+    assert all(variants[name].build(s).layers[-1].attn.size_scaler == 'none'
+               for name in ('hot-kernel+elu', 'hot-kernel+paper-norm',
+                            'hot-kernel+bn-head', 'hot-softmax+bn-readout'))
     default = zoo.MODELS['hot-kernel'].build(s)
-    assert default.layers[0].attn.size_scaler == 'none'
+    assert all(layer.attn.size_scaler == 'log' for layer in default.layers)
     assert (default.layers[0].norm, default.readout_norm) == ('batch',
                                                               'layer')
     # the same inputs as the command's model

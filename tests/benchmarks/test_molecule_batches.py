@@ -103,9 +103,12 @@ def test_a_run_stopped_while_profiling_keeps_the_table(
 def test_every_model_maps_a_batch_to_one_value_per_graph(root):
     batch = molecule_batches.load_batches(root, 8, 1)[0]
     assert batch.num_graphs == 8 and batch.lap_node_id.size(1) == 16
-    for name in molecule_batches.MODELS:
+    for name in molecule_batches.MODELS + molecule_batches.OPTIONAL_MODELS:
         model = molecule_batches.build_model(name, 16, 2, 4)
         assert model(batch).shape == (8, 1), name
+        if name.startswith('hot_'):  # the default scales, *_mean averages
+            scaler = model.model.layers[0].attn.size_scaler
+            assert scaler == ('none' if name.endswith('_mean') else 'log')
 
 
 def test_dropout_reaches_every_model_that_has_it(root):

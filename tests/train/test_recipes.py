@@ -115,6 +115,9 @@ def test_preset_parameter_counts_match_the_papers(name):
         model = build(settings(args, 0, 1))
     count = sum(p.numel() for p in model.parameters()) / 1e6
     assert abs(count / preset.reference_parameters - 1) < 0.02, count
+    if name.startswith('hot'):  # HOT's blocks: layer norm, plain averages
+        assert all(layer.norm == 'layer' and layer.attn.size_scaler == 'none'
+                   for layer in model.layers)
 
 
 def _weights(run_dir):

@@ -54,9 +54,10 @@ _HOT = dict(model=['hot-kernel'], hidden=512, layers=8, heads=4,
             lr=2e-4, weight_decay=0.01, warmup_steps=60_000,
             schedule='linear', max_steps=1_000_000,
             size_limit=_PAPER_BATCH_SIZE_LIMIT)
-# HOT normalises by layer norm (the command's HOT models: batch norm)
+# HOT normalises by layer norm and averages (the command's HOT models:
+# batch norm, outputs scaled by log(1 + group size))
 _HOT_MODEL = dict(head_channels=16, last_heads=16, last_head_channels=16,
-                  norm='layer', readout_norm='layer')
+                  norm='layer', readout_norm='layer', size_scaler='none')
 _HOT_REF = ('HOT (Kim et al. 2021), Table 6c "Ours (S, phi)" and '
             'App. A.2.5; the paper prints no parameter count: the '
             'reference is that of Table 6c\'s blocks')

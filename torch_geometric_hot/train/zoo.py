@@ -261,6 +261,7 @@ def _hot(attention: str):
         if 'last_heads' in options or 'last_head_channels' in options:
             kwargs.pop('readout_norm', None)
             kwargs['norm'] = model.layers[-1].norm
+            kwargs['size_scaler'] = model.layers[-1].attn.size_scaler
             model.layers[-1] = HOTLayer(
                 s.hidden, 2, 0, options.get('last_heads', s.heads),
                 head_channels=options.get('last_head_channels'), **kwargs)
