@@ -79,6 +79,36 @@ def test_presets_set_every_value_and_options_given_override_them():
                 'adam', 'cosine', 0, 1, '32', None)
 
 
+def test_model_options_of_the_command_reach_the_models(capsys):
+    from torch_geometric_hot.train.trainer import settings
+    args = parse_args(['--model', 'hot-kernel,tokengt-lap,gin',
+                       '--size-scaler', 'none', '--sign-flip',
+                       '--hidden', '16', '--layers', '1'])
+    assert args.model_options == {'size_scaler': 'none', 'sign_flip': True}
+    s = settings(args, 0, 1)
+    hot = MODELS['hot-kernel'].build(s)
+    assert all(layer.attn.size_scaler == 'none' for layer in hot.layers)
+    assert MODELS['tokengt-lap'].build(s).encoder.embedding.sign_flip
+    MODELS['gin'].build(s)  # the others ignore them
+    plain = settings(parse_args(['--hidden', '16', '--layers', '1']), 0, 1)
+    default = MODELS['hot-kernel'].build(plain)
+    assert all(layer.attn.size_scaler == 'log' for layer in default.layers)
+    assert not MODELS['tokengt-lap'].build(plain).encoder.embedding.sign_flip
+    # given with a preset, they override it
+    args = parse_args(['--preset', 'hot-pcqm4m', '--size-scaler', 'log'])
+    assert args.model_options['size_scaler'] == 'log'
+    assert parse_args(['--preset', 'hot-pcqm4m']).model_options[
+        'size_scaler'] == 'none'
+    # without a model they apply to: a usage error naming the option
+    for argv, name in ((['--model', 'gin', '--size-scaler', 'log'],
+                        '--size-scaler'),
+                       (['--model', 'tokengt-orf', '--sign-flip'],
+                        '--sign-flip')):
+        with pytest.raises(SystemExit):
+            parse_args(argv)
+        assert name in capsys.readouterr().err
+
+
 def test_size_limit_option_is_applied_and_presets_raise_it(
         root, monkeypatch):
     from torch_geometric_hot.validation import (DEFAULT_SIZE_LIMIT,

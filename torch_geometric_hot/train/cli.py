@@ -34,6 +34,7 @@ import sys
 from typing import Dict, List, Optional
 
 from torch_geometric_hot.datasets.nci_descriptors import DESCRIPTORS
+from torch_geometric_hot.ops.attention.hot import SIZE_SCALERS
 from torch_geometric_hot.train.presets import PRESETS, smoke_values
 from torch_geometric_hot.train.recipes import (LOSSES, OPTIMIZERS,
                                                PRECISIONS, SCHEDULES)
@@ -176,6 +177,19 @@ def build_parser() -> argparse.ArgumentParser:
     model.add_argument('--node-id-dim', type=_positive, default=16,
                        help="TokenGT's node identifier width (default: "
                        "%(default)s)")
+    model.add_argument('--size-scaler', default=None,
+                       choices=list(SIZE_SCALERS),
+                       help="HOT models: each class's attention output "
+                       "times a function of its key group's size c: log "
+                       "(log(1 + c), for targets that count), none (plain "
+                       "averages, for targets that depend on which "
+                       "substructures are present), sqrt or count "
+                       "(default: log; the HOT presets: none)")
+    model.add_argument('--sign-flip', action='store_true',
+                       help="TokenGT models: random sign flips of the "
+                       "Laplacian identifiers in training, as in the paper "
+                       "(a regulariser for descriptor targets; default: "
+                       "off, the Laplacian TokenGT presets: on)")
     model.add_argument('--lr', type=_positive_float, default=1e-3,
                        help='peak learning rate (default: %(default)s)')
     model.add_argument('--seed', type=_seeds, default=[0],
@@ -301,6 +315,17 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
         args.model_options = dict(preset.options)
     else:
         args.model_options = {}
+    if args.size_scaler is not None:
+        if not any(name.startswith('hot-') for name in args.model):
+            parser.error("'--size-scaler' applies to the HOT models "
+                         "(hot-kernel, hot-softmax); --model has none")
+        args.model_options['size_scaler'] = args.size_scaler
+    if args.sign_flip:
+        if not any(name.startswith('tokengt-lap') for name in args.model):
+            parser.error("'--sign-flip' applies to the TokenGT models with "
+                         "Laplacian identifiers (tokengt-lap, "
+                         "tokengt-lap-performer); --model has none")
+        args.model_options['sign_flip'] = True
     if args.smoke and 'epochs' not in given:
         args.epochs = 2
     args.explicit = sorted(given)
