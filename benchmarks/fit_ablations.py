@@ -13,6 +13,12 @@ changed; the baselines (GIN, GPS) train in the same run. Run::
         --variants tokengt-lap,tokengt-lap+paper,gin,gps \
         --molecules 1000 --epochs 40 --seeds 0 --out results/fit_ablations
 
+The offline PCQM4Mv2 layout's variants ran as::
+
+    python benchmarks/fit_ablations.py --dataset pcqm4mv2 --targets tpsa \
+        --molecules 0 --hidden 32 --layers 3 --batch-size 64 --lr 2e-3 \
+        --epochs 12 --seeds 0,1,2 --variants tokengt-lap+scaled,hot-kernel+mean
+
 ``--list`` prints the variants. Results go to ``OUT/fit_ablations.json``
 and ``OUT/fit_ablations.md``; each target's runs to ``OUT/<target>/``
 (the command's own output folder).
@@ -55,13 +61,17 @@ def variants() -> Dict[str, zoo.ModelSpec]:
     lap = zoo.MODELS['tokengt-lap']
     hot = zoo.MODELS['hot-kernel']
     soft = zoo.MODELS['hot-softmax']
+    scaled = {  # every TokenGT model of the command, identifiers scaled
+        f'{name}+scaled': _with(
+            zoo.MODELS[name], f'{zoo.MODELS[name].description}, '
+            'identifiers scaled by sqrt(d_p) = 4', node_id_scale=4.0)
+        for name in ('tokengt-lap', 'tokengt-lap-performer', 'tokengt-orf',
+                     'tokengt-orf-performer')}
     return {
+        **scaled,
         'tokengt-lap+flip': _with(
             lap, 'TokenGT (Lap) with random sign flips in training and '
             'identifiers scaled by sqrt(d_p) = 4', sign_flip=True,
-            node_id_scale=4.0),
-        'tokengt-lap+scaled': _with(
-            lap, 'TokenGT (Lap), identifiers scaled by sqrt(d_p) = 4',
             node_id_scale=4.0),
         'tokengt-lap+paper': _with(
             lap, 'TokenGT (Lap) as in the paper: sign flips, unit-norm ids',
@@ -173,11 +183,15 @@ def main(argv=None) -> Dict:
     parser.add_argument('--variants', default='gin,gps,tokengt-lap,'
                         'tokengt-lap+paper,hot-kernel,hot-kernel+paper-norm')
     parser.add_argument('--dataset', default='ogbg-molesol')
-    parser.add_argument('--molecules', type=int, default=1000)
+    parser.add_argument('--molecules', type=int, default=1000,
+                        help='the first MOLECULES of the offline set '
+                        '(0: all of them)')
     parser.add_argument('--epochs', type=int, default=40)
     parser.add_argument('--batch-size', type=int, default=32)
     parser.add_argument('--hidden', type=int, default=64)
     parser.add_argument('--layers', type=int, default=4)
+    parser.add_argument('--lr', type=float, default=None,
+                        help="the learning rate (the command's default)")
     parser.add_argument('--seeds', default='0')
     parser.add_argument('--root', default=osp.join(ROOT, 'data_cache',
                                                    'fit_ablations'))
@@ -202,13 +216,16 @@ def main(argv=None) -> Dict:
     for target in [t for t in args.targets.split(',') if t]:
         out = osp.join(args.out, target)
         command = ['--dataset', args.dataset, '--offline',
-                   '--offline-target', target, '--offline-molecules',
-                   str(args.molecules), '--root',
+                   '--offline-target', target, '--root',
                    osp.join(args.root, target), '--model', ','.join(names),
                    '--hidden', str(args.hidden), '--layers',
                    str(args.layers), '--batch-size', str(args.batch_size),
                    '--epochs', str(args.epochs), '--seed', args.seeds,
                    '--threads', '1', '--no-progress', '--out', out]
+        if args.molecules:
+            command += ['--offline-molecules', str(args.molecules)]
+        if args.lr is not None:
+            command += ['--lr', str(args.lr)]
         if args.smoke:
             command.append('--smoke')
         with _registered({n: extra[n] for n in names if n in extra}):

@@ -23,9 +23,12 @@ def test_variants_build_the_commands_model_with_their_options():
     default = zoo.MODELS['tokengt-lap'].build(s).encoder
     assert not default.embedding.sign_flip
     assert default.embedding.node_id_scale == 1.0
-    scaled = variants['tokengt-lap+scaled'].build(s).encoder
-    assert scaled.embedding.node_id_scale == 4.0  # sqrt(node_id_dim)
-    assert not scaled.embedding.sign_flip
+    for name in ('tokengt-lap', 'tokengt-lap-performer', 'tokengt-orf',
+                 'tokengt-orf-performer'):
+        scaled = variants[name + '+scaled'].build(s).encoder
+        assert scaled.embedding.node_id_scale == 4.0  # sqrt(node_id_dim)
+        assert not scaled.embedding.sign_flip
+        assert variants[name + '+scaled'].extras is zoo.MODELS[name].extras
     assert variants['tokengt-lap+seb'].build(s).encoder.seb
     elu = variants['hot-kernel+elu'].build(s)
     assert elu.layers[0].attn.kernel == 'elu'
@@ -57,8 +60,8 @@ def test_smoke_run_tabulates_every_variant(tmp_path):
     result = fit_ablations.main([
         '--targets', 'qed', '--variants', 'gin,tokengt-lap+flip',
         '--molecules', '60', '--hidden', '8', '--layers', '1',
-        '--batch-size', '8', '--smoke', '--root', str(tmp_path / 'root'),
-        '--out', str(tmp_path / 'out')])
+        '--batch-size', '8', '--lr', '0.002', '--smoke', '--root',
+        str(tmp_path / 'root'), '--out', str(tmp_path / 'out')])
     rows = result['rows']
     assert [r['variant'] for r in rows] == ['gin', 'tokengt-lap+flip']
     assert all(math.isfinite(r['final_train_loss']) and
@@ -68,3 +71,7 @@ def test_smoke_run_tabulates_every_variant(tmp_path):
     assert written['rows'] == rows
     assert '| qed | tokengt-lap+flip |' in result['table']
     assert 'tokengt-lap+flip' not in zoo.MODELS  # registered for the run
+    run = json.loads((tmp_path / 'out' / 'qed' / 'gin_seed0' /
+                      'summary.json').read_text())
+    assert run['config']['lr'] == 0.002
+    assert run['config']['offline_molecules'] == 60
