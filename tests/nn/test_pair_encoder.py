@@ -26,8 +26,14 @@ def test_bad_input_names_what_was_expected():
     x = torch.randn(3, 8)
     with pytest.raises(ValueError, match="'view' is required"):
         PairEncoder(8)(x)
-    with pytest.raises(ValueError, match="'x' .* dtype torch.int64"):
+    with pytest.raises(ValueError, match=r"'x' \(no node_encoder given\) "
+                       r"has dtype torch.int64"):
         PairEncoder(8)(torch.zeros(3, 2, dtype=torch.long))
+    view = PairView.build(torch.tensor([[0, 1], [1, 0]]), 2)
+    with pytest.raises(ValueError, match=r"'edge_attr' \(no edge_encoder "
+                       r"given\) has dtype torch.int64"):
+        PairEncoder(8)(torch.randn(2, 8), torch.zeros(2, 3, dtype=torch.long),
+                       view)
     with pytest.raises(ValueError, match=r"after its encoder must have "
                        r"shape \[\*, 8\]"):
         PairEncoder(8, torch.nn.Linear(8, 4))(x)

@@ -53,7 +53,8 @@ class PairEncoder(torch.nn.Module):
             value = encoder(value)
             origin = f"'{name}' after its encoder"
         else:
-            origin = f"'{name}' (no {name.split('_')[0]}_encoder given)"
+            argument = 'node_encoder' if name == 'x' else 'edge_encoder'
+            origin = f"'{name}' (no {argument} given)"
             if not value.is_floating_point():
                 raise ValueError(
                     f"{origin} has dtype {value.dtype}: pass floating-point "
