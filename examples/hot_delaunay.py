@@ -238,7 +238,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument('--test-sets', type=int, default=200,
                         help='test point sets (default: 200)')
     parser.add_argument('--steps', type=int, default=1500,
-                        help='optimiser steps per model and seed')
+                        help='optimiser steps per model and seed '
+                        '(default: 1500)')
     parser.add_argument('--batch-size', type=int, default=8,
                         help='sets per step (default: 8)')
     parser.add_argument('--eval-every', type=int, default=100,
@@ -248,7 +249,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument('--channels', type=int, default=32,
                         help='model width (default: 32)')
     parser.add_argument('--layers', type=int, default=3,
-                        help='1->1 blocks before the 1->2 block')
+                        help='1->1 blocks before the 1->2 block '
+                        '(default: 3)')
     parser.add_argument('--heads', type=int, default=4,
                         help='attention heads (default: 4)')
     parser.add_argument('--dropout', type=float, default=0.0,
@@ -267,7 +269,8 @@ def parse_args(argv=None) -> argparse.Namespace:
                         '(default: auto)')
     parser.add_argument('--root', default=os.path.join('data_cache',
                                                        'delaunay'),
-                        help='dataset cache')
+                        help='dataset cache (default: '
+                        'data_cache/delaunay)')
     parser.add_argument('--out', default=os.path.join('results',
                                                       'hot_delaunay'),
                         help='output folder (default: results/hot_delaunay)')

@@ -349,7 +349,8 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help='models to train (default: all)')
     parser.add_argument('--graphs', nargs='+',
                         default=['KarateClub', 'SBM', 'Cora', 'CS'],
-                        help='graphs to run (Cora/CS only when present)')
+                        help='graphs to run (Cora/CS only when present; '
+                        'default: KarateClub SBM Cora CS)')
     parser.add_argument('--data-root', default=None,
                         help='folder that already holds Cora/ and CS/')
     parser.add_argument('--threads', type=int, default=None,
