@@ -150,6 +150,27 @@ def test_full_bins_equal_the_sparse_path(orders, attention, device,
     packed_equals_the_sparse_path(data, orders, attention, device)
 
 
+@pytest.mark.parametrize('orders', ORDERS)
+@pytest.mark.parametrize('attention', ['kernel', 'softmax'])
+@pytest.mark.parametrize('device_type', [None, 'cuda'])
+def test_batch_of_empty_graphs(orders, attention, device_type):
+    # no graph has a slot: the keys of several kinds (pair input) side by
+    # side in no block at all, the output the bias of every graph
+    view = PairView.build(torch.empty(2, 0, dtype=torch.long), 0,
+                          torch.empty(0, dtype=torch.long), 2)
+    conv = HOTConv(6, 5, *orders, attention=attention,
+                   size_scaler='log').double()
+    with torch.no_grad():
+        conv.bias.normal_()
+    x = torch.randn(0, 6, dtype=torch.float64)
+    expected = conv(x, view)
+    with use_path('packed', device_type=device_type):
+        out = conv(x, PairView.build(torch.empty(2, 0, dtype=torch.long), 0,
+                                     torch.empty(0, dtype=torch.long), 2))
+    assert out.shape == (2 if orders[1] == 0 else 0, 5)
+    torch.testing.assert_close(out, expected, rtol=0, atol=0)
+
+
 @use_path('packed')
 def test_layers_sharing_a_view_equal_fresh_views():
     # a 1->1 layer (graphs bucketed by nodes) and a 1->2 layer (by nodes

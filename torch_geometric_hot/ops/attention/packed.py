@@ -504,9 +504,10 @@ def _key_rows(classes: Sequence[EquivariantClass], view, in_order: int,
             per_kind.append(layout.blocks(rows, kind))
         widths = [sum(b.size(1) for b in kind_blocks)
                   for kind_blocks in zip(*per_kind)]
+        if not widths:  # no graph with key slots (an empty batch)
+            return layout.slots[kinds[0]].taken_row, widths
         if len(kinds) == 1:
-            return torch.cat([b.reshape(-1) for b in per_kind[0]]) \
-                if per_kind[0] else layout.slots[kinds[0]].taken_row, widths
+            return torch.cat([b.reshape(-1) for b in per_kind[0]]), widths
         position = torch.cat([torch.cat(kind_blocks, 1).reshape(-1)
                               for kind_blocks in zip(*per_kind)])
         return position, widths
