@@ -10,9 +10,11 @@ from torch_geometric.data import Batch, Data
 from torch_geometric_hot.data.targets import resolve_targets
 import torch_geometric_hot.ops.attention.padded as global_softmax
 from torch_geometric_hot.data import NodeView, PairView
-from torch_geometric_hot.models import HOTGraphModel, InvariantMLP, TokenGT
-from torch_geometric_hot.nn import (HOTConv, HOTLayer, SimplexIndexer,
-                                    SimplicialAttention, TokenGTEncoder,
+from torch_geometric_hot.models import HOTGraphModel, HybridGPS, \
+    InvariantMLP, TokenGT
+from torch_geometric_hot.nn import (HOTConv, HOTLayer, HOTNodeConv,
+                                    SimplexIndexer, SimplicialAttention,
+                                    TokenGTEncoder,
                                     TokenGTEmbedding, TokenGTLayer,
                                     TokenSelfAttention)
 from torch_geometric_hot.ops import native, use_backend
@@ -467,3 +469,40 @@ def test_state_dict_reload_is_bit_identical(case):
     with torch.no_grad():
         for a, b in zip(case.run(layer, data), case.run(reloaded, data)):
             assert torch.equal(a, b)
+
+
+def _view_calls(x, edge_index, edge_attr, batch, view):
+    # every entry point that takes a view beside the tensors it was built
+    # from
+    torch.manual_seed(0)
+    hot = HOTGraphModel(CHANNELS, 2, num_layers=1, heads=2)
+    mlp = InvariantMLP(CHANNELS, 2, num_layers=1)
+    node = HOTNodeConv(CHANNELS, 3, edge_dim=CHANNELS)
+    gps = HybridGPS(CHANNELS, 2, num_layers=1, edge_dim=CHANNELS)
+    for model in (hot, mlp, node, gps):
+        yield lambda m=model: m.eval()(x, edge_index, edge_attr, batch,
+                                       view=view)
+
+
+@pytest.mark.parametrize('other', ['edges', 'graph ids', 'edge count'])
+def test_view_of_another_batch_is_an_error(other):
+    # a view built for another batch of as many nodes: its structure, not
+    # the tensors', would be used
+    x, own_attr = torch.randn(5, CHANNELS), torch.randn(5, CHANNELS)
+    view = PairView.build(EDGES, 5, TWO_GRAPHS)
+    edge_index, edge_attr, batch = EDGES, own_attr, TWO_GRAPHS
+    if other == 'edges':
+        edge_index = torch.tensor([[0, 1, 2, 3, 3], [1, 2, 0, 4, 4]])
+        match = "'edge_index' is not the edges 'view' was built from"
+    elif other == 'graph ids':
+        view = PairView.build(EDGES, 5)
+        match = "'batch' is not the graph ids 'view' was built with"
+    else:
+        edge_index, edge_attr = EDGES[:, :4], edge_attr[:4]
+        match = "'edge_index' has shape \\[2, 4\\] but 'view' was built " \
+            "from 5 edges"
+    for call in _view_calls(x, edge_index, edge_attr, batch, view):
+        with pytest.raises(ValueError, match=match):
+            call()
+    for call in _view_calls(x, EDGES, own_attr, None, view):
+        call()  # the view's own edges, no graph ids: its batch
