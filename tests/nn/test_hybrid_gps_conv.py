@@ -131,6 +131,16 @@ def test_clear_errors():
     conv = HybridGPSConv(C, gine(), global_block('hot', 'cpu')).double()
     with pytest.raises(ValueError, match="'x' must be floating point"):
         conv(data.x[:, :2], data.edge_index, None, data.edge_attr)
+    # checked before the local block, which would fail inside torch
+    with pytest.raises(TypeError, match="'x' has dtype torch.float32 but "
+                       "the layer's parameters are torch.float64"):
+        conv(data.x.float(), data.edge_index, None, data.edge_attr)
+    for edge_attr in (data.edge_attr[:4], data.edge_attr.float(),
+                      data.edge_attr.long()):
+        with pytest.raises(ValueError, match="'edge_attr' must be floating "
+                           "point of dtype torch.float64 \\(that of 'x'\\) "
+                           "with one row per edge \\(12\\)"):
+            conv(data.x, data.edge_index, None, edge_attr)
     wide = HybridGPSConv(C, gine(), HOTNodeConv(C, 2 * C, edge_dim=D))
     with pytest.raises(ValueError, match="'attn' must map node features"):
         wide.double()(data.x, data.edge_index, None, data.edge_attr)

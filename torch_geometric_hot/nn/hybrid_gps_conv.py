@@ -12,6 +12,7 @@ from torch_geometric.nn.resolver import (activation_resolver,
 from torch_geometric.typing import Adj
 
 from torch_geometric_hot.data.adjacency import resolve_adjacency
+from torch_geometric_hot.validation import autocast_enabled
 
 
 class HybridGPSConv(torch.nn.Module):
@@ -141,8 +142,24 @@ class HybridGPSConv(torch.nn.Module):
                              f"[n, {self.channels}], got "
                              f"{getattr(x, 'dtype', type(x).__name__)} "
                              f"{list(getattr(x, 'shape', []))}")
+        # before the local block, which would fail deep inside torch
+        dtype = next(self.mlp.parameters()).dtype
+        autocast = autocast_enabled(x.device.type)
+        if x.dtype != dtype and not autocast:
+            raise TypeError(f"'x' has dtype {x.dtype} but the layer's "
+                            f"parameters are {dtype}: cast one to the other "
+                            f"(x.to({dtype}) or layer.to({x.dtype})), or "
+                            f"run under torch.autocast")
         edge_index, edge_attr = resolve_adjacency(edge_index, edge_attr,
                                                   x.size(0))
+        if edge_attr is not None and (
+                not edge_attr.is_floating_point() or edge_attr.dim() == 0
+                or edge_attr.size(0) != edge_index.size(1)
+                or edge_attr.dtype != x.dtype and not autocast):
+            raise ValueError(f"'edge_attr' must be floating point of dtype "
+                             f"{x.dtype} (that of 'x') with one row per "
+                             f"edge ({edge_index.size(1)}), got "
+                             f"{edge_attr.dtype} {list(edge_attr.shape)}")
         hs = []
         if self.conv is not None:
             kwargs = {} if edge_attr is None else {'edge_attr': edge_attr}
