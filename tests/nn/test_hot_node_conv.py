@@ -101,11 +101,19 @@ def test_drops_between_two_gin_layers_and_trains_on_a_loader_batch(device):
 
 def test_clear_errors():
     conv = HOTNodeConv(4, 8, edge_dim=3)
-    data = random_graph(5, 6, edge_dim=3)
+    data = random_graph(5, 6, edge_dim=3, dtype=torch.float32)
     with pytest.raises(ValueError, match="'x'"):
         conv(data.x.long(), data.edge_index)
     with pytest.raises(ValueError, match="'edge_attr'"):
         conv(data.x, data.edge_index, data.edge_attr[:, :2])
+    # dtypes other than the parameters': before a product fails in torch
+    with pytest.raises(TypeError, match="'x' has dtype torch.float64 but "
+                       "the layer's parameters are torch.float32"):
+        conv(data.x.double(), data.edge_index)
+    for edge_attr in (data.edge_attr.double(), data.edge_attr.half()):
+        with pytest.raises(ValueError, match="'edge_attr' must be floating "
+                           "point of dtype torch.float32 \\(that of 'x'\\)"):
+            conv(data.x, data.edge_index, edge_attr)
     with pytest.raises(ValueError, match="'edge_dim'"):
         HOTNodeConv(4, 8)(data.x, data.edge_index, data.edge_attr)
     other = PairView.build(torch.tensor([[0, 1], [1, 2]]), 3)

@@ -8,7 +8,7 @@ from torch_geometric.typing import Adj
 from torch_geometric_hot.data import (PairView, resolve_adjacency,
                                       resolve_pair_view)
 from torch_geometric_hot.nn.hot_conv import HOTConv
-from torch_geometric_hot.validation import check_device
+from torch_geometric_hot.validation import autocast_enabled, check_device
 
 
 class HOTNodeConv(torch.nn.Module):
@@ -93,6 +93,13 @@ class HOTNodeConv(torch.nn.Module):
             raise ValueError(f"'x' must be floating point of shape "
                              f"[n, {self.in_channels}], got {x.dtype} "
                              f"{list(x.shape)}")
+        dtype = self.lin_node.weight.dtype
+        autocast = autocast_enabled(x.device.type)
+        if x.dtype != dtype and not autocast:
+            raise TypeError(f"'x' has dtype {x.dtype} but the layer's "
+                            f"parameters are {dtype}: cast one to the other "
+                            f"(x.to({dtype}) or layer.to({x.dtype})), or "
+                            f"run under torch.autocast")
         edge_index, edge_attr = resolve_adjacency(edge_index, edge_attr,
                                                   x.size(0))
         if edge_attr is not None:
@@ -101,8 +108,10 @@ class HOTNodeConv(torch.nn.Module):
                                  "built without 'edge_dim'")
             width = math.prod(edge_attr.shape[1:])
             if not edge_attr.is_floating_point() or edge_attr.size(0) != \
-                    edge_index.size(1) or width != self.edge_dim:
+                    edge_index.size(1) or width != self.edge_dim or \
+                    edge_attr.dtype != x.dtype and not autocast:
                 raise ValueError(f"'edge_attr' must be floating point of "
+                                 f"dtype {x.dtype} (that of 'x') and "
                                  f"shape [{edge_index.size(1)}, "
                                  f"{self.edge_dim}], got {edge_attr.dtype} "
                                  f"{list(edge_attr.shape)}")
