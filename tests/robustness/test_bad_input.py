@@ -506,3 +506,19 @@ def test_view_of_another_batch_is_an_error(other):
             call()
     for call in _view_calls(x, EDGES, own_attr, None, view):
         call()  # the view's own edges, no graph ids: its batch
+
+
+def test_tokengt_edge_attr_of_another_dtype_or_with_nan_names_it():
+    x, edge_attr = torch.randn(5, CHANNELS), torch.randn(5, CHANNELS)
+    model = TokenGT(CHANNELS, 8, 2, num_layers=1, edge_dim=CHANNELS)
+    encoder = TokenGTEncoder(CHANNELS, 8, 1, edge_dim=CHANNELS)
+    for call in (model, lambda *a: encoder(*a).graph):
+        for bad in (edge_attr.half(), edge_attr.double()):
+            with pytest.raises(TypeError, match="'edge_attr' has dtype .* "
+                               "cast one to the other \\(edge_attr.to"):
+                call(x, EDGES, bad, TWO_GRAPHS)
+        bad = edge_attr.clone()
+        bad[3, 1] = float('inf')
+        with pytest.raises(ValueError, match="'edge_attr' holds NaN or "
+                           "infinite values \\(first in row 3\\)"):
+            call(x, EDGES, bad, TWO_GRAPHS)

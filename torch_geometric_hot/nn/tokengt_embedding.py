@@ -224,6 +224,9 @@ class TokenGTEmbedding(torch.nn.Module):
                               (edge_index.size(1), self.edge_dim)):
             raise ValueError(f"'edge_attr' must have shape [num_edges, "
                              f"{self.edge_dim}]")
+        if self.edge_lin is not None:
+            check_features(edge_attr, dtype=self.edge_lin.weight.dtype,
+                           name='edge_attr')
         if hyperedge_index is None:
             return
         k = self.hyperedge_order

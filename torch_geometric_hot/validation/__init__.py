@@ -220,8 +220,8 @@ def check_features(x: Tensor, channels: Optional[int] = None,
             not autocast_enabled(x.device.type):
         raise TypeError(f"'{name}' has dtype {x.dtype} but the layer's "
                         f"parameters are {dtype}: cast one to the other "
-                        f"(x.to({dtype}) or layer.to({x.dtype})), or run "
-                        f"under torch.autocast")
+                        f"({name}.to({dtype}) or layer.to({x.dtype})), or "
+                        f"run under torch.autocast")
     # a sum is finite unless an entry is not (or, rarely, it overflows:
     # then the exact check decides); ten times faster than isfinite()
     if x.numel() and validating() and not _features_checked.get() and \
