@@ -37,3 +37,24 @@ def test_bad_input_names_what_was_expected():
     with pytest.raises(ValueError, match=r"after its encoder must have "
                        r"shape \[\*, 8\]"):
         PairEncoder(8, torch.nn.Linear(8, 4))(x)
+
+
+def test_edge_features_are_checked_by_their_own_name():
+    view = PairView.build(torch.tensor([[0, 1, 1, 2], [1, 0, 2, 1]]), 3)
+    x, edge_attr = torch.randn(3, 8), torch.randn(4, 8)
+    nan = edge_attr.clone()
+    nan[2, 0] = float('nan')
+    with pytest.raises(ValueError, match=r"'edge_attr' holds NaN or "
+                       r"infinite values \(first in row 2\)"):
+        PairEncoder(8)(x, nan, view)
+    with pytest.raises(ValueError, match=r"'x' holds NaN"):
+        PairEncoder(8)(torch.full((3, 8), float('inf')), edge_attr, view)
+    with pytest.raises(TypeError, match=r"'edge_attr' is torch.float64 but "
+                       r"'x' is torch.float32"):
+        PairEncoder(8)(x, edge_attr.double(), view)
+    with pytest.raises(ValueError, match=r"'edge_attr' has 3 rows but the "
+                       r"view has 4 edges"):
+        PairEncoder(8)(x, edge_attr[:3], view)
+    with pytest.raises(ValueError, match=r"'edge_feat' must have shape "
+                       r"\[4, 8\]"):
+        view.lift(x, edge_attr[:3])

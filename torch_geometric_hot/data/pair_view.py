@@ -308,9 +308,9 @@ class PairView(PlanCache):
         edge_entry = self.edge_entry
         if edge_feat.size(0) != edge_entry.numel() or (
                 edge_feat.shape[1:] != node_feat.shape[1:]):
-            raise ValueError(f"'edge_feat' must have shape "
-                             f"[{edge_entry.numel()}, "
-                             f"{list(node_feat.shape[1:])}], got "
+            shape = [edge_entry.numel(), *node_feat.shape[1:]]
+            raise ValueError(f"'edge_feat' must have shape {shape} (one row "
+                             f"per raw edge, as 'node_feat' per node), got "
                              f"{list(edge_feat.shape)}")
         counts = self.plan('edge_entry_counts', lambda: segment_counts(
             edge_entry, self.num_entries).clamp(min=1)).to(edge_feat.dtype)

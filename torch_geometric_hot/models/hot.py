@@ -13,7 +13,7 @@ from torch_geometric_hot.data import (PairView, resolve_adjacency,
                                       resolve_node_view, resolve_pair_view)
 from torch_geometric_hot.nn.hot_layer import HOTLayer, norm_layer
 from torch_geometric_hot.nn.pair_encoder import PairEncoder
-from torch_geometric_hot.validation import check_features, \
+from torch_geometric_hot.validation import \
     on_checked_features
 
 
@@ -116,8 +116,7 @@ class HOTModel(torch.nn.Module):
             view = resolve_pair_view(x, edge_index, batch, num_graphs, view)
         else:
             view = resolve_node_view(x, batch, num_graphs, view)
-        h = self.encoder(x, edge_attr, view)
-        check_features(h)  # once: the layers get features computed from it
+        h = self.encoder(x, edge_attr, view)  # checks x and edge_attr
         h = on_checked_features(self._layers, h, view, hyperedge_index)
         return self.head(self.norm(h))
 

@@ -8,7 +8,7 @@ from torch_geometric_hot.data import (PairView, resolve_adjacency,
                                       resolve_pair_view)
 from torch_geometric_hot.nn.equivariant_linear import EquivariantLinear
 from torch_geometric_hot.nn.pair_encoder import PairEncoder
-from torch_geometric_hot.validation import check_features, \
+from torch_geometric_hot.validation import \
     on_checked_features
 
 
@@ -85,8 +85,7 @@ class InvariantMLP(torch.nn.Module):
         edge_index, edge_attr = resolve_adjacency(edge_index, edge_attr,
                                                   x.size(0))
         view = resolve_pair_view(x, edge_index, batch, num_graphs, view)
-        h = self.encoder(x, edge_attr, view)
-        check_features(h)  # once: the layers get features computed from it
+        h = self.encoder(x, edge_attr, view)  # checks x and edge_attr
         h = on_checked_features(self._layers, h, view)
         return self.head(self.readout(h, view).relu())
 

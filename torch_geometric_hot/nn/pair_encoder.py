@@ -3,6 +3,8 @@ from typing import Optional
 import torch
 from torch import Tensor
 
+from torch_geometric_hot.validation import autocast_enabled, check_features
+
 
 class PairEncoder(torch.nn.Module):
     r"""Encodes a graph's node and edge features onto its pair view: node
@@ -65,6 +67,7 @@ class PairEncoder(torch.nn.Module):
         if value.dim() != 2 or value.size(1) != self.channels:
             raise ValueError(f"{origin} must have shape [*, {self.channels}]"
                              f", got {list(value.shape)}")
+        check_features(value, name=name)  # NaN and infinity, by argument
         return value
 
     def forward(self, x: Tensor, edge_attr: Optional[Tensor] = None,
@@ -78,8 +81,18 @@ class PairEncoder(torch.nn.Module):
             raise ValueError("'view' is required for order=2: pass the "
                              "batch's PairView (PairView.from_data(data) or "
                              "PairView.build(edge_index, num_nodes, batch))")
-        e = None if edge_attr is None else self._encode(
-            self.edge_encoder, edge_attr, 'edge_attr')
+        if edge_attr is None:
+            return view.lift(x)
+        e = self._encode(self.edge_encoder, edge_attr, 'edge_attr')
+        if e.dtype != x.dtype and not autocast_enabled(x.device.type):
+            raise TypeError(f"'edge_attr' is {e.dtype} but 'x' is "
+                            f"{x.dtype} (after their encoders): pass both "
+                            f"in one dtype")
+        edges = view.edge_entry.numel()
+        if e.size(0) != edges:
+            raise ValueError(f"'edge_attr' has {e.size(0)} rows but the "
+                             f"view has {edges} edges: pass one row per "
+                             f"column of 'edge_index'")
         return view.lift(x, e)
 
     def __repr__(self) -> str:
