@@ -3,7 +3,10 @@
 # the package with the [test,ogb,examples,docs] extras.
 #
 # - torch==2.13.0 is installed first, on its own, so that pip never resolves
-#   a different (e.g. CUDA) build as a dependency of torch_geometric.
+#   a different build as a dependency of torch_geometric. Which build is
+#   pip's choice: from PyPI on Linux that is the CUDA build (it runs on a
+#   CPU too, and pulls in the CUDA libraries); TORCH_INDEX_URL picks the
+#   index, e.g. https://download.pytorch.org/whl/cpu for the CPU-only build.
 # - A second run is a no-op: the stamp .venv/.installed is newer than
 #   pyproject.toml. Touch pyproject.toml (or delete the stamp) to reinstall.
 # - The optional torch-scatter extension is installed only from a local
@@ -33,8 +36,14 @@ pip_install() {
         | { grep -v "^WARNING: Location 'file:" || true; }
 }
 
-echo "bootstrap: installing torch==2.13.0 (CPU)"
-pip_install "torch==2.13.0"
+if [[ -n "${TORCH_INDEX_URL:-}" ]]; then
+    echo "bootstrap: installing torch==2.13.0 from $TORCH_INDEX_URL"
+    pip_install --index-url "$TORCH_INDEX_URL" "torch==2.13.0"
+else
+    echo "bootstrap: installing torch==2.13.0 (the build pip resolves;" \
+         "TORCH_INDEX_URL picks another index)"
+    pip_install "torch==2.13.0"
+fi
 echo "bootstrap: installing torch_geometric_hot[test,ogb,examples,docs]"
 pip_install -e "$root[test,ogb,examples,docs]"
 
