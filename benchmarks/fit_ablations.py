@@ -20,8 +20,10 @@ The offline PCQM4Mv2 layout's variants ran as::
         --epochs 12 --seeds 0,1,2 --variants tokengt-lap+scaled,hot-kernel+mean
 
 ``--list`` prints the variants. Results go to ``OUT/fit_ablations.json``
-and ``OUT/fit_ablations.md``; each target's runs to ``OUT/<target>/``
-(the command's own output folder).
+(``runs``: every run seed by seed; ``rows``: each variant's means and, for
+the test metric, sample standard deviation over the seeds) and
+``OUT/fit_ablations.md``; each target's runs to ``OUT/<target>/`` (the
+command's own output folder).
 """
 import argparse
 import contextlib
@@ -30,7 +32,7 @@ import math
 import os
 import os.path as osp
 import sys
-from typing import Dict, List
+from typing import Dict, List, Optional
 
 import torch
 
@@ -158,22 +160,54 @@ def _mean(values: List[float]) -> float:
     return sum(values) / len(values) if values else float('nan')
 
 
-def _target_rows(args, target: str, names: List[str],
-                 summaries: List[Dict]) -> List[Dict]:
+def _std(values: List[float]) -> Optional[float]:
+    # sample standard deviation over seeds (None for one seed)
+    values = [v for v in values if not math.isnan(v)]
+    if len(values) < 2:
+        return None
+    mean = _mean(values)
+    return math.sqrt(sum((v - mean)**2 for v in values) / (len(values) - 1))
+
+
+def _spread(mean: float, std: Optional[float]) -> str:
+    return f'{mean:.4f}' if std is None else f'{mean:.4f} ± {std:.4f}'
+
+
+def _target_runs(args, target: str, summaries: List[Dict]) -> List[Dict]:
+    r"""Every run of :obj:`target`, seed by seed, as the result files keep
+    them."""
     out = osp.join(args.out, target)
+    runs = []
+    for s in summaries:
+        metric = s['metric']
+        runs.append({
+            'target': target, 'variant': s['model'], 'seed': s['seed'],
+            'final_train_loss': _final_loss(osp.join(
+                out, f"{s['model']}_seed{s['seed']}")),
+            'fitted_loss': s['fitted_loss'], 'best_epoch': s['best_epoch'],
+            f'valid_{metric}': s['valid'], f'test_{metric}': s['test'],
+            f'mean_predictor_test_{metric}': s['mean_predictor_test'],
+            'seconds_per_epoch': s['seconds_per_epoch'],
+            'parameters': s['parameters']})
+    return runs
+
+
+def _target_rows(target: str, names: List[str],
+                 runs: List[Dict]) -> List[Dict]:
     rows = []
     for name in names:
-        runs = [s for s in summaries if s['model'] == name]
+        mine = [r for r in runs if r['variant'] == name]
+        metric = next(k for k in mine[0] if k.startswith('test_'))
         rows.append({
-            'target': target, 'variant': name, 'seeds': len(runs),
-            'final_train_loss': _mean([_final_loss(osp.join(
-                out, f"{name}_seed{s['seed']}")) for s in runs]),
-            'fitted_train_loss': _mean([s['fitted_loss'] for s in runs]),
-            'test': _mean([s['test'] for s in runs]),
-            'metric': runs[0]['metric'],
-            'seconds_per_epoch': _mean([s['seconds_per_epoch']
-                                        for s in runs]),
-            'parameters': runs[0]['parameters']})
+            'target': target, 'variant': name, 'seeds': len(mine),
+            'final_train_loss': _mean([r['final_train_loss'] for r in mine]),
+            'fitted_train_loss': _mean([r['fitted_loss'] for r in mine]),
+            'test': _mean([r[metric] for r in mine]),
+            'test_std': _std([r[metric] for r in mine]),
+            'metric': metric[len('test_'):],
+            'seconds_per_epoch': _mean([r['seconds_per_epoch']
+                                        for r in mine]),
+            'parameters': mine[0]['parameters']})
     return rows
 
 
@@ -212,7 +246,7 @@ def main(argv=None) -> Dict:
     if unknown:
         parser.error(f'unknown variants {unknown} (see --list)')
     from torch_geometric_hot.train.cli import main as train
-    rows = []
+    rows, runs = [], []
     for target in [t for t in args.targets.split(',') if t]:
         out = osp.join(args.out, target)
         command = ['--dataset', args.dataset, '--offline',
@@ -229,7 +263,9 @@ def main(argv=None) -> Dict:
         if args.smoke:
             command.append('--smoke')
         with _registered({n: extra[n] for n in names if n in extra}):
-            rows += _target_rows(args, target, names, train(command))
+            target_runs = _target_runs(args, target, train(command))
+        runs += target_runs
+        rows += _target_rows(target, names, target_runs)
     lines = ['| target | variant | final train loss | x GIN | fitted loss '
              '| x GIN | test | s / epoch |', '|---' * 8 + '|']
     for row in rows:
@@ -240,15 +276,17 @@ def main(argv=None) -> Dict:
         lines.append(f"| {row['target']} | {row['variant']} | "
                      f"{row['final_train_loss']:.4f} | {ratios[0]} | "
                      f"{row['fitted_train_loss']:.5f} | {ratios[1]} | "
-                     f"{row['test']:.4f} | {row['seconds_per_epoch']:.1f} |")
+                     f"{_spread(row['test'], row['test_std'])} | "
+                     f"{row['seconds_per_epoch']:.1f} |")
     table = '\n'.join(lines)
     print(table)
     os.makedirs(args.out, exist_ok=True)
     with open(osp.join(args.out, 'fit_ablations.json'), 'w') as f:
-        json.dump({'settings': vars(args), 'rows': rows}, f, indent=1)
+        json.dump({'settings': vars(args), 'rows': rows, 'runs': runs}, f,
+                  indent=1)
     with open(osp.join(args.out, 'fit_ablations.md'), 'w') as f:
         f.write(table + '\n')
-    return {'rows': rows, 'table': table}
+    return {'rows': rows, 'runs': runs, 'table': table}
 
 
 if __name__ == '__main__':

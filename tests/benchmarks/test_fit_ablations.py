@@ -69,6 +69,10 @@ def test_smoke_run_tabulates_every_variant(tmp_path):
     written = json.loads((tmp_path / 'out' / 'fit_ablations.json')
                          .read_text())
     assert written['rows'] == rows
+    assert [(r['variant'], r['seed']) for r in written['runs']] == [
+        ('gin', 0), ('tokengt-lap+flip', 0)]
+    assert [r['test_rmse'] for r in written['runs']] == [
+        r['test'] for r in rows]
     assert '| qed | tokengt-lap+flip |' in result['table']
     assert 'tokengt-lap+flip' not in zoo.MODELS  # registered for the run
     run = json.loads((tmp_path / 'out' / 'qed' / 'gin_seed0' /
