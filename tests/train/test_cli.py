@@ -281,3 +281,21 @@ def test_results_table_shows_the_fit_beside_the_logged_loss(root, tmp_path):
     fitted = [s['fitted_loss'] for s in summaries]
     mean = sum(fitted) / 2
     assert row.split(' | ')[4].startswith(f'{mean:.4f} ± ')
+
+
+def test_counts_of_one_in_the_singular(tmp_path, capsys):
+    from torch_geometric_hot.datasets import nci_tpsa_table
+    from torch_geometric_hot.train.trainer import counted
+    assert [counted(1, 'step'), counted(0, 'row'), counted(1234, 'row')] \
+        == ['1 step', '0 rows', '1,234 rows']
+    csv = tmp_path / 'mine.csv'
+    rows = [f'{smi},{k % 7}' for k, smi in
+            enumerate(nci_tpsa_table(limit=40).smiles)]
+    csv.write_text('smiles,logs\nnot-a-molecule,1\n' + '\n'.join(rows))
+    main(['--root', str(tmp_path / 'data'), '--dataset', 'ogbg-molesol',
+          '--model', 'gin', '--csv', str(csv), '--target-columns', 'logs',
+          *BASE, '--max-steps', '1', '--fit-molecules', '1'])
+    out = capsys.readouterr().out
+    assert 'skipped 1 row whose' in out
+    assert '; 1 step of 16 molecules' in out
+    assert 'on 1 training molecule:' in out

@@ -372,7 +372,7 @@ def main(argv: Optional[List[str]] = None) -> List[Dict]:
     from torch_geometric_hot.train import checkpoint, report
     from torch_geometric_hot.train.distributed import (resolve_device,
                                                        setup, teardown)
-    from torch_geometric_hot.train.trainer import (CURVE_FILE, Run,
+    from torch_geometric_hot.train.trainer import (CURVE_FILE, Run, counted,
                                                    run_config, run_name)
     try:  # a clear error before any work
         benchmark_name(args.dataset)
@@ -412,15 +412,16 @@ def main(argv: Optional[List[str]] = None) -> List[Dict]:
                     except checkpoint.CheckpointError as error:
                         raise SystemExit(str(error)) from None
                 if ctx.is_main:
+                    batch = run.recipe()['effective_batch_size']
                     print(f'{model_name}, seed {seed}: '
                           f'{run.num_parameters:,} parameters'
                           f'{_reference(args)} on '
                           f'{ctx.device} x {ctx.world_size}; '
-                          f'{run.bench.name} ({len(run.bench.dataset):,} '
-                          f'molecules, metric {run.bench.metric}); '
-                          f'{run.total_steps:,} steps of '
-                          f'{run.recipe()["effective_batch_size"]:,} '
-                          f'molecules', flush=True)
+                          f'{run.bench.name} ('
+                          f"{counted(len(run.bench.dataset), 'molecule')}, "
+                          f'metric {run.bench.metric}); '
+                          f"{counted(run.total_steps, 'step')} of "
+                          f"{counted(batch, 'molecule')}", flush=True)
                 summary = run.fit()
                 if ctx.distributed:
                     print(f'rank {ctx.rank} weights {summary["weights"]}',
@@ -454,7 +455,7 @@ def _print_table(summaries: List[Dict], report) -> None:
 
 def _report(args, summaries: List[Dict], report) -> None:
     from torch_geometric_hot.datasets.atomic_files import held_alone
-    from torch_geometric_hot.train.trainer import SUMMARY_FILE
+    from torch_geometric_hot.train.trainer import SUMMARY_FILE, counted
     if args.out is None or args.resume:
         _print_table(summaries, report)
         return
@@ -464,8 +465,8 @@ def _report(args, summaries: List[Dict], report) -> None:
         runs = report.runs_like(args.out, summaries, SUMMARY_FILE)
         _print_table(runs, report)
         if len(runs) > len(summaries):
-            print(f'(with {len(runs) - len(summaries)} run(s) of other '
-                  f'commands with these settings in {args.out})')
+            print(f"(with {counted(len(runs) - len(summaries), 'run')} of "
+                  f'other commands with these settings in {args.out})')
         with open(osp.join(args.out, 'results.md'), 'w') as f:
             f.write(report.results_table(runs) + '\n')
         with open(osp.join(args.out, 'results.json'), 'w') as f:

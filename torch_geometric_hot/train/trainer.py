@@ -38,6 +38,12 @@ METRICS_FILE, SUMMARY_FILE, CURVE_FILE = ('metrics.jsonl', 'summary.json',
                                           'curve.png')
 
 
+def counted(count: int, noun: str) -> str:
+    r"""``'1 step'``, ``'2 steps'``, ``'1,024 molecules'``: :obj:`count`
+    and :obj:`noun`, in the plural unless :obj:`count` is 1."""
+    return f"{count:,} {noun}{'' if count == 1 else 's'}"
+
+
 def run_name(model: str, seed: int) -> str:
     return f'{model}_seed{seed}'
 
@@ -173,7 +179,8 @@ class Run:
             table = read_molecule_csv(args.csv, args.smiles_column,
                                       args.target_columns.split(','))
             if table.skipped:
-                print(f'{args.csv}: skipped {len(table.skipped)} rows whose '
+                print(f'{args.csv}: skipped '
+                      f"{counted(len(table.skipped), 'row')} whose "
                       f'SMILES RDKit cannot parse (first: '
                       f'{table.skipped[0]})', flush=True)
         return load_molecule_benchmark(
@@ -458,8 +465,8 @@ class Run:
             best = r['valid'] if self._is_better(r['valid'], best) else best
         if self.ctx.is_main and self.args.warmup_steps >= self.total_steps:
             print(f'note: --warmup-steps {self.args.warmup_steps} is not '
-                  f'below the run\'s {self.total_steps} steps: the rate '
-                  f'never reaches --lr {self.args.lr}', flush=True)
+                  f"below the run's {counted(self.total_steps, 'step')}: "
+                  f'the rate never reaches --lr {self.args.lr}', flush=True)
         while self.epoch < self.epochs and self.step < self.total_steps:
             self.epoch += 1
             start = time.perf_counter()
@@ -480,10 +487,11 @@ class Run:
             self._log(record)
         self.fitted = self.measure_fit()
         if self.fitted is not None and self.ctx.is_main:
+            fitted = counted(self.fitted['count'], 'training molecule')
             print(f"{self.config['model']:<22} seed {self.seed}  fit of the "
-                  f"last weights on {self.fitted['count']:,} training "
-                  f"molecules: loss {self.fitted['loss']:.4f}  "
-                  f"{self.bench.metric} {self.fitted['metric']:.4f}",
+                  f"last weights on {fitted}: loss "
+                  f"{self.fitted['loss']:.4f}  {self.bench.metric} "
+                  f"{self.fitted['metric']:.4f}",
                   flush=True)
         return self.summary()
 
