@@ -1,5 +1,6 @@
 import gzip
 import json
+import os
 import os.path as osp
 import subprocess
 import sys
@@ -16,6 +17,7 @@ from ogb.lsc import PygPCQM4Mv2Dataset  # noqa: E402
 from ogb.utils import smiles2graph  # noqa: E402
 
 from torch_geometric_hot.datasets import (  # noqa: E402
+    DownloadError, FolderMismatchError, IncompleteFolderError,
     load_molecule_benchmark, nci_tpsa_table, ogb_safe_globals,
     read_molecule_csv, scaffold_split, write_offline)
 from torch_geometric_hot.datasets import ogb_molecules  # noqa: E402
@@ -121,8 +123,111 @@ def test_clear_errors(tmp_path, table):
     (tmp_path / 'ogbg_molhiv').mkdir()
     with pytest.raises(FileNotFoundError, match="'root'.*lacks"):
         load_molecule_benchmark('ogbg-molhiv', str(tmp_path))
-    with pytest.raises(ValueError, match="did not write"):
+    # incomplete, whether offline or not
+    with pytest.raises(IncompleteFolderError, match="'root'.*lacks"):
         load_molecule_benchmark('ogbg-molhiv', str(tmp_path), offline=True)
+    folder = write_offline('ogbg-molesol', str(tmp_path), table)
+    os.remove(osp.join(folder, 'SOURCE.json'))  # as a real download
+    with pytest.raises(ValueError, match="'root'.*did not write.*drop "
+                       "'offline'"):
+        load_molecule_benchmark('ogbg-molesol', str(tmp_path), offline=True)
+
+
+def _offline(root, **kw):
+    return load_molecule_benchmark('ogbg-molesol', str(root), offline=True,
+                                   **kw)
+
+
+def test_an_offline_root_keeps_the_molecules_it_was_written_with(tmp_path):
+    assert len(_offline(tmp_path, offline_molecules=N).dataset) == N
+    with pytest.raises(FolderMismatchError, match=(
+            f"'offline_molecules': .*ogbg_molesol holds {N} molecules .*not "
+            f"the first {N + 1} NCI molecules: give another 'root', or "
+            f"delete")):
+        _offline(tmp_path, offline_molecules=N + 1)
+    # the same number, or none, reads the root as it is
+    assert len(_offline(tmp_path, offline_molecules=N).dataset) == N
+    assert len(_offline(tmp_path).dataset) == N
+    # a root written with more molecules than there are holds them all
+    path = tmp_path / 'ogbg_molesol' / 'SOURCE.json'
+    source = json.loads(path.read_text())
+    assert source['offline_molecules'] == N
+    path.write_text(json.dumps({**source, 'offline_molecules': 2 * N}))
+    assert len(_offline(tmp_path, offline_molecules=3 * N).dataset) == N
+    with pytest.raises(FolderMismatchError):
+        _offline(tmp_path, offline_molecules=N - 1)
+
+
+def test_an_offline_root_keeps_the_table_it_was_written_from(tmp_path,
+                                                             table):
+    def csv(name, rows):
+        path = tmp_path / name
+        path.write_text('smiles,y\n' + ''.join(
+            f'{smi},{k}\n' for k, smi in enumerate(table.smiles[:rows])))
+        return read_molecule_csv(str(path), 'smiles', ['y'])
+
+    root = tmp_path / 'root'
+    assert len(_offline(root, offline_table=csv('a.csv', N)).dataset) == N
+    # the same table from another file is the same data
+    assert len(_offline(root, offline_table=csv('b.csv', N)).dataset) == N
+    with pytest.raises(FolderMismatchError, match=(
+            f"'offline_table': .*holds {N} molecules .*a.csv.*, not "
+            f".*c.csv \\({N - 1} molecules")):
+        _offline(root, offline_table=csv('c.csv', N - 1))
+    with pytest.raises(FolderMismatchError, match="'offline_molecules'"):
+        _offline(root, offline_molecules=N)
+    assert len(_offline(root).dataset) == N  # nothing asked: as it is
+    nci = tmp_path / 'nci'
+    _offline(nci, offline_molecules=N)
+    with pytest.raises(FolderMismatchError, match="'offline_table'.*NCI"):
+        _offline(nci, offline_table=csv('a.csv', N))
+
+
+def test_a_failed_offline_write_leaves_no_folder(tmp_path):
+    path = tmp_path / 'mols.csv'
+    path.write_text('smiles,y\nCCO,1\nCCN,3\nCCC,4\n')
+    few = read_molecule_csv(str(path), 'smiles', ['y'])
+    with pytest.raises(ValueError, match='scaffold split.*empty'):
+        _offline(tmp_path, offline_table=few)
+    assert not (tmp_path / 'ogbg_molesol').exists()
+    assert len(_offline(tmp_path, offline_molecules=N).dataset) == N
+
+
+def _no_network(monkeypatch):
+    # OGB fetches through urllib.request.urlopen (ogb.utils.url's
+    # decide_download, then download_url), after PyG made the raw folder
+    import urllib.error
+    import urllib.request
+    calls = []
+
+    def urlopen(url, *args, **kw):
+        calls.append(url)
+        raise urllib.error.URLError('no network here')
+
+    monkeypatch.setattr(urllib.request, 'urlopen', urlopen)
+    return calls
+
+
+def test_a_failed_download_leaves_nothing_it_created(tmp_path, monkeypatch):
+    calls = _no_network(monkeypatch)
+    (tmp_path / 'esol').mkdir()  # OGB's archive folder, there before
+    (tmp_path / 'esol' / 'mine.txt').write_text('kept')
+    with pytest.raises(DownloadError, match=(
+            "'name': downloading ogbg-molesol into .* failed .*no network "
+            "here.*pass 'offline'.*as 'root' the folder that holds a copy")
+            ) as info:
+        load_molecule_benchmark('ogbg-molesol', str(tmp_path))
+    assert isinstance(info.value, ConnectionError) and calls
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        '.ogbg-molesol.lock', 'esol']
+    assert (tmp_path / 'esol' / 'mine.txt').read_text() == 'kept'
+    # a root this call made goes too, with its parents it made
+    fresh = tmp_path / 'new' / 'root'
+    with pytest.raises(DownloadError, match='pcqm4mv2'):
+        load_molecule_benchmark('pcqm4mv2', str(fresh))
+    assert not (tmp_path / 'new').exists()
+    # the next call is not misled by a half-made folder
+    assert len(_offline(tmp_path, offline_molecules=N).dataset) == N
 
 
 def test_molecule_csv(tmp_path):

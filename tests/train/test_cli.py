@@ -154,13 +154,33 @@ def test_two_processes_under_torchrun(root, tmp_path):
     assert summary['world_size'] == 2
 
 
+def _usage_error(capsys, argv):
+    # the command's one-line usage error: status 2, no traceback
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count('\n') == 1, err
+    return err
+
+
 def test_clear_errors(root, tmp_path, capsys):
-    with pytest.raises(SystemExit, match="'--dataset'.*unknown OGB"):
-        main(['--dataset', 'ogbg-molnothing', '--root', root, *BASE])
-    (tmp_path / 'broken' / 'pcqm4m-v2').mkdir(parents=True)
+    err = _usage_error(capsys, ['--dataset', 'ogbg-molnothing', '--root',
+                                root, *BASE])
+    assert err.startswith('python -m torch_geometric_hot.train: error: '
+                          "--dataset: unknown OGB molecule dataset")
+    broken = tmp_path / 'broken'
+    (broken / 'pcqm4m-v2').mkdir(parents=True)
+    # the library raises; the command says it in its own words
+    from torch_geometric_hot.datasets import load_molecule_benchmark
     with pytest.raises(FileNotFoundError, match="'root'.*lacks"):
-        main(['--dataset', 'pcqm4mv2', '--root', str(tmp_path / 'broken'),
-              '--model', 'gin', '--smoke', '--no-progress'])
+        load_molecule_benchmark('pcqm4mv2', str(broken))
+    err = _usage_error(capsys, ['--dataset', 'pcqm4mv2', '--root',
+                                str(broken), '--model', 'gin', '--smoke',
+                                '--no-progress'])
+    assert re.search(r"error: --root: .*pcqm4m-v2 exists but lacks "
+                     r"\['raw/data.csv.gz', 'split_dict.pt'\].*pass as "
+                     r"--root the folder", err), err
     with pytest.raises(SystemExit, match="'--resume'.*no checkpoint"):
         main(['--root', root, '--resume', str(tmp_path), *BASE])
     run_cli(root, tmp_path / 'a', '--dataset', 'pcqm4mv2', '--model', 'gin')
@@ -281,6 +301,67 @@ def test_results_table_shows_the_fit_beside_the_logged_loss(root, tmp_path):
     fitted = [s['fitted_loss'] for s in summaries]
     mean = sum(fitted) / 2
     assert row.split(' | ')[4].startswith(f'{mean:.4f} ± ')
+
+
+def test_the_command_reports_an_incomplete_root_in_one_line(tmp_path):
+    (tmp_path / 'ogbg_molesol' / 'raw').mkdir(parents=True)
+    proc = _cli('--dataset', 'ogbg-molesol', '--root', str(tmp_path),
+                '--model', 'gin', '--smoke', '--no-progress')
+    out = proc.stdout.read()
+    assert proc.wait() == 2, out
+    assert 'Traceback' not in out
+    assert out.splitlines()[-1].startswith(
+        'python -m torch_geometric_hot.train: error: --root: ')
+    assert 'lacks' in out
+
+
+def test_an_offline_root_refuses_other_data_by_the_flag(tmp_path, capsys):
+    from torch_geometric_hot.datasets import load_molecule_benchmark
+    root = str(tmp_path / 'root')
+    load_molecule_benchmark('ogbg-molesol', root, offline=True,
+                            offline_molecules=60)
+    capsys.readouterr()  # OGB's processing
+    base = ['--dataset', 'ogbg-molesol', '--root', root, '--model', 'gin',
+            '--offline', '--smoke', '--no-progress']
+    way_out = (r": give another --root, or delete .*ogbg_molesol to write "
+               r"it anew$")
+    err = _usage_error(capsys, [*base, '--offline-molecules', '50'])
+    assert re.search(r"error: --offline-molecules: .*ogbg_molesol holds 60 "
+                     r"molecules .*not the first 50 NCI molecules" + way_out,
+                     err), err
+    err = _usage_error(capsys, [*base, '--offline-target', 'qed'])
+    assert re.search(r"error: --offline-target: .*labelled with TPSA "
+                     r"\(offline target 'tpsa'\), not QED \('qed'\)" +
+                     way_out, err), err
+    csv = tmp_path / 'mine.csv'
+    csv.write_text('smiles,logs\nCCO,1\nCCN,2\n')
+    err = _usage_error(capsys, [*base, '--csv', str(csv),
+                                '--target-columns', 'logs'])
+    assert re.search(r"error: --csv: .*holds 60 molecules .*not .*mine.csv "
+                     r"\(2 molecules, targets \['logs'\]\)" + way_out,
+                     err), err
+    os.remove(osp.join(root, 'ogbg_molesol', 'SOURCE.json'))
+    err = _usage_error(capsys, base)
+    assert re.search(r"error: --root: .*did not write .*drop --offline to "
+                     r"read it as it is, or give another --root", err), err
+
+
+def test_a_failed_download_suggests_offline(tmp_path, capsys, monkeypatch):
+    import urllib.error
+    import urllib.request
+
+    def urlopen(*args, **kw):
+        raise urllib.error.URLError('no network here')
+
+    monkeypatch.setattr(urllib.request, 'urlopen', urlopen)
+    root = tmp_path / 'data'
+    err = _usage_error(capsys, ['--dataset', 'ogbg-molesol', '--root',
+                                str(root), '--model', 'gin', '--smoke',
+                                '--no-progress'])
+    assert re.search(r"error: --dataset: downloading ogbg-molesol into "
+                     r".*no network here.*pass --offline .*or as --root the "
+                     r"folder that holds a copy fetched elsewhere", err), err
+    assert not root.exists()  # nothing half-made to trip the next run
 
 
 def test_counts_of_one_in_the_singular(tmp_path, capsys):

@@ -18,9 +18,9 @@ from torch_geometric_hot.datasets.ogb_layout import (
     read_molecule_csv, repeated_table, scaffold_split, shipped_molecules,
     wehi_table, write_ogbg_mol, write_pcqm4mv2, write_pcqm4mv2_at_scale)
 from torch_geometric_hot.datasets.ogb_molecules import (
-    MoleculeBenchmark, benchmark_name, load_molecule_benchmark,
-    offline_labels,
-    ogb_safe_globals, write_offline)
+    BenchmarkDataError, DownloadError, FolderMismatchError,
+    IncompleteFolderError, MoleculeBenchmark, benchmark_name,
+    load_molecule_benchmark, offline_labels, ogb_safe_globals, write_offline)
 
 __all__ += [
     'MoleculeTable', 'nci_tpsa_table', 'read_molecule_csv', 'scaffold_split',
@@ -28,5 +28,6 @@ __all__ += [
     'PCQM4MV2_SPLIT_SIZES', 'repeated_table', 'shipped_molecules',
     'wehi_table', 'write_pcqm4mv2_at_scale', 'MoleculeBenchmark',
     'benchmark_name', 'load_molecule_benchmark', 'offline_labels',
-    'ogb_safe_globals', 'write_offline'
+    'ogb_safe_globals', 'write_offline', 'BenchmarkDataError',
+    'IncompleteFolderError', 'FolderMismatchError', 'DownloadError'
 ]

@@ -30,6 +30,7 @@ pipeline before downloading 3.7 million molecules.
 """
 import csv
 import gzip
+import hashlib
 import json
 import os
 import os.path as osp
@@ -204,12 +205,24 @@ def _check_free(folder: str, overwrite: bool) -> None:
             f"(never point this at a folder holding a real OGB download)")
 
 
+def table_digest(table: MoleculeTable) -> str:
+    r"""A SHA-1 of :obj:`table`'s molecules, targets and target names, as
+    ``SOURCE.json`` records it: the same for the same table read from any
+    path, another for any other molecule, value or column."""
+    h = hashlib.sha1()
+    h.update('\n'.join(table.smiles).encode())
+    h.update(np.ascontiguousarray(table.targets, dtype=np.float64).tobytes())
+    h.update('\n'.join(table.target_names).encode())
+    return h.hexdigest()
+
+
 def _write_source(folder: str, table: MoleculeTable, target: str,
                   layout: str) -> None:
     with open(osp.join(folder, SOURCE_FILE), 'w') as f:
         json.dump({'layout': layout, 'source': table.source,
                    'target': target, 'target_names': table.target_names,
                    'molecules': len(table.smiles),
+                   'sha1': table_digest(table),
                    'skipped': [list(s) for s in table.skipped]}, f,
                   indent=1)
     with open(osp.join(folder, RELEASE_MARKER), 'w') as f:

@@ -45,8 +45,10 @@ import json
 import os
 import os.path as osp
 import re
+import shutil
 import warnings
-from typing import Callable, Dict, NamedTuple, Optional, Tuple
+import zipfile
+from typing import Callable, Dict, List, NamedTuple, Optional, Tuple
 
 import numpy as np
 import torch
@@ -67,6 +69,7 @@ from torch_geometric_hot.datasets.ogb_layout import (PCQM4MV2_FOLDER,
                                                      SOURCE_FILE,
                                                      MoleculeTable,
                                                      nci_tpsa_table, ogbg_meta,
+                                                     table_digest,
                                                      write_ogbg_mol,
                                                      write_pcqm4mv2)
 
@@ -115,6 +118,30 @@ class MoleculeBenchmark(NamedTuple):
     folder: str
     offline_source: Optional[dict]
     views: str = 'stored'
+
+
+class BenchmarkDataError(Exception):
+    r"""An error of :func:`load_molecule_benchmark` about the data under
+    its :obj:`root` or their download. Each is also the built-in error it
+    stands for (:class:`IncompleteFolderError`, :class:`FolderMismatchError`,
+    :class:`DownloadError`), and its message starts with the argument at
+    fault in quotes (``'root': ...``, ``'offline_molecules': ...``)."""
+
+
+class IncompleteFolderError(BenchmarkDataError, FileNotFoundError):
+    r"""The dataset folder exists but lacks files OGB's loader needs."""
+
+
+class FolderMismatchError(BenchmarkDataError, ValueError):
+    r"""The dataset folder holds other data than the arguments ask for: a
+    dataset this library did not write while :obj:`offline=True`, or
+    molecules, a table or a target other than :obj:`offline_molecules`,
+    :obj:`offline_table` or :obj:`offline_target`."""
+
+
+class DownloadError(BenchmarkDataError, ConnectionError):
+    r"""OGB's download of a missing dataset folder failed (no network, an
+    interrupted transfer, a broken archive)."""
 
 
 def _numpy_core():
@@ -177,7 +204,8 @@ def _ogb_folder(name: str, root: str) -> str:
     return folder + '_pyg' if osp.isdir(folder + '_pyg') else folder
 
 
-def _check_files(name: str, folder: str) -> None:
+def _missing_files(name: str, folder: str) -> List[str]:
+    # the files of the dataset folder that OGB's loader needs and lacks
     if osp.isfile(osp.join(folder, 'processed',
                            'geometric_data_processed.pt')):
         needed = []
@@ -187,12 +215,17 @@ def _check_files(name: str, folder: str) -> None:
         needed = ['raw/edge.csv.gz', 'raw/num-node-list.csv.gz',
                   'raw/num-edge-list.csv.gz', 'raw/graph-label.csv.gz']
     needed.append('split_dict.pt' if name == PCQM4MV2 else 'split')
-    missing = [p for p in needed if not osp.exists(osp.join(folder, p))]
+    return [p for p in needed if not osp.exists(osp.join(folder, p))]
+
+
+def _check_files(name: str, folder: str) -> None:
+    missing = _missing_files(name, folder)
     if missing:
-        raise FileNotFoundError(
+        raise IncompleteFolderError(
             f"'root': {folder} exists but lacks {missing}: it is not a "
-            f"complete {name} folder (remove it to download again, or pass "
-            f"the root that holds the real download)")
+            f"complete {name} folder (remove it to download or write it "
+            f"again, or pass as 'root' the folder that holds the real "
+            f"download)")
 
 
 def offline_labels(name: str,
@@ -315,6 +348,138 @@ def _open_ogb(name: str, root: str, folder: str,
                 Evaluator(name))
 
 
+#: What a failed download of OGB's raises: the network's errors, OGB's
+#: "Stopped downloading due to interruption." and a broken archive.
+_DOWNLOAD_ERRORS = (OSError, RuntimeError, zipfile.BadZipFile)
+
+
+def _download_paths(name: str, root: str, folder: str) -> List[str]:
+    # what OGB's download of a missing folder creates in the root: the
+    # archive, the folder it unpacks (ogbg: then renamed) and the dataset
+    # folder
+    if name == PCQM4MV2:
+        return [osp.join(root, f'{PCQM4MV2_FOLDER}.zip'), folder]
+    meta = ogbg_meta(name)
+    return [osp.join(root, meta['url'].rpartition('/')[2]),
+            osp.join(root, meta['download_name']), folder]
+
+
+def _remove(path: str) -> None:
+    if osp.isdir(path) and not osp.islink(path):
+        shutil.rmtree(path, ignore_errors=True)
+    elif osp.lexists(path):
+        os.remove(path)
+
+
+@contextlib.contextmanager
+def _removed_on_failure(paths: List[str],
+                        keep: Callable[[str], bool] = lambda path: False):
+    # those of the paths that do not exist yet are removed if the block
+    # fails (but those that keep() accepts then): a half-written dataset
+    # folder would fail every later call
+    created = [path for path in paths if not osp.lexists(path)]
+    try:
+        yield
+    except BaseException:
+        for path in created:
+            if not keep(path):
+                _remove(path)
+        raise
+
+
+@contextlib.contextmanager
+def _made_root(root: str, lock_name: str):
+    # makes the root (and its missing parents); when the block fails, the
+    # folders made here go again if they hold nothing but the lock file
+    if osp.exists(root) and not osp.isdir(root):
+        raise NotADirectoryError(f"'root' must be a folder, got the file "
+                                 f"{root!r}")
+    made = []
+    folder = osp.abspath(root)
+    while not osp.isdir(folder):
+        made.append(folder)
+        folder = osp.dirname(folder)
+    os.makedirs(root, exist_ok=True)
+    try:
+        yield
+    except BaseException:
+        if made and os.listdir(made[0]) in ([], [lock_name]):
+            _remove(osp.join(made[0], lock_name))
+            for folder in made:  # innermost first, each empty by then
+                with contextlib.suppress(OSError):
+                    os.rmdir(folder)
+        raise
+
+
+def _open_or_download(name: str, root: str, folder: str,
+                      processes: Optional[int] = None):
+    # _open_ogb; when OGB downloads the folder and that fails, what the
+    # download created is removed (the folder kept if it came whole and
+    # its processing failed) and the error says how to go without it
+    if osp.isdir(folder):
+        return _open_ogb(name, root, folder, processes)
+
+    def whole(path: str) -> bool:
+        return path == folder and not _missing_files(name, folder)
+
+    try:
+        with _removed_on_failure(_download_paths(name, root, folder), whole):
+            return _open_ogb(name, root, folder, processes)
+    except _DOWNLOAD_ERRORS as error:
+        if osp.isdir(folder):  # downloaded; it failed afterwards
+            raise
+        raise DownloadError(
+            f"'name': downloading {name} into {root} failed "
+            f"({type(error).__name__}: {error}): without a network, pass "
+            f"'offline' to write the molecules that ship with RDKit in "
+            f"{name}'s layout, or as 'root' the folder that holds a copy "
+            f"fetched elsewhere") from error
+
+
+def _note_in_source(folder: str, **fields) -> None:
+    # adds fields to the folder's SOURCE.json
+    path = osp.join(folder, SOURCE_FILE)
+    with open(path) as f:
+        source = json.load(f)
+    source.update(fields)
+    with written_atomically(path) as partial, open(partial, 'w') as f:
+        json.dump(source, f, indent=1)
+
+
+def _write_offline_folder(name: str, root: str, folder: str, target: str,
+                          molecules: Optional[int],
+                          table: Optional[MoleculeTable]) -> None:
+    # the offline folder, removed again if writing it fails; SOURCE.json
+    # records the molecules asked for, to refuse another number later
+    with _removed_on_failure([folder]):
+        if table is not None:
+            write_offline(name, root, table, derive_labels=False)
+            return
+        write_offline(name, root, nci_descriptor_table(target,
+                                                       limit=molecules))
+        _note_in_source(folder, offline_molecules=molecules)
+
+
+def _molecules(count: int) -> str:
+    return f"{count:,} molecule{'' if count == 1 else 's'}"
+
+
+def _held(source: Dict) -> str:
+    return (f"{_molecules(source.get('molecules', 0))} "
+            f"({source.get('source')}, targets {source.get('target_names')})")
+
+
+def _other_data(argument: str, folder: str, held: str,
+                asked: str) -> FolderMismatchError:
+    return FolderMismatchError(
+        f"'{argument}': {folder} holds {held}, not {asked}: give another "
+        f"'root', or delete {folder} to write it anew")
+
+
+def _is_nci(source: Dict) -> bool:
+    return source.get('source', '').startswith(_NCI_SOURCE)
+
+
 def _check_offline_target(source: Dict, target: str, folder: str) -> None:
     # an offline folder keeps the target it was written with
     if target not in DESCRIPTORS:
@@ -322,11 +487,61 @@ def _check_offline_target(source: Dict, target: str, folder: str) -> None:
                          f"{', '.join(DESCRIPTORS)}, got {target!r}")
     written = (source.get('target_names') or [''])[0]
     wanted = DESCRIPTORS[target].column
-    if source.get('source', '').startswith(_NCI_SOURCE) and \
-            written != wanted:
-        raise ValueError(f"'root': {folder} holds the offline molecules "
-                         f"labelled with {written}, not {wanted} "
-                         f"(offline target {target!r}); give another root")
+    if _is_nci(source) and written != wanted:
+        key = next((k for k, d in DESCRIPTORS.items() if d.column == written),
+                   None)
+        raise _other_data('offline_target', folder,
+                          f"the offline molecules labelled with {written} "
+                          f"(offline target {key!r})",
+                          f"{wanted} ({target!r})")
+
+
+def _check_offline_molecules(source: Dict, molecules: int,
+                             folder: str) -> None:
+    # an offline folder keeps the NCI molecules it was written with; one
+    # written with more than there are holds them all
+    held = source.get('molecules')
+    asked = source.get('offline_molecules', held)  # older folders: held
+    every = asked is None or asked > held
+    if _is_nci(source) and (molecules == held or every and molecules > held):
+        return
+    raise _other_data('offline_molecules', folder, _held(source),
+                      f"the first {molecules:,} NCI molecules")
+
+
+def _check_offline_table(source: Dict, table: MoleculeTable,
+                         folder: str) -> None:
+    # an offline folder keeps the table it was written from
+    if 'sha1' in source:
+        same = source['sha1'] == table_digest(table)
+    else:  # written before SOURCE.json held the digest
+        same = (source.get('source'), source.get('molecules')) == (
+            table.source, len(table.smiles))
+    if not same:
+        now = ' as it reads now' if table.source == source.get('source') \
+            else ''
+        raise _other_data('offline_table', folder, _held(source),
+                          f"{table.source}{now} "
+                          f"({_molecules(len(table.smiles))}, targets "
+                          f"{table.target_names})")
+
+
+def _check_source(source: Optional[Dict], folder: str,
+                  offline_target: str, offline_molecules: Optional[int],
+                  offline_table: Optional[MoleculeTable]) -> None:
+    # with offline=True: the folder is one this library wrote, from what
+    # the arguments ask for
+    if source is None:
+        raise FolderMismatchError(
+            f"'root': {folder} holds a dataset this library did not write "
+            f"(it has no {SOURCE_FILE}): drop 'offline' to read it as it "
+            f"is, or give another 'root' for the offline molecules")
+    if offline_table is not None:
+        _check_offline_table(source, offline_table, folder)
+        return
+    if offline_molecules is not None:
+        _check_offline_molecules(source, offline_molecules, folder)
+    _check_offline_target(source, offline_target, folder)
 
 
 def load_molecule_benchmark(name: str, root: str, offline: bool = False,
@@ -350,7 +565,12 @@ def load_molecule_benchmark(name: str, root: str, offline: bool = False,
             :obj:`offline_table`) in the dataset's layout when its folder does
             not exist, instead of downloading.
             An existing folder is only read; with :obj:`offline=True` it must
-            be one this library wrote. (default: :obj:`False`)
+            be one this library wrote, and from what
+            :obj:`offline_molecules`, :obj:`offline_table` and
+            :obj:`offline_target` ask for where they are given
+            (:class:`FolderMismatchError` otherwise). A failed download
+            raises :class:`DownloadError` and leaves nothing it created.
+            (default: :obj:`False`)
         pre_transform (callable, optional): Applied once to every molecule
             and cached.
         transform (callable, optional): Applied on every access.
@@ -382,27 +602,25 @@ def load_molecule_benchmark(name: str, root: str, offline: bool = False,
     name = benchmark_name(name)
     if name != PCQM4MV2:
         meta = ogbg_meta(name)
-    if osp.exists(root) and not osp.isdir(root):
-        raise NotADirectoryError(f"'root' must be a folder, got the file "
-                                 f"{root!r}")
-    os.makedirs(root, exist_ok=True)
+    lock = f'.{name}.lock'
     # separate commands on one root prepare the folder one at a time
-    with held_alone(osp.join(root, f'.{name}.lock')):
+    with _made_root(root, lock), held_alone(osp.join(root, lock)):
         folder = _ogb_folder(name, root)
         source_path = osp.join(folder, SOURCE_FILE)
         if offline and not osp.isdir(folder):
-            if offline_table is None:
-                write_offline(name, root, nci_descriptor_table(
-                    offline_target, limit=offline_molecules))
-            else:
-                write_offline(name, root, offline_table, derive_labels=False)
-        elif offline and not osp.isfile(source_path):
-            raise ValueError(f"'root': {folder} holds a dataset this library "
-                             f"did not write; drop 'offline' to use it as it "
-                             f"is")
+            _write_offline_folder(name, root, folder, offline_target,
+                                  offline_molecules, offline_table)
         if osp.isdir(folder):
             _check_files(name, folder)
-        dataset, split, evaluator = _open_ogb(name, root, folder, processes)
+        source = None
+        if osp.isfile(source_path):
+            with open(source_path) as f:
+                source = json.load(f)
+        if offline:
+            _check_source(source, folder, offline_target, offline_molecules,
+                          offline_table)
+        dataset, split, evaluator = _open_or_download(name, root, folder,
+                                                      processes)
         if views == 'auto':
             views = 'stored' if len(dataset) <= STORED_VIEWS_LIMIT else \
                 'computed'
@@ -432,12 +650,6 @@ def load_molecule_benchmark(name: str, root: str, offline: bool = False,
                                      'y_pred': y_pred.view(-1, num_tasks)
                                      })[metric])
 
-    source = None
-    if osp.isfile(source_path):
-        with open(source_path) as f:
-            source = json.load(f)
-    if offline and offline_table is None and source is not None:
-        _check_offline_target(source, offline_target, folder)
     return MoleculeBenchmark(name, dataset, split, num_tasks, task_type,
                              metric, metric in ('rocauc', 'ap', 'acc', 'F1'),
                              evaluate, folder, source, views)

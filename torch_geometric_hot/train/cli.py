@@ -30,6 +30,7 @@ import argparse
 import json
 import os
 import os.path as osp
+import re
 import sys
 from typing import Dict, List, Optional
 
@@ -40,6 +41,13 @@ from torch_geometric_hot.train.recipes import (LOSSES, OPTIMIZERS,
                                                PRECISIONS, SCHEDULES)
 from torch_geometric_hot.train.zoo import MODELS
 
+PROG = 'python -m torch_geometric_hot.train'
+#: The arguments of :func:`~torch_geometric_hot.datasets.\
+#: load_molecule_benchmark` that its data errors name, as options of the
+#: command.
+DATA_OPTIONS = {'name': '--dataset', 'root': '--root', 'offline': '--offline',
+                'offline_molecules': '--offline-molecules',
+                'offline_target': '--offline-target', 'offline_table': '--csv'}
 DATASET_HELP = ("an OGB molecule dataset: any 'ogbg-mol*' name "
                 "(ogbg-molhiv, ogbg-molpcba, ogbg-moltox21, ogbg-molesol, "
                 "...) or 'pcqm4mv2'")
@@ -111,7 +119,7 @@ def build_parser() -> argparse.ArgumentParser:
     presets = '\n'.join(f'  {name:<22} {preset.description}'
                         for name, preset in PRESETS.items())
     parser = argparse.ArgumentParser(
-        prog='python -m torch_geometric_hot.train',
+        prog=PROG,
         description=__doc__.split('\n\n')[0],
         epilog=f'models:\n{models}\n\npresets:\n{presets}\n\n' +
         __doc__.split('\n\n', 1)[1],
@@ -130,7 +138,9 @@ def build_parser() -> argparse.ArgumentParser:
                       "above quantiles)")
     data.add_argument('--offline-molecules', type=_positive, default=None,
                       help='with --offline, write only the first N molecules '
-                      '(default: all 4,991 that RDKit parses)')
+                      '(default: all 4,991 that RDKit parses; an existing '
+                      'root must hold that many, without the option it is '
+                      'read as it is)')
     data.add_argument('--offline-target', default='tpsa',
                       choices=list(DESCRIPTORS),
                       help="with --offline, the target the NCI molecules are "
@@ -143,7 +153,7 @@ def build_parser() -> argparse.ArgumentParser:
                       "file (a header row, a SMILES column and one numeric "
                       "column per task of --dataset) instead of the NCI "
                       "molecules; rows RDKit cannot parse are skipped and "
-                      "counted")
+                      "counted; an existing root must hold this table")
     data.add_argument('--views', default='auto',
                       choices=['auto', 'stored', 'computed'],
                       help="the models' views and node identifiers: stored "
@@ -353,6 +363,24 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     return args
 
 
+def usage_error(message: str) -> SystemExit:
+    r"""Writes :obj:`message` as the command's one-line usage error
+    (``python -m torch_geometric_hot.train: error: ...``, as argparse writes
+    its own, without the usage) and returns the :class:`SystemExit` of
+    status 2 to raise."""
+    sys.stderr.write(f'{PROG}: error: {message}\n')
+    return SystemExit(2)
+
+
+def data_error_message(error: Exception) -> str:
+    r"""The message of a :class:`~torch_geometric_hot.datasets.\
+    BenchmarkDataError` in the command's words: the library's arguments it
+    names in quotes (``'root'``) as the options that set them
+    (``--root``, see :data:`DATA_OPTIONS`)."""
+    pattern = "'(" + '|'.join(DATA_OPTIONS) + ")'"
+    return re.sub(pattern, lambda m: DATA_OPTIONS[m.group(1)], str(error))
+
+
 def explicit_options(argv: List[str]) -> set:
     r"""The names (destinations) of the options :obj:`argv` gives."""
     parser = build_parser()
@@ -368,7 +396,8 @@ def main(argv: Optional[List[str]] = None) -> List[Dict]:
     args = parse_args(argv)
     import torch
 
-    from torch_geometric_hot.datasets import benchmark_name
+    from torch_geometric_hot.datasets import (BenchmarkDataError,
+                                              benchmark_name)
     from torch_geometric_hot.train import checkpoint, report
     from torch_geometric_hot.train.distributed import (resolve_device,
                                                        setup, teardown)
@@ -377,7 +406,7 @@ def main(argv: Optional[List[str]] = None) -> List[Dict]:
     try:  # a clear error before any work
         benchmark_name(args.dataset)
     except ValueError as error:
-        raise SystemExit(f"'--dataset': {error}") from None
+        raise usage_error(f'--dataset: {error}') from None
     try:
         resolve_device(args.device)
     except ValueError as error:  # '--device cuda' without a GPU
@@ -405,7 +434,10 @@ def main(argv: Optional[List[str]] = None) -> List[Dict]:
                 run_dir = args.resume or (osp.join(
                     args.out, run_name(model_name, seed)) if args.out
                                           else None)
-                run = Run(args, model_name, seed, ctx, run_dir)
+                try:  # the dataset folder is opened, written or fetched
+                    run = Run(args, model_name, seed, ctx, run_dir)
+                except BenchmarkDataError as error:
+                    raise usage_error(data_error_message(error)) from None
                 if state is not None:
                     try:
                         run.resume(state)
