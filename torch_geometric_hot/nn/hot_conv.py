@@ -91,7 +91,9 @@ class HOTConv(torch.nn.Module):
             amplification), ``'sqrt'`` (:math:`\sqrt{c}`) or ``'count'``
             (:math:`c`: uniform weights then give the sum, as GIN
             aggregates). An average cannot tell how many keys a group has;
-            the scaled outputs can. (default: ``'none'``)
+            the scaled outputs can. In float16, ``'count'`` overflows for
+            groups of more than 65,504 keys (a graph of over 255 nodes):
+            use ``'log'`` or bfloat16 there. (default: ``'none'``)
 
     Shapes:
         - **input:** :obj:`x` :math:`(P, F_{in})` or :math:`(n, F_{in})`,
