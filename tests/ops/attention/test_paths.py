@@ -15,7 +15,7 @@ from torch_geometric_hot.ops.attention.tokens import \
     per_graph_softmax_attention
 from torch_geometric_hot import testing
 
-ORDERS = [(2, 2), (2, 1), (2, 0), (1, 1), (1, 0), (1, 2)]
+ORDERS = [(2, 2), (2, 1), (2, 0), (1, 1), (1, 0), (1, 2), (1, 3)]
 REFERENCE = {'softmax': 'pairs', 'kernel': 'pooled'}
 # the device type the rule decides for: the tensors' (the CPU), or a GPU's
 DEVICE_TYPES = [None, 'cuda']
@@ -39,7 +39,8 @@ def run_hot(conv: HOTConv, data, path: str, device_type=None):
     x.requires_grad_(True)
     torch.manual_seed(2)  # dropout's seed
     with use_path(path, device_type=device_type):
-        out = conv(x, PairView.from_data(data))
+        out = conv(x, PairView.from_data(data),
+                   getattr(data, 'hyperedge_index', None))
     weight = torch.randn(out.shape, dtype=out.dtype,
                          generator=torch.Generator().manual_seed(1))
     grads = torch.autograd.grad((out * weight).sum(),
@@ -59,6 +60,8 @@ def test_hot_path_equals_its_reference(orders, attention, path,
     if path == 'grouped' and (device_type == 'cuda'
                               or not native.available()):
         pytest.skip('the native CPU kernels do not run this')
+    if path == 'packed' and out_order > 2:
+        pytest.skip('the packed path runs orders 0, 1 and 2')
     data = testing.skewed_batch(out_order, channels=6)
     torch.manual_seed(0)
     conv = HOTConv(6, 5, in_order, out_order, heads=2, head_channels=3,
@@ -107,6 +110,81 @@ def test_token_path_equals_its_reference(path, dropout):
         torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-10)
     if dropout:  # dropout drew
         assert not torch.allclose(expected[0], run('pairs', 0.0)[0])
+
+
+def every_path(operation: str):
+    for attention in ('softmax', 'kernel'):
+        for path in dispatch.PATHS:
+            if operation in path.operations and attention in path.attentions:
+                yield attention, path.name
+
+
+@pytest.mark.parametrize('orders', ORDERS)
+@pytest.mark.parametrize('attention,path', list(every_path('hot')))
+@pytest.mark.parametrize('device_type', DEVICE_TYPES)
+def test_hot_path_equivariant_and_batch_independent(orders, attention, path,
+                                                    device_type):
+    # each path on its own (its layouts group graphs by size): equivariant
+    # on a random graph, and every graph's rows alone as in a batch of
+    # graphs of different sizes
+    in_order, out_order = orders
+    if path == 'grouped' and (device_type == 'cuda'
+                              or not native.available()):
+        pytest.skip('the native CPU kernels do not run this')
+    if path == 'packed' and out_order > 2:
+        pytest.skip('the packed path runs orders 0, 1 and 2')
+    torch.manual_seed(0)
+    conv = HOTConv(3, 4, in_order, out_order, heads=2, head_channels=3,
+                   attention=attention, seed=0,
+                   size_scaler='log').double().eval()
+    with torch.no_grad():
+        conv.bias.normal_()
+
+    def run(data):
+        with use_path(path, device_type=device_type):
+            return testing.run_layer(conv, data)
+
+    data = testing.attach_order_inputs(testing.random_graph(7, 9), out_order,
+                                       seed=3)
+    testing.assert_permutation_equivariant(
+        run, data, 'node' if out_order == 1 else 'other')
+    graphs = [testing.attach_order_inputs(g, out_order, seed=k)
+              for k, g in enumerate(testing.edge_case_graphs(3) +
+                                    [testing.random_graph(16, 30, 3)])
+              if g.num_nodes >= out_order]
+    testing.assert_batch_independent(run, graphs,
+                                     testing.rows_per_graph(out_order))
+
+
+@pytest.mark.parametrize('path', [name for _, name in every_path('tokens')
+                                  if name != 'pooled'])
+@pytest.mark.parametrize('device_type', DEVICE_TYPES)
+def test_token_path_equivariant_and_batch_independent(path, device_type):
+    if path == 'grouped' and (device_type == 'cuda'
+                              or not native.available()):
+        pytest.skip('the native CPU kernels do not run this')
+    gen = torch.Generator().manual_seed(0)
+    sizes = [3, 1, 4, 0, 2, 20, 5]
+    token_batch = torch.cat([torch.full((s, ), g) for g, s in
+                             enumerate(sizes)])
+    qkv = [torch.randn(token_batch.numel(), 2, 3, generator=gen,
+                       dtype=torch.float64) for _ in range(3)]
+
+    def run(qkv, token_batch, num_graphs):
+        with use_path(path, device_type=device_type):
+            return per_graph_softmax_attention(*qkv, token_batch,
+                                               num_graphs)
+
+    out = run(qkv, token_batch, len(sizes))
+    perm = torch.randperm(token_batch.numel(), generator=gen)
+    torch.testing.assert_close(
+        run([t[perm] for t in qkv], token_batch[perm], len(sizes)),
+        out[perm], rtol=1e-10, atol=1e-10)
+    for g in range(len(sizes)):
+        mine = token_batch == g
+        alone = run([t[mine] for t in qkv], token_batch[mine] * 0, 1)
+        torch.testing.assert_close(alone, out[mine], rtol=1e-10,
+                                   atol=1e-10)
 
 
 def test_forced_path_that_does_not_apply_lists_every_reason():
