@@ -1,3 +1,5 @@
+import re
+
 import pytest
 import torch
 
@@ -40,9 +42,35 @@ def dense_size_scale(scaler, size):
             'sqrt': size.sqrt(), 'count': size}[scaler]
 
 
+def blocks(label):
+    return [set(re.findall(r'[oi]\d+', block)) for block in label.split('|')]
+
+
+def decoupled_mask(basis, partition):
+    r"""The key group of a class without its distinct-index exclusions
+    (HOT Eq. 21): the union of the indicators of the coarser partitions
+    with the class's output pattern and input pattern (an input index may
+    equal another output index; a diagonal key stays apart from the
+    off-diagonal ones)."""
+    own = blocks(partition)
+
+    def side(label_blocks, kind):
+        return sorted(sorted(p for p in b if p[0] == kind)
+                      for b in label_blocks if any(p[0] == kind for p in b))
+
+    mask = 0
+    for label, indicator in basis.items():
+        other = blocks(label)
+        if all(side(other, kind) == side(own, kind) for kind in 'oi') and \
+                all(any(b <= c for c in other) for b in own):
+            mask = mask + indicator
+    return mask
+
+
 def dense_reference(layer, data):
     r"""The layer recomputed densely: attention of every class over its
-    full dense key group (the brute-force basis indicator)."""
+    full dense key group (the brute-force basis indicator; without the
+    exclusions, :func:`decoupled_mask`, where the layer drops them)."""
     n = data.num_nodes
     k_ord, l_ord = layer.in_order, layer.out_order
     view = PairView.from_data(data)
@@ -63,7 +91,8 @@ def dense_reference(layer, data):
     basis = dense_basis(n, k_ord, l_ord, x.device)
     out = 0
     for c, cls in enumerate(layer.classes):
-        mask = basis[cls.partition]
+        mask = basis[cls.partition] if layer.exact_exclusion or \
+            fm is None else decoupled_mask(basis, cls.partition)
         attn = dense_class_attention(queries, keys, values[:, c], mask, fm)
         attn = attn * dense_size_scale(layer.size_scaler,
                                        mask.sum(-1)).view(-1, 1, 1)
@@ -158,6 +187,24 @@ def test_size_scaler_equivariant_and_batch_independent(orders, attention,
                                                            'other'))
 
 
+@pytest.mark.parametrize('orders', ORDERS)
+def test_decoupled_kernel_equals_dense_reference(orders, device):
+    data = attach_order_inputs(complete_graph(4, device=device), orders[1],
+                               max_hyperedges=10**6)
+    layer = make(orders, device, attention='kernel', kernel='elu',
+                 exact_exclusion=False)
+    out, expected = sparse_dense(layer, data)
+    torch.testing.assert_close(out, expected, atol=1e-10, rtol=1e-10)
+
+
+@pytest.mark.parametrize('orders', ORDERS)
+def test_decoupled_kernel_equivariant_and_batch_independent(orders, device):
+    layer = make(orders, device, attention='kernel', kernel='favor+', seed=0,
+                 exact_exclusion=False)
+    _equivariant_and_batch_independent(
+        layer, orders, device, 'node' if orders[1] == 1 else 'other')
+
+
 def test_decoupled_kernel_differs_from_exact(device):
     data = attach_order_inputs(complete_graph(4, device=device), 2)
     exact = make((2, 2), device, attention='kernel', kernel='elu')
@@ -193,13 +240,26 @@ def test_permutation_equivariant_and_batch_independent(orders, attention,
         assert torch.isfinite(run_layer(layer, g)).all()
 
 
-@pytest.mark.parametrize('attention', ['softmax', 'kernel'])
-def test_gradcheck(attention, device):
-    data = attach_order_inputs(random_graph(4, 4, device=device), 2)
+@pytest.mark.parametrize('orders', ORDERS)
+@pytest.mark.parametrize('attention,exact', [('softmax', True),
+                                             ('kernel', True),
+                                             ('kernel', False)])
+def test_gradcheck(orders, attention, exact, device):
+    # 5 nodes for triples: a key group of 2 nodes (1 key: no gradient
+    # reaches the query); an order-0 output's query is a parameter
+    data = attach_order_inputs(random_graph(4 if orders[1] < 3 else 5, 4,
+                                            device=device), orders[1])
     view = PairView.from_data(data)
-    layer = make((2, 2), device, attention=attention, kernel='elu')
-    x = data.pair_x.clone().requires_grad_()
-    assert_gradcheck(lambda x: layer(x, view), (x, ))
+    layer = make(orders, device, attention=attention, kernel='elu',
+                 exact_exclusion=exact)
+    x = (data.pair_x if orders[0] == 2 else data.x).clone().requires_grad_()
+    he = getattr(data, 'hyperedge_index', None)
+    if orders[1] == 0:
+        query = layer.query.detach().clone().requires_grad_()
+        assert_gradcheck(lambda x, query: torch.func.functional_call(
+            layer, {'query': query}, (x, view)), (x, query))
+    else:
+        assert_gradcheck(lambda x: layer(x, view, he), (x, ))
 
 
 @pytest.mark.parametrize('orders', [(2, 2), (2, 0), (1, 1), (1, 2)])
