@@ -2,7 +2,9 @@ import pytest
 import torch
 
 from torch_geometric_hot.nn import TokenGTLayer, TokenSelfAttention
-from torch_geometric_hot.testing import dense_softmax_attention_reference
+from torch_geometric_hot.testing import (assert_gradcheck,
+                                         dense_class_attention,
+                                         dense_softmax_attention_reference)
 
 
 def tokens(sizes, device, channels=8, seed=0):
@@ -24,6 +26,36 @@ def test_self_attention_matches_reference(device):
         dense_softmax_attention_reference(q, k, v, token_batch,
                                           num_graphs).reshape(-1, 8))
     torch.testing.assert_close(module(x, token_batch, num_graphs), ref)
+
+
+def test_performer_self_attention_matches_reference(device):
+    # phi(q_t)^T sum_s phi(k_s) v_s / phi(q_t)^T sum_s phi(k_s) over the
+    # tokens s of t's graph, graph by graph (its keys: one stabiliser)
+    torch.manual_seed(0)
+    module = TokenSelfAttention(8, heads=2, attention='performer',
+                                seed=0).double().to(device).eval()
+    x, token_batch, num_graphs = tokens([3, 1, 5], device)
+    q, k, v = module.qkv(x).view(-1, 3, 2, 4).unbind(1)
+    expected = torch.empty_like(v)
+    for g in range(num_graphs):
+        mine = token_batch == g
+        expected[mine] = dense_class_attention(
+            q[mine], k[mine], v[mine], q.new_ones(int(mine.sum()),
+                                                  int(mine.sum())),
+            lambda t, is_query: module.feature_map(t, is_query=is_query))
+    ref = module.out(expected.reshape(-1, 8))
+    torch.testing.assert_close(module(x, token_batch, num_graphs), ref)
+
+
+@pytest.mark.parametrize('attention', ['softmax', 'performer'])
+@pytest.mark.parametrize('layer', [TokenSelfAttention, TokenGTLayer])
+def test_gradcheck(attention, layer, device):
+    torch.manual_seed(0)
+    module = layer(4, heads=2, attention=attention,
+                   seed=0).double().to(device).eval()
+    x, token_batch, num_graphs = tokens([3, 1, 2], device, channels=4)
+    assert_gradcheck(lambda x: module(x, token_batch, num_graphs),
+                     (x.requires_grad_(), ))
 
 
 @pytest.mark.parametrize('attention', ['softmax', 'performer'])
