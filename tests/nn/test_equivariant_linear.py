@@ -133,14 +133,18 @@ def test_bad_input_is_named():
         node_layer(data.x, None, torch.tensor([[0, 1], [1, 2]]))
 
 
+@pytest.mark.parametrize('orders', ORDERS)
 @pytest.mark.parametrize('normalize', ['sum', 'mean'])
-def test_gradcheck(normalize, device, layout):
-    data = attach_order_inputs(random_graph(4, 4, device=device), 2)
+def test_gradcheck(orders, normalize, device, layout):
+    in_order, out_order = orders
+    data = attach_order_inputs(random_graph(5, 4, device=device), out_order,
+                               max_hyperedges=10)
     view = PairView.from_data(data)
-    layer = EquivariantLinear(3, 2, 2, 2,
+    layer = EquivariantLinear(3, 2, in_order, out_order,
                               normalize=normalize).double().to(device)
-    x = data.pair_x.clone().requires_grad_()
-    assert_gradcheck(lambda x: layer(x, view), (x, ))
+    x = (data.pair_x if in_order == 2 else data.x).clone().requires_grad_()
+    he = getattr(data, 'hyperedge_index', None)
+    assert_gradcheck(lambda x: layer(x, view, he), (x, ))
 
 
 def test_float32_matches_float64(device):

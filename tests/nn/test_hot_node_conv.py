@@ -50,8 +50,9 @@ def test_equivariant_and_batch_independent(attention, device):
     assert torch.isfinite(out).all()
 
 
-def test_gradcheck(device):
-    conv = layer('softmax', device)
+@pytest.mark.parametrize('attention', ATTENTIONS)
+def test_gradcheck(attention, device):
+    conv = layer(attention, device)
     data = random_graph(5, 6, edge_dim=3, dtype=torch.float64, device=device)
     x = data.x.clone().requires_grad_()
     e = data.edge_attr.clone().requires_grad_()

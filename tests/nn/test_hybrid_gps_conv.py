@@ -111,10 +111,12 @@ def test_without_local_block_or_norm(device):
     torch.testing.assert_close(call(conv)(data), h + conv.mlp(h))
 
 
-@pytest.mark.parametrize('name', ['hot', 'tokengt'])
+@pytest.mark.parametrize('name', ['hot', 'hot-kernel', 'tokengt'])
 def test_gradcheck(name, device):
     conv = layer(name, device, norm='layer_norm')
-    data = graphs(device)[3]  # 2 nodes, 2 edges
+    # 4 nodes, a self-loop and a duplicate edge: key groups of several
+    # keys (on 2 nodes every group of HOT's has at most one)
+    data = graphs(device)[4]
     x = data.x.clone().requires_grad_()
     e = data.edge_attr.clone().requires_grad_()
     kwargs = {'node_id': data.node_id} if name == 'tokengt' else {}
