@@ -38,6 +38,46 @@ def test_block_is_equivariant_and_batch_independent(orders, attention, device):
                              rows_per_graph(orders[1]))
 
 
+@pytest.mark.parametrize('orders', [(2, 2), (2, 1), (2, 0), (1, 1),
+                                    (1, 3)])
+@pytest.mark.parametrize('norm', ['layer', 'batch'])
+def test_block_equals_its_equations(orders, norm, device):
+    # Eq. 8-9 with pre-normalisation, written out (evaluation mode):
+    # H = [A +] Attn(N(A)), Enc(A) = H + L2(GELU(L1(N(H))))
+    torch.manual_seed(0)
+    layer = HOTLayer(3, *orders, heads=1, norm=norm).double().to(device)
+    for module in (layer.norm_attn, layer.norm_ffn):
+        with torch.no_grad():
+            module.weight.normal_(), module.bias.normal_()
+            if norm == 'batch':
+                module.running_mean.normal_(), module.running_var.uniform_(
+                    0.5, 2.0)
+    layer.eval()
+    data = attach_order_inputs(random_graph(6, 8, device=device), orders[1])
+    view = PairView.from_data(data)
+    x = data.pair_x if orders[0] == 2 else data.x
+
+    def normalise(module, h):
+        if norm == 'layer':
+            mean = h.mean(-1, keepdim=True)
+            var = h.var(-1, unbiased=False, keepdim=True)
+        else:
+            mean, var = module.running_mean, module.running_var
+        return (h - mean) / (var + module.eps).sqrt() * module.weight + \
+            module.bias
+
+    def light(module, h):
+        return module(h, view) if orders[1] == 2 else module(h)
+
+    h = layer.attn(normalise(layer.norm_attn, x), view,
+                   getattr(data, 'hyperedge_index', None))
+    if orders[0] == orders[1]:
+        h = x + h
+    f = torch.nn.functional.gelu(light(layer.ffn_in,
+                                       normalise(layer.norm_ffn, h)))
+    torch.testing.assert_close(run(layer, data), h + light(layer.ffn_out, f))
+
+
 def test_residual_flag_and_gradcheck(device):
     torch.manual_seed(0)
     data = attach_order_inputs(random_graph(4, 4, device=device), 2)
