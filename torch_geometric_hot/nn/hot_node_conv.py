@@ -8,7 +8,8 @@ from torch_geometric.typing import Adj
 from torch_geometric_hot.data import (PairView, resolve_adjacency,
                                       resolve_pair_view)
 from torch_geometric_hot.nn.hot_conv import HOTConv
-from torch_geometric_hot.validation import autocast_enabled, check_device
+from torch_geometric_hot.validation import (autocast_enabled, check_device,
+                                            check_parameter_dtype)
 
 
 class HOTNodeConv(torch.nn.Module):
@@ -93,13 +94,8 @@ class HOTNodeConv(torch.nn.Module):
             raise ValueError(f"'x' must be floating point of shape "
                              f"[n, {self.in_channels}], got {x.dtype} "
                              f"{list(x.shape)}")
-        dtype = self.lin_node.weight.dtype
+        check_parameter_dtype(x, self.lin_node.weight.dtype)
         autocast = autocast_enabled(x.device.type)
-        if x.dtype != dtype and not autocast:
-            raise TypeError(f"'x' has dtype {x.dtype} but the layer's "
-                            f"parameters are {dtype}: cast one to the other "
-                            f"(x.to({dtype}) or layer.to({x.dtype})), or "
-                            f"run under torch.autocast")
         edge_index, edge_attr = resolve_adjacency(edge_index, edge_attr,
                                                   x.size(0))
         if edge_attr is not None:

@@ -12,7 +12,8 @@ from torch_geometric.nn.resolver import (activation_resolver,
 from torch_geometric.typing import Adj
 
 from torch_geometric_hot.data.adjacency import resolve_adjacency
-from torch_geometric_hot.validation import autocast_enabled
+from torch_geometric_hot.validation import (autocast_enabled,
+                                            check_parameter_dtype)
 
 
 class HybridGPSConv(torch.nn.Module):
@@ -143,13 +144,8 @@ class HybridGPSConv(torch.nn.Module):
                              f"{getattr(x, 'dtype', type(x).__name__)} "
                              f"{list(getattr(x, 'shape', []))}")
         # before the local block, which would fail deep inside torch
-        dtype = next(self.mlp.parameters()).dtype
+        check_parameter_dtype(x, next(self.mlp.parameters()).dtype)
         autocast = autocast_enabled(x.device.type)
-        if x.dtype != dtype and not autocast:
-            raise TypeError(f"'x' has dtype {x.dtype} but the layer's "
-                            f"parameters are {dtype}: cast one to the other "
-                            f"(x.to({dtype}) or layer.to({x.dtype})), or "
-                            f"run under torch.autocast")
         edge_index, edge_attr = resolve_adjacency(edge_index, edge_attr,
                                                   x.size(0))
         if edge_attr is not None and (

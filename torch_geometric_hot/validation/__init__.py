@@ -196,6 +196,17 @@ def autocast_enabled(device_type: str) -> bool:
     return torch.is_autocast_enabled(device_type)
 
 
+def check_parameter_dtype(x: Tensor, dtype: torch.dtype,
+                          name: str = 'x') -> None:
+    r"""Raises unless :obj:`x` has dtype :obj:`dtype` (a layer's parameter
+    dtype) or runs under :func:`torch.autocast`."""
+    if x.dtype != dtype and not autocast_enabled(x.device.type):
+        raise TypeError(f"'{name}' has dtype {x.dtype} but the layer's "
+                        f"parameters are {dtype}: cast one to the other "
+                        f"({name}.to({dtype}) or layer.to({x.dtype})), or "
+                        f"run under torch.autocast")
+
+
 def check_features(x: Tensor, channels: Optional[int] = None,
                    dtype: Optional[torch.dtype] = None,
                    name: str = 'x') -> None:
@@ -216,12 +227,8 @@ def check_features(x: Tensor, channels: Optional[int] = None,
         raise TypeError(f"'{name}' must be a floating-point tensor, got "
                         f"dtype {x.dtype} (integer features need an "
                         f"encoder first, e.g. CategoricalEncoder)")
-    if dtype is not None and x.dtype != dtype and \
-            not autocast_enabled(x.device.type):
-        raise TypeError(f"'{name}' has dtype {x.dtype} but the layer's "
-                        f"parameters are {dtype}: cast one to the other "
-                        f"({name}.to({dtype}) or layer.to({x.dtype})), or "
-                        f"run under torch.autocast")
+    if dtype is not None:
+        check_parameter_dtype(x, dtype, name)
     # a sum is finite unless an entry is not (or, rarely, it overflows:
     # then the exact check decides); ten times faster than isfinite()
     if x.numel() and validating() and not _features_checked.get() and \

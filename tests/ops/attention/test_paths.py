@@ -49,6 +49,14 @@ def run_hot(conv: HOTConv, data, path: str, device_type=None):
     return [out] + [g for g in grads if g is not None]
 
 
+def skip_unsupported(path: str, device_type: str, out_order: int) -> None:
+    if path == 'grouped' and (device_type == 'cuda'
+                              or not native.available()):
+        pytest.skip('the native CPU kernels do not run this')
+    if path == 'packed' and out_order > 2:
+        pytest.skip('the packed path runs orders 0, 1 and 2')
+
+
 @pytest.mark.parametrize('orders', ORDERS)
 @pytest.mark.parametrize('attention,path', list(hot_cases()))
 @pytest.mark.parametrize('device_type', DEVICE_TYPES)
@@ -57,11 +65,7 @@ def run_hot(conv: HOTConv, data, path: str, device_type=None):
 def test_hot_path_equals_its_reference(orders, attention, path,
                                        device_type, dropout, size_scaler):
     in_order, out_order = orders
-    if path == 'grouped' and (device_type == 'cuda'
-                              or not native.available()):
-        pytest.skip('the native CPU kernels do not run this')
-    if path == 'packed' and out_order > 2:
-        pytest.skip('the packed path runs orders 0, 1 and 2')
+    skip_unsupported(path, device_type, out_order)
     data = testing.skewed_batch(out_order, channels=6)
     torch.manual_seed(0)
     conv = HOTConv(6, 5, in_order, out_order, heads=2, head_channels=3,
@@ -128,11 +132,7 @@ def test_hot_path_equivariant_and_batch_independent(orders, attention, path,
     # on a random graph, and every graph's rows alone as in a batch of
     # graphs of different sizes
     in_order, out_order = orders
-    if path == 'grouped' and (device_type == 'cuda'
-                              or not native.available()):
-        pytest.skip('the native CPU kernels do not run this')
-    if path == 'packed' and out_order > 2:
-        pytest.skip('the packed path runs orders 0, 1 and 2')
+    skip_unsupported(path, device_type, out_order)
     torch.manual_seed(0)
     conv = HOTConv(3, 4, in_order, out_order, heads=2, head_channels=3,
                    attention=attention, seed=0,
