@@ -460,12 +460,14 @@ def _write_offline_folder(name: str, root: str, folder: str, target: str,
         _note_in_source(folder, offline_molecules=molecules)
 
 
-def _molecules(count: int) -> str:
-    return f"{count:,} molecule{'' if count == 1 else 's'}"
+def counted(count: int, noun: str) -> str:
+    r"""``'1 step'``, ``'2 steps'``, ``'1,024 molecules'``: :obj:`count`
+    and :obj:`noun`, in the plural unless :obj:`count` is 1."""
+    return f"{count:,} {noun}{'' if count == 1 else 's'}"
 
 
 def _held(source: Dict) -> str:
-    return (f"{_molecules(source.get('molecules', 0))} "
+    return (f"{counted(source.get('molecules', 0), 'molecule')} "
             f"({source.get('source')}, targets {source.get('target_names')})")
 
 
@@ -522,8 +524,8 @@ def _check_offline_table(source: Dict, table: MoleculeTable,
             else ''
         raise _other_data('offline_table', folder, _held(source),
                           f"{table.source}{now} "
-                          f"({_molecules(len(table.smiles))}, targets "
-                          f"{table.target_names})")
+                          f"({counted(len(table.smiles), 'molecule')}, "
+                          f"targets {table.target_names})")
 
 
 def _check_source(source: Optional[Dict], folder: str,

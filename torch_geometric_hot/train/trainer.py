@@ -24,6 +24,7 @@ from torch_geometric_hot.datasets import (MoleculeBenchmark,
                                           load_molecule_benchmark,
                                           read_molecule_csv)
 from torch_geometric_hot.datasets.atomic_files import written_atomically
+from torch_geometric_hot.datasets.ogb_molecules import counted
 from torch_geometric_hot.train import checkpoint, compiled, recipes
 from torch_geometric_hot.train.distributed import (Context, agree, barrier,
                                                    gather, sync_buffers)
@@ -36,12 +37,6 @@ from torch_geometric_hot.train.zoo import (HEADS, ModelSpec, Settings,
 SMOKE_TRAIN_BATCHES, SMOKE_EVAL_BATCHES = 3, 2
 METRICS_FILE, SUMMARY_FILE, CURVE_FILE = ('metrics.jsonl', 'summary.json',
                                           'curve.png')
-
-
-def counted(count: int, noun: str) -> str:
-    r"""``'1 step'``, ``'2 steps'``, ``'1,024 molecules'``: :obj:`count`
-    and :obj:`noun`, in the plural unless :obj:`count` is 1."""
-    return f"{count:,} {noun}{'' if count == 1 else 's'}"
 
 
 def run_name(model: str, seed: int) -> str:
