@@ -380,3 +380,30 @@ def test_counts_of_one_in_the_singular(tmp_path, capsys):
     assert 'skipped 1 row whose' in out
     assert '; 1 step of 16 molecules' in out
     assert 'on 1 training molecule:' in out
+
+
+def test_molecule_csv_errors_name_the_option(tmp_path, capsys):
+    base = ['--root', str(tmp_path / 'data'), '--dataset', 'ogbg-molesol',
+            '--model', 'gin', *BASE]
+    missing = str(tmp_path / 'missing.csv')
+    with pytest.raises(SystemExit) as info:  # argparse's usage and error
+        main([*base, '--csv', missing, '--target-columns', 'logs'])
+    assert info.value.code == 2
+    assert re.search(r"error: '--csv': no file '.*missing.csv'\n$",
+                     capsys.readouterr().err)
+    csv = tmp_path / 'mine.csv'
+    csv.write_text('smiles,logs\nCCO,1\nCCN,high\n')
+    err = _usage_error(capsys, [*base, '--csv', str(csv),
+                                '--target-columns', 'logs,gap'])
+    assert re.search(r"error: --target-columns: .*mine.csv has no "
+                     r"column\(s\) \['gap'\]; its header has "
+                     r"\['smiles', 'logs'\]$", err), err
+    err = _usage_error(capsys, [*base, '--csv', str(csv), '--smiles-column',
+                                'SMILES', '--target-columns', 'logs'])
+    assert re.search(r"error: --smiles-column: .*has no column\(s\) "
+                     r"\['SMILES'\]", err), err
+    err = _usage_error(capsys, [*base, '--csv', str(csv),
+                                '--target-columns', 'logs'])
+    assert re.search(r"error: --csv: .*mine.csv, row 3: column 'logs' holds "
+                     r"'high', not a number$", err), err
+    assert not (tmp_path / 'data').exists()  # refused before writing

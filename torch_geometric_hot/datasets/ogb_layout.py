@@ -67,6 +67,13 @@ class MoleculeTable(NamedTuple):
     source: str
 
 
+class MoleculeTableError(ValueError):
+    r"""A molecule CSV that :func:`read_molecule_csv` cannot read as asked:
+    a column it names is missing, a target cell is not a number, or no
+    SMILES parses. The message starts with the argument at fault in quotes
+    (``'path'``, ``'smiles_column'``, ``'target_columns'``)."""
+
+
 def _require_rdkit():
     try:
         from rdkit import Chem, RDLogger
@@ -93,8 +100,8 @@ def _parse_rows(rows, source: str, limit: Optional[int]) -> MoleculeTable:
     finally:
         RDLogger.EnableLog('rdApp.*')
     if not smiles:
-        raise ValueError(f"{source}: no SMILES that RDKit can parse "
-                         f"({len(skipped)} skipped)")
+        raise MoleculeTableError(f"'path': {source} holds no SMILES that "
+                                 f"RDKit can parse ({len(skipped)} skipped)")
     return MoleculeTable(smiles, np.asarray(targets, dtype=np.float64),
                          list(names), skipped, source)
 
@@ -105,8 +112,9 @@ def _number(text: str, path: str, row: int, column: str) -> float:
     try:
         return float(text)
     except ValueError:
-        raise ValueError(f"{path}, row {row}: column {column!r} holds "
-                         f"{text!r}, not a number") from None
+        raise MoleculeTableError(f"'path': {path}, row {row}: column "
+                                 f"{column!r} holds {text!r}, not a "
+                                 "number") from None
 
 
 def read_molecule_csv(path: str, smiles_column: str,
@@ -122,20 +130,28 @@ def read_molecule_csv(path: str, smiles_column: str,
         smiles_column (str): Name of the SMILES column.
         target_columns (list): Names of the target columns.
         limit (int, optional): Keep the first :obj:`limit` parsed molecules.
+
+    Raises:
+        FileNotFoundError: :obj:`path` is no file.
+        MoleculeTableError: a column is missing, a target cell is not a
+            number, or no SMILES parses.
     """
     if not osp.isfile(path):
-        raise FileNotFoundError(f"molecule CSV {path!r} does not exist")
+        raise FileNotFoundError(f"'path': molecule CSV {path!r} does not "
+                                "exist")
     if not target_columns:
         raise ValueError("'target_columns' must name at least one column")
     opener = gzip.open if path.endswith('.gz') else open
     with opener(path, 'rt', newline='') as f:
         reader = csv.DictReader(f)
         header = reader.fieldnames or []
-        missing = [c for c in [smiles_column, *target_columns]
-                   if c not in header]
-        if missing:
-            raise ValueError(f"{path}: no column(s) {missing}; the header has "
-                             f"{header}")
+        for name, columns in (('smiles_column', [smiles_column]),
+                              ('target_columns', target_columns)):
+            missing = [c for c in columns if c not in header]
+            if missing:
+                raise MoleculeTableError(
+                    f"{name!r}: {path} has no column(s) {missing}; its "
+                    f"header has {header}")
         rows = ((k + 2, row[smiles_column].strip(), [
             _number(row[c], path, k + 2, c) for c in target_columns
         ], target_columns) for k, row in enumerate(reader))

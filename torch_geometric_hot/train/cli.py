@@ -48,6 +48,10 @@ PROG = 'python -m torch_geometric_hot.train'
 DATA_OPTIONS = {'name': '--dataset', 'root': '--root', 'offline': '--offline',
                 'offline_molecules': '--offline-molecules',
                 'offline_target': '--offline-target', 'offline_table': '--csv'}
+#: The arguments of :func:`~torch_geometric_hot.datasets.read_molecule_csv`
+#: that its errors start with, as options of the command.
+TABLE_OPTIONS = {'path': '--csv', 'smiles_column': '--smiles-column',
+                 'target_columns': '--target-columns'}
 DATASET_HELP = ("an OGB molecule dataset: any 'ogbg-mol*' name "
                 "(ogbg-molhiv, ogbg-molpcba, ogbg-moltox21, ogbg-molesol, "
                 "...) or 'pcqm4mv2'")
@@ -360,6 +364,8 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
                          "folder when it is missing)")
         if not args.target_columns:
             parser.error("'--csv' needs --target-columns")
+        if not osp.isfile(args.csv):
+            parser.error(f"'--csv': no file {args.csv!r}")
     return args
 
 
@@ -381,6 +387,15 @@ def data_error_message(error: Exception) -> str:
     return re.sub(pattern, lambda m: DATA_OPTIONS[m.group(1)], str(error))
 
 
+def table_error_message(error: Exception) -> str:
+    r"""The message of a :class:`~torch_geometric_hot.datasets.\
+    MoleculeTableError` in the command's words: the argument it starts with
+    (``'target_columns': ...``) as the option that sets it
+    (``--target-columns: ...``, see :data:`TABLE_OPTIONS`)."""
+    name, _, rest = str(error).partition(': ')
+    return TABLE_OPTIONS[name.strip("'")] + ': ' + rest
+
+
 def explicit_options(argv: List[str]) -> set:
     r"""The names (destinations) of the options :obj:`argv` gives."""
     parser = build_parser()
@@ -397,6 +412,7 @@ def main(argv: Optional[List[str]] = None) -> List[Dict]:
     import torch
 
     from torch_geometric_hot.datasets import (BenchmarkDataError,
+                                              MoleculeTableError,
                                               benchmark_name)
     from torch_geometric_hot.train import checkpoint, report
     from torch_geometric_hot.train.distributed import (resolve_device,
@@ -438,6 +454,8 @@ def main(argv: Optional[List[str]] = None) -> List[Dict]:
                     run = Run(args, model_name, seed, ctx, run_dir)
                 except BenchmarkDataError as error:
                     raise usage_error(data_error_message(error)) from None
+                except MoleculeTableError as error:
+                    raise usage_error(table_error_message(error)) from None
                 if state is not None:
                     try:
                         run.resume(state)
