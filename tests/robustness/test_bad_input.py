@@ -522,3 +522,38 @@ def test_tokengt_edge_attr_of_another_dtype_or_with_nan_names_it():
         with pytest.raises(ValueError, match="'edge_attr' holds NaN or "
                            "infinite values \\(first in row 3\\)"):
             call(x, EDGES, bad, TWO_GRAPHS)
+
+
+def _graph_models():
+    def lin():
+        return torch.nn.Linear(CHANNELS, CHANNELS)
+    return [
+        HOTGraphModel(CHANNELS, 2, num_layers=1, node_encoder=lin(),
+                      edge_encoder=lin()),
+        TokenGT(CHANNELS, CHANNELS, 2, num_layers=1, edge_dim=CHANNELS),
+        HybridGPS(CHANNELS, 2, num_layers=1, in_channels=CHANNELS,
+                  edge_dim=CHANNELS),
+        HybridGPS(CHANNELS, 2, num_layers=1, global_block='tokengt',
+                  in_channels=CHANNELS, edge_dim=CHANNELS),
+        InvariantMLP(CHANNELS, 2, node_encoder=lin(), edge_encoder=lin()),
+    ]
+
+
+@pytest.mark.parametrize('model', _graph_models(),
+                         ids=['hot', 'tokengt', 'gps-hot', 'gps-tokengt',
+                              'invariant-mlp'])
+def test_no_batch_means_graph_zero_of_num_graphs(model):
+    # batch=None puts every node in graph 0; num_graphs=2 adds an empty
+    # graph 1, exactly as an explicit batch of zeros does
+    torch.manual_seed(0)
+    model.eval()
+    x, edge_attr = torch.randn(5, CHANNELS), torch.randn(5, CHANNELS)
+    zeros = torch.zeros(5, dtype=torch.long)
+    for num_graphs in (None, 1, 2):
+        out = model(x, EDGES, edge_attr, None, num_graphs=num_graphs)
+        assert out.shape == (num_graphs or 1, 2)
+        assert torch.equal(out, model(x, EDGES, edge_attr, zeros,
+                                      num_graphs=num_graphs or 1))
+    with pytest.raises(ValueError, match="'num_graphs' is 0 but there are 5 "
+                       "rows and no 'batch'"):
+        model(x, EDGES, edge_attr, None, num_graphs=0)

@@ -217,9 +217,8 @@ class HybridGPS(torch.nn.Module):
                       num_graphs=num_graphs, **extras)
         if self.task == 'node':
             return self.head(x)
-        if batch is None:
-            batch = x.new_zeros(x.size(0), dtype=torch.long)
-            num_graphs = 1
+        batch, num_graphs = check_batch(batch, x.size(0), num_graphs,
+                                        device=x.device)
         return self.head(global_mean_pool(x, batch, num_graphs))
 
     def __repr__(self) -> str:

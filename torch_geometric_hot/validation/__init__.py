@@ -274,6 +274,10 @@ def check_batch(batch: Optional[Tensor], num_nodes: int,
         raise ValueError(f"'num_graphs' must be a non-negative int, got "
                          f"{num_graphs!r}")
     if batch is None:
+        if num_graphs == 0 and num_nodes:
+            raise ValueError(f"'num_graphs' is 0 but there are {num_nodes} "
+                             f"rows and no '{name}' (every row is in graph "
+                             f"0)")
         return (torch.zeros(num_nodes, dtype=torch.long, device=device),
                 1 if num_graphs is None else num_graphs)
     if not isinstance(batch, Tensor) or batch.dim() != 1 or \
