@@ -20,9 +20,11 @@ reports
 Run::
 
     python benchmarks/readout_spread.py --target motifs --molecules 300 \
-        --variants gin,hot-kernel+bn-head,hot-kernel+paper-norm
+        --variants gin,hot-kernel+bn-head,hot-kernel+paper-norm \
+        --out readout_spread.json
 """
 import argparse
+import json
 import os.path as osp
 import sys
 from typing import Dict, List
@@ -50,7 +52,8 @@ def spread(name: str, spec: zoo.ModelSpec, batch) -> Dict[str, float]:
     if hook is not None:
         hook.remove()
     out.mean().backward()
-    row = {'model': name, 'spread': float(out.detach().std()),
+    row = {'model': name, 'description': spec.description,
+           'spread': float(out.detach().std()),
            'mean gradient L1': float(sum(p.grad.abs().sum()
                                          for p in model.parameters()
                                          if p.grad is not None)),
@@ -79,6 +82,8 @@ def main(argv=None) -> List[Dict[str, float]]:
                         'hot-kernel+paper-norm')
     parser.add_argument('--root', default=osp.join(ROOT, 'data_cache',
                                                    'readout_spread'))
+    parser.add_argument('--out', default=None,
+                        help='write the rows and the arguments here (JSON)')
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     specs = {**zoo.MODELS, **variants()}
@@ -99,6 +104,9 @@ def main(argv=None) -> List[Dict[str, float]]:
         print(f"| {row['model']} | {row['spread']:.3f} | "
               f"{'' if ratio is None else f'{ratio:.2f}'} | "
               f"{row['mean gradient L1']:.1f} | {row['parameters']:,} |")
+    if args.out:
+        with open(args.out, 'w') as f:
+            json.dump({'args': vars(args), 'rows': rows}, f, indent=1)
     return rows
 
 
