@@ -585,6 +585,10 @@ def parse_args(argv=None) -> argparse.Namespace:
                         "optimizer apart) dispatches per model, with the "
                         "layout CUDA uses, counted on --device, and the "
                         "host-synchronising operators among them (JSON)")
+    parser.add_argument('--graphs-per-bin', type=int, default=None,
+                        help='with --count-ops: the most graphs that share a '
+                        'block of the packed layout (default: the '
+                        "library's, 8; 1: a block per graph)")
     parser.add_argument('--compile', action='store_true',
                         help='every model under torch.compile '
                         '(dynamic=False; on CUDA mode reduce-overhead, CUDA '
@@ -611,6 +615,11 @@ def parse_args(argv=None) -> argparse.Namespace:
     if 'gin' not in args.models or 'gps_multihead' not in args.models:
         parser.error("--models must include 'gin' and 'gps_multihead' "
                      "(the ratios are to them)")
+    if args.graphs_per_bin is None:
+        from torch_geometric_hot.ops.attention.packed import GRAPHS_PER_BIN
+        args.graphs_per_bin = GRAPHS_PER_BIN
+    elif not args.count_ops or args.graphs_per_bin < 1:
+        parser.error("--graphs-per-bin needs --count-ops and must be >= 1")
     return args
 
 
@@ -735,39 +744,59 @@ def count_ops(args: argparse.Namespace) -> Dict:
     layout CUDA uses (:func:`~torch_geometric_hot.testing.cuda_layout`;
     the batch planned for it as the loader's workers plan it), counted on
     :obj:`args.device`; the most frequent ones, the host-synchronising
-    ones (:class:`~torch_geometric_hot.testing.SyncRecorder`) and the ratio
-    to ``gps_multihead``'s count."""
+    ones (:class:`~torch_geometric_hot.testing.SyncRecorder`), the ratio
+    to ``gps_multihead``'s count, the step's floating-point operations
+    (``gflop``, :class:`torch.utils.flop_counter.FlopCounterMode`) and,
+    for the HOT models, the blocks of the packed layout of their pair
+    entries (``blocks``; ``--graphs-per-bin 1``: a block per graph)."""
+    from torch.utils.flop_counter import FlopCounterMode
+
     from torch_geometric_hot.data import ModelPlanner, PlannedLoader
+    from torch_geometric_hot.ops.attention import packed
     from torch_geometric_hot.testing import OperatorCounter, SyncRecorder, \
         cuda_layout
     device = torch.device(args.device)
     graphs = load_graphs(args.root, args.batch_size, args.synthetic)
     rows: Dict[str, Dict] = {}
-    for name in args.models:
-        torch.manual_seed(0)
-        runner = Runner(build_model(name, args.width, args.layers,
-                                    args.heads, args.dropout), device)
-        loader = PlannedLoader(graphs, args.batch_size,
-                               planner=ModelPlanner(runner.model),
-                               device='cuda')
-        batch = next(iter(loader)).to(device)
-        with cuda_layout(), OperatorCounter() as counter, \
-                SyncRecorder() as syncs:
-            runner.forward_backward(batch)
-        rows[name] = dict(ops=counter.total, top=counter.summary(12),
-                          sync_ops=syncs.summary())
+    kept_bin_width = packed.GRAPHS_PER_BIN
+    packed.GRAPHS_PER_BIN = args.graphs_per_bin
+    try:
+        for name in args.models:
+            torch.manual_seed(0)
+            runner = Runner(build_model(name, args.width, args.layers,
+                                        args.heads, args.dropout), device)
+            loader = PlannedLoader(graphs, args.batch_size,
+                                   planner=ModelPlanner(runner.model),
+                                   device='cuda')
+            batch = next(iter(loader)).to(device)
+            with cuda_layout(), OperatorCounter() as counter, \
+                    SyncRecorder() as syncs:
+                runner.forward_backward(batch)
+            with cuda_layout(), FlopCounterMode(display=False) as flops:
+                runner.forward_backward(batch)
+            rows[name] = dict(ops=counter.total, top=counter.summary(12),
+                              sync_ops=syncs.summary(),
+                              gflop=flops.get_total_flops() / 1e9)
+            view = getattr(batch, 'pair_view', None)
+            if name.startswith('hot') and view is not None:
+                rows[name]['blocks'] = sum(packed.packed_layout(
+                    view, True, dispatch_ratio()).counts)
+    finally:
+        packed.GRAPHS_PER_BIN = kept_bin_width
     for row in rows.values():
         row['to_gps_multihead'] = row['ops'] / rows['gps_multihead']['ops']
-    print(f'aten operators of one training step (forward + L1 loss + '
-          f'backward), CUDA layout, {args.batch_size} molecules, width '
-          f'{args.width}, {args.layers} layers, {args.heads} heads, counted '
-          f'on {device}')
+    print(f'aten operators and GFLOP of one training step (forward + L1 '
+          f'loss + backward), CUDA layout, {args.batch_size} molecules, '
+          f'width {args.width}, {args.layers} layers, {args.heads} heads, '
+          f'counted on {device}')
     for name, row in rows.items():
+        blocks = f'  blocks: {row["blocks"]}' if 'blocks' in row else ''
         print(f'{LABELS[name]:<34} {row["ops"]:>6} '
-              f'{row["to_gps_multihead"]:>6.2f}x GPS  sync: '
-              f'{sum(row["sync_ops"].values())}')
+              f'{row["to_gps_multihead"]:>6.2f}x GPS {row["gflop"]:>7.1f} '
+              f'GFLOP  sync: {sum(row["sync_ops"].values())}{blocks}')
     result = dict(settings=dict(device=str(device), layout='cuda',
                                 bucket_ratio=dispatch_ratio(),
+                                graphs_per_bin=args.graphs_per_bin,
                                 batch_size=args.batch_size,
                                 width=args.width, layers=args.layers,
                                 heads=args.heads, dropout=args.dropout,
