@@ -60,3 +60,20 @@ def test_counter_sees_the_operators_inside_a_custom_operator():
     assert counter.total > 5 and counter.counts['aten.index_select'] >= 2, \
         counter.counts
     assert 'torch_geometric_hot.pair_light_linear' not in counter.counts
+
+
+def test_graphs_share_blocks_unless_a_block_per_graph_is_asked(tmp_path):
+    args = ['--count-ops', '--synthetic', '--models',
+            'gin,gps_multihead,hot_kernel', '--batch-size', '16',
+            '--width', '16', '--layers', '2']
+    shared = molecule_batches.main(args)
+    alone = molecule_batches.main(args + ['--graphs-per-bin', '1'])
+    assert shared['settings']['graphs_per_bin'] == 8
+    assert alone['settings']['graphs_per_bin'] == 1
+    shared, alone = shared['models'], alone['models']
+    assert shared['hot_kernel']['blocks'] < 16 <= alone['hot_kernel']['blocks']
+    assert alone['hot_kernel']['gflop'] > shared['hot_kernel']['gflop'] > 0
+    assert alone['gin']['gflop'] == shared['gin']['gflop'] > 0
+    assert 'blocks' not in shared['gin']
+    from torch_geometric_hot.ops.attention import packed
+    assert packed.GRAPHS_PER_BIN == 8  # restored

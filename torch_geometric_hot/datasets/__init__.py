@@ -14,8 +14,8 @@ __all__ = [
     'synthetic_chains',
 ]
 from torch_geometric_hot.datasets.ogb_layout import (
-    PCQM4MV2_MOLECULES, PCQM4MV2_SPLIT_SIZES, MoleculeTable, MoleculeTableError,
-    nci_tpsa_table,
+    PCQM4MV2_MOLECULES, PCQM4MV2_SPLIT_SIZES, MoleculeTable,
+    MoleculeTableError, nci_tpsa_table,
     read_molecule_csv, repeated_table, scaffold_split, shipped_molecules,
     wehi_table, write_ogbg_mol, write_pcqm4mv2, write_pcqm4mv2_at_scale)
 from torch_geometric_hot.datasets.ogb_molecules import (
@@ -24,7 +24,8 @@ from torch_geometric_hot.datasets.ogb_molecules import (
     load_molecule_benchmark, offline_labels, ogb_safe_globals, write_offline)
 
 __all__ += [
-    'MoleculeTable', 'MoleculeTableError', 'nci_tpsa_table', 'read_molecule_csv', 'scaffold_split',
+    'MoleculeTable', 'MoleculeTableError', 'nci_tpsa_table',
+    'read_molecule_csv', 'scaffold_split',
     'write_ogbg_mol', 'write_pcqm4mv2', 'PCQM4MV2_MOLECULES',
     'PCQM4MV2_SPLIT_SIZES', 'repeated_table', 'shipped_molecules',
     'wehi_table', 'write_pcqm4mv2_at_scale', 'MoleculeBenchmark',
