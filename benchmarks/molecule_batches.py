@@ -482,6 +482,95 @@ def peak_matmul_rate(runner: Runner, size: int = 2048,
     return 2 * size**3 / best
 
 
+def _flop_op(name: str) -> str:
+    # FlopCounterMode's 'ns.op' as the profiler's 'ns::op'
+    return name.replace('.', '::', 1)
+
+
+def step_breakdown(runner: Runner, batches: Sequence) -> Dict[str, object]:
+    r"""Where the time of a CPU training step goes: for every operator
+    that does arithmetic (those :class:`~torch.utils.flop_counter.\
+    FlopCounterMode` counts: the matrix products and the library's custom
+    operators, whose inner products are theirs), its time per step
+    (inclusive, :mod:`torch.profiler`, calls inside another such operator
+    left to that one), FLOPs per step and rate; and the rest of the step.
+    One step per batch of :obj:`batches`, after one untimed step."""
+    from torch.profiler import ProfilerActivity, profile
+    from torch.utils.flop_counter import FlopCounterMode
+    flops: Dict[str, float] = {}
+    for batch in batches:
+        with FlopCounterMode(display=False) as counter:
+            runner.forward_backward(batch)
+        for op, count in counter.get_flop_counts()['Global'].items():
+            key = _flop_op(str(op))
+            flops[key] = flops.get(key, 0.0) + count / len(batches)
+    runner.train_step(batches[0])
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        start = time.perf_counter()
+        for batch in batches:
+            runner.train_step(batch)
+        wall = (time.perf_counter() - start) / len(batches)
+    spent: Dict[str, float] = {}
+    for event in prof.events():
+        if event.name not in flops:
+            continue
+        parent = event.cpu_parent
+        while parent is not None and parent.name not in flops:
+            parent = parent.cpu_parent
+        if parent is None:  # not inside another counted operator
+            spent[event.name] = spent.get(event.name, 0.0) + \
+                1e-6 * event.cpu_time_total / len(batches)
+    rows = [dict(op=op, ms=1e3 * spent.get(op, 0.0), gflop=1e-9 * n,
+                 gflop_per_s=1e-9 * n / spent[op] if spent.get(op) else None)
+            for op, n in sorted(flops.items(), key=lambda kv: -kv[1])]
+    counted = sum(spent.values())
+    return dict(step_ms=1e3 * wall, ops=rows,
+                rest_ms=1e3 * (wall - counted),
+                gflop=1e-9 * sum(flops.values()),
+                gflop_per_s=1e-9 * sum(flops.values()) / wall)
+
+
+def breakdown(args: argparse.Namespace) -> Dict:
+    r"""``--breakdown``: :func:`step_breakdown` of every model on the
+    first :obj:`args.batches` batches, with the machine's peak
+    matrix-product rate beside it."""
+    from torch_geometric_hot.data import ModelPlanner, PlannedLoader
+    device = torch.device(args.device)
+    graphs = load_graphs(args.root, args.batch_size * args.batches,
+                         args.synthetic)
+    models: Dict[str, Dict] = {}
+    peak = 0.0
+    for name in args.models:
+        torch.manual_seed(0)
+        runner = Runner(build_model(name, args.width, args.layers,
+                                    args.heads, args.dropout), device)
+        batches = list(PlannedLoader(graphs, args.batch_size,
+                                     planner=ModelPlanner(runner.model)))
+        models[name] = step_breakdown(runner, batches)
+        peak = max(peak, peak_matmul_rate(runner))
+        row = models[name]
+        print(f"{LABELS[name]}: {row['step_ms']:.1f} ms per step, "
+              f"{row['gflop']:.2f} GFLOP, {row['gflop_per_s']:.1f} GFLOP/s")
+        for op in row['ops']:
+            rate = op['gflop_per_s']
+            print(f"    {op['op']:<52} {op['ms']:8.1f} ms "
+                  f"{op['gflop']:7.2f} GFLOP "
+                  f"{'' if rate is None else f'{rate:6.1f} GFLOP/s'}")
+        print(f"    {'everything else':<52} {row['rest_ms']:8.1f} ms")
+    print(f'peak matrix-product rate: {1e-9 * peak:.1f} GFLOP/s')
+    result = dict(settings=dict(device=str(device),
+                                batch_size=args.batch_size,
+                                batches=args.batches, width=args.width,
+                                layers=args.layers, heads=args.heads,
+                                threads=args.threads,
+                                synthetic=args.synthetic,
+                                peak_gflop_per_s=1e-9 * peak,
+                                torch=torch.__version__), models=models)
+    if args.out:
+        write_json(args.out, result)
+    return result
+
+
 # ---------------------------------------------------------------- memory --
 def cuda_peak_bytes(runner: Runner, batch) -> int:
     r"""Bytes allocated at the peak of one training step above those
@@ -599,6 +688,11 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help='after the rounds, profile N training steps '
                         "of each model: the device's kernel time over the "
                         'wall time (torch.profiler; 0: not measured)')
+    parser.add_argument('--breakdown', action='store_true',
+                        help='instead of timings: where the time of each '
+                        "model's CPU training step goes, per operator that "
+                        'does arithmetic (time, FLOPs, rate; torch.profiler '
+                        'and FlopCounterMode), and the rest (JSON)')
     parser.add_argument('--memory-of', default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.quick:
@@ -615,6 +709,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     if 'gin' not in args.models or 'gps_multihead' not in args.models:
         parser.error("--models must include 'gin' and 'gps_multihead' "
                      "(the ratios are to them)")
+    if args.breakdown and (args.count_ops or args.device != 'cpu'):
+        parser.error('--breakdown measures the CPU step: no --count-ops, '
+                     '--device cpu')
     if args.graphs_per_bin is None:
         from torch_geometric_hot.ops.attention.packed import GRAPHS_PER_BIN
         args.graphs_per_bin = GRAPHS_PER_BIN
@@ -822,6 +919,8 @@ def run(args: argparse.Namespace) -> Dict:
         return {}
     if args.count_ops:
         return count_ops(args)
+    if args.breakdown:
+        return breakdown(args)
     from torch_geometric_hot.data import ModelPlanner, PlannedLoader
     device = torch.device(args.device)
     graphs = load_graphs(args.root, args.batch_size * args.batches,

@@ -169,3 +169,27 @@ def test_device_events_are_the_device_events_alone():
               SimpleNamespace(key='Memcpy DtoD', device_type=DeviceType.CUDA)]
     assert [e.key for e in molecule_batches.device_events(events)] == \
         ['gemm', 'Memcpy DtoD']
+
+
+def test_breakdown_attributes_every_flop_once(tmp_path):
+    out = tmp_path / 'breakdown.json'
+    result = molecule_batches.main([
+        '--breakdown', '--synthetic', '--models',
+        'gin,gps_multihead,hot_kernel', '--batch-size', '8', '--batches',
+        '2', '--width', '16', '--layers', '2', '--out', str(out)])
+    assert out.exists()
+    for name, row in result['models'].items():
+        ops = {op['op']: op for op in row['ops']}
+        assert abs(sum(op['gflop'] for op in row['ops']) - row['gflop']) \
+            < 1e-12
+        assert ops['aten::mm']['gflop'] > 0 and ops['aten::mm']['ms'] > 0
+        # the products inside a custom operator are its own, not counted
+        # again as aten::mm: the operators' times fit in the step
+        assert sum(op['ms'] for op in row['ops']) <= row['step_ms']
+    hot = {op['op'] for op in result['models']['hot_kernel']['ops']}
+    assert 'torch_geometric_hot::pair_light_linear' in hot
+
+
+def test_breakdown_is_for_the_cpu_step():
+    with pytest.raises(SystemExit):
+        molecule_batches.parse_args(['--breakdown', '--count-ops'])
