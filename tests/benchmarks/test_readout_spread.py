@@ -33,3 +33,18 @@ def test_batch_norm_readout_frees_the_mean_prediction():
     # on the biases after it only; with layer norm on every parameter
     assert rows['hot-kernel+bn-head']['mean gradient L1'] < \
         0.01 * rows['hot-kernel+paper-norm']['mean gradient L1']
+
+
+def test_rows_and_arguments_written_as_json(tmp_path):
+    import json
+    out = tmp_path / 'spread.json'
+    rows = readout_spread.main(['--molecules', '40', '--batch-size', '8',
+                                '--variants', 'gin,hot-kernel+bn-head',
+                                '--root', str(tmp_path / 'data'),
+                                '--out', str(out)])
+    written = json.loads(out.read_text())
+    assert written['rows'] == rows
+    assert [r['model'] for r in rows] == ['gin', 'hot-kernel+bn-head']
+    assert written['args']['molecules'] == 40
+    assert rows[1]['description'] == \
+        fit_ablations.variants()['hot-kernel+bn-head'].description
