@@ -835,6 +835,21 @@ def forced_paths(args: argparse.Namespace):
                     device_type=args.device_type, operations=('hot', ))
 
 
+@contextlib.contextmanager
+def graphs_per_bin(count: int):
+    r"""The packed layout's bins hold at most :obj:`count` graphs inside
+    the context (``--graphs-per-bin``; the library's
+    :data:`~torch_geometric_hot.ops.attention.packed.GRAPHS_PER_BIN`
+    again after it)."""
+    from torch_geometric_hot.ops.attention import packed
+    kept = packed.GRAPHS_PER_BIN
+    packed.GRAPHS_PER_BIN = count
+    try:
+        yield
+    finally:
+        packed.GRAPHS_PER_BIN = kept
+
+
 def count_ops(args: argparse.Namespace) -> Dict:
     r"""Per model the aten operators of one training step (forward, L1
     loss, backward; the optimizer apart) on the first batch, with the
@@ -855,13 +870,11 @@ def count_ops(args: argparse.Namespace) -> Dict:
     device = torch.device(args.device)
     graphs = load_graphs(args.root, args.batch_size, args.synthetic)
     rows: Dict[str, Dict] = {}
-    kept_bin_width = packed.GRAPHS_PER_BIN
-    packed.GRAPHS_PER_BIN = args.graphs_per_bin
-    try:
-        for name in args.models:
-            torch.manual_seed(0)
-            runner = Runner(build_model(name, args.width, args.layers,
-                                        args.heads, args.dropout), device)
+    for name in args.models:
+        torch.manual_seed(0)
+        runner = Runner(build_model(name, args.width, args.layers,
+                                    args.heads, args.dropout), device)
+        with graphs_per_bin(args.graphs_per_bin):
             loader = PlannedLoader(graphs, args.batch_size,
                                    planner=ModelPlanner(runner.model),
                                    device='cuda')
@@ -878,8 +891,6 @@ def count_ops(args: argparse.Namespace) -> Dict:
             if name.startswith('hot') and view is not None:
                 rows[name]['blocks'] = sum(packed.packed_layout(
                     view, True, dispatch_ratio()).counts)
-    finally:
-        packed.GRAPHS_PER_BIN = kept_bin_width
     for row in rows.values():
         row['to_gps_multihead'] = row['ops'] / rows['gps_multihead']['ops']
     print(f'aten operators and GFLOP of one training step (forward + L1 '
