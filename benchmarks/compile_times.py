@@ -73,7 +73,7 @@ import torch
 from torch import Tensor
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import write_json  # noqa: E402
+from harness import software_versions, write_json  # noqa: E402
 from molecule_batches import NODE_ID_DIM, _categorical, \
     load_batches  # noqa: E402
 
@@ -360,7 +360,7 @@ def main(argv=None) -> Dict:
                       cache_dir=args.cache_dir,
                       threads=torch.get_num_threads(), quick=args.quick,
                       atoms=[b.num_nodes for b in batches],
-                      torch=torch.__version__),
+                      versions=software_versions()),
         configs=rows)
     if args.out:
         write_json(args.out, result)

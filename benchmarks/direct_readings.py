@@ -35,7 +35,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import alternation_times, ba_edge_index, \
-    format_alternation, write_json  # noqa: E402
+    format_alternation, software_versions, write_json  # noqa: E402
 from hot_scaling import CHANNELS, hot_model  # noqa: E402
 
 from torch_geometric_hot.data import PairView  # noqa: E402
@@ -125,7 +125,8 @@ def main(argv=None) -> List[Dict]:
         repeats = args.repeats
     records = []
     for name, build in graphs.items():
-        record = dict(graph=name, **compare(build(), repeats))
+        record = dict(graph=name, **compare(build(), repeats),
+                      versions=software_versions())
         print(format_record(name, record), flush=True)
         records.append(record)
     if args.out:

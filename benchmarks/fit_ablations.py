@@ -41,6 +41,8 @@ if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
 from torch_geometric_hot.train import zoo  # noqa: E402
+from torch_geometric_hot.train.versions import \
+    software_versions  # noqa: E402
 
 
 def _with(spec: zoo.ModelSpec, text: str, **options) -> zoo.ModelSpec:
@@ -282,8 +284,8 @@ def main(argv=None) -> Dict:
     print(table)
     os.makedirs(args.out, exist_ok=True)
     with open(osp.join(args.out, 'fit_ablations.json'), 'w') as f:
-        json.dump({'settings': vars(args), 'rows': rows, 'runs': runs}, f,
-                  indent=1)
+        json.dump({'settings': vars(args), 'versions': software_versions(),
+                   'rows': rows, 'runs': runs}, f, indent=1)
     with open(osp.join(args.out, 'fit_ablations.md'), 'w') as f:
         f.write(table + '\n')
     return {'rows': rows, 'runs': runs, 'table': table}

@@ -91,6 +91,9 @@ floor=None, quick_sizes=None) -> list[dict]``
     at one size compare points measured minutes apart.
 ``write_json(path, obj)``
     Writes :obj:`obj` as indented JSON, creating the folder.
+``software_versions() -> dict``
+    The versions of Python, torch, PyG and this package and the source
+    checkout's commit, which every result file records (``versions``).
 ``summarize(records, size_key='n_edges') -> list[dict]``
     Per (variant, thp): the log–log slope of peak memory and of time against
     ``size_key`` (least squares), and the min/max/spread (max/min) of the
@@ -142,6 +145,8 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 import torch
 from torch import Tensor
+
+from torch_geometric_hot.train.versions import software_versions
 
 Step = Callable[[], Tensor]
 Builder = Callable[[int, torch.device], Tuple[Step, Dict]]
@@ -609,7 +614,7 @@ def run_benchmark(name: str, sizes: Sequence[int],
         raise SystemExit("'--device cuda' was asked for but torch sees no "
                          "CUDA device")
     common = dict(benchmark=name, device=args.device,
-                  torch=torch.__version__.split('+')[0],
+                  versions=software_versions(),
                   threads=args.threads or torch.get_num_threads(),
                   machine=platform.machine(),
                   allocator='keep' if args.keep_freed_memory else 'default',

@@ -41,7 +41,7 @@ from unittest import mock
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import write_json  # noqa: E402
+from harness import software_versions, write_json  # noqa: E402
 from hot_scaling import gat, hot  # noqa: E402
 
 import torch_geometric_hot.ops.attention.pooled as attention  # noqa
@@ -150,7 +150,7 @@ def measure(size: int, repeats: int) -> Dict:
         round_ratio_median=statistics.median(round_ratios),
         gmacs_for_target=total / 1e9 / (TARGET * gat_s),
         target_of_peak=total / 1e9 / (TARGET * gat_s) / peak,
-        device='cpu', torch=torch.__version__,
+        device='cpu', versions=software_versions(),
         threads=torch.get_num_threads())
 
 

@@ -77,7 +77,7 @@ from torch import Tensor
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import _current_rss_kb, _reset_peak_rss, \
-    write_json  # noqa: E402
+    software_versions, write_json  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NODE_ID_DIM = 16
@@ -565,7 +565,7 @@ def breakdown(args: argparse.Namespace) -> Dict:
                                 threads=args.threads,
                                 synthetic=args.synthetic,
                                 peak_gflop_per_s=1e-9 * peak,
-                                torch=torch.__version__), models=models)
+                                versions=software_versions()), models=models)
     if args.out:
         write_json(args.out, result)
     return result
@@ -909,7 +909,7 @@ def count_ops(args: argparse.Namespace) -> Dict:
                                 width=args.width, layers=args.layers,
                                 heads=args.heads, dropout=args.dropout,
                                 synthetic=args.synthetic,
-                                torch=torch.__version__), models=rows)
+                                versions=software_versions()), models=rows)
     if args.out:
         write_json(args.out, result)
     return result
@@ -995,7 +995,7 @@ def run(args: argparse.Namespace) -> Dict:
                       peak_gflops=[r / 1e9 for r in rates or []],
                       pre_transform=PRE_TRANSFORMS,
                       atoms_per_molecule=nodes, bonds_per_molecule=edges,
-                      torch=torch.__version__),
+                      versions=software_versions()),
         models=rows, rounds={n: t for n, t in times.items()})
     # written now and after every busy fraction: a run stopped by a time
     # limit keeps what it measured

@@ -36,7 +36,7 @@ import torch
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [HERE, os.path.dirname(HERE)]  # harness, package
 from harness import alternation_times, format_alternation, \
-    write_json  # noqa: E402
+    software_versions, write_json  # noqa: E402
 from hot_scaling import BAGraph, hot_model  # noqa: E402
 
 from torch_geometric_hot.data import PairView  # noqa: E402
@@ -167,7 +167,7 @@ def main(argv=None) -> List[Dict]:
                          graph.x,
                          repeats)
     record.update(benchmark='native_builds', variant='hot_kernel',
-                  device='cpu', torch=torch.__version__, **graph.fields)
+                  device='cpu', versions=software_versions(), **graph.fields)
     print(format_record(record))
     if args.out:
         write_json(args.out, [record])

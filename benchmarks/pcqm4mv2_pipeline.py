@@ -73,7 +73,7 @@ from typing import Dict, List, Optional, Sequence
 import numpy as np
 
 sys.path.insert(0, osp.dirname(osp.abspath(__file__)))
-from harness import write_json  # noqa: E402
+from harness import software_versions, write_json  # noqa: E402
 
 ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
 MODELS = ('tokengt-lap', 'hot-kernel')
@@ -570,7 +570,7 @@ def main(argv: Optional[Sequence[str]] = None) -> Dict:
                            'max_batches': args.max_batches,
                            'cpus': os.cpu_count(),
                            'machine': platform.machine(),
-                           'python': platform.python_version()}}
+                           'versions': software_versions()}}
     for entry in result['extrapolation']:
         print(f"fitted at {PCQM4MV2_MOLECULES:,}: {entry['stage']:<34} "
               + '  '.join(f"{q} {entry[q]:.3g}" for q in QUANTITIES

@@ -41,6 +41,8 @@ sys.path.insert(0, ROOT)
 
 from torch_geometric_hot.train.presets import (PCQM4MV2_TRAIN,  # noqa: E402
                                                PRESETS)
+from torch_geometric_hot.train.versions import \
+    software_versions  # noqa: E402
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -216,7 +218,7 @@ def main(argv=None) -> Dict:
         print(json.dumps(record), flush=True)
         records.append(record)
     result = {'device': args.device, 'precision': args.precision,
-              'presets': records}
+              'versions': software_versions(), 'presets': records}
     print(table(records))
     if args.out:
         os.makedirs(os.path.dirname(os.path.abspath(args.out)),

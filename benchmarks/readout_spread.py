@@ -36,6 +36,8 @@ if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
 from torch_geometric_hot.train import zoo  # noqa: E402
+from torch_geometric_hot.train.versions import \
+    software_versions  # noqa: E402
 
 
 def spread(name: str, spec: zoo.ModelSpec, batch) -> Dict[str, float]:
@@ -106,7 +108,8 @@ def main(argv=None) -> List[Dict[str, float]]:
               f"{row['mean gradient L1']:.1f} | {row['parameters']:,} |")
     if args.out:
         with open(args.out, 'w') as f:
-            json.dump({'args': vars(args), 'rows': rows}, f, indent=1)
+            json.dump({'args': vars(args), 'versions': software_versions(),
+                       'rows': rows}, f, indent=1)
     return rows
 
 

@@ -30,7 +30,8 @@ from torch import Tensor
 import torch_geometric.utils as pyg_utils
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import time_fwd_bwd, write_json  # noqa: E402
+from harness import software_versions, time_fwd_bwd, \
+    write_json  # noqa: E402
 
 from torch_geometric_hot.ops.scatter import (current_backend,  # noqa: E402
                                              scatter_max, scatter_sum)
@@ -138,7 +139,7 @@ def main(argv=None) -> Dict:
                                 rounds=args.rounds, repeats=args.repeats,
                                 group_size=GROUP_SIZE, heads=HEADS,
                                 channels=CHANNELS,
-                                torch=torch.__version__),
+                                versions=software_versions()),
                   records=records)
     if args.out:
         write_json(args.out, result)

@@ -44,7 +44,7 @@ import torch
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [HERE, os.path.dirname(HERE)]
 from harness import alternation_times, format_alternation, \
-    write_json  # noqa: E402
+    software_versions, write_json  # noqa: E402
 
 import torch_geometric_hot.ops.pooled_combination  # noqa: E402,F401
 from torch_geometric_hot.ops.attention.dispatch import (  # noqa: E402
@@ -178,7 +178,7 @@ def main(argv=None) -> List[Dict]:
             print(f'{experiment:>8} {workload:>10}  ' + format_alternation(
                 record, (first, second), (first, second)) +
                   ' (min / median)', flush=True)
-            records.append(record)
+            records.append(dict(record, versions=software_versions()))
     if args.out:
         write_json(args.out, records)
     return records

@@ -4,6 +4,7 @@ import os
 import sys
 
 import pytest
+import torch
 
 pytest.importorskip('rdkit')
 pytest.importorskip('ogb')
@@ -69,6 +70,7 @@ def test_smoke_run_tabulates_every_variant(tmp_path):
     written = json.loads((tmp_path / 'out' / 'fit_ablations.json')
                          .read_text())
     assert written['rows'] == rows
+    assert written['versions']['torch'] == torch.__version__
     assert [(r['variant'], r['seed']) for r in written['runs']] == [
         ('gin', 0), ('tokengt-lap+flip', 0)]
     assert [r['test_rmse'] for r in written['runs']] == [

@@ -181,7 +181,7 @@ def test_run_benchmark_end_to_end(tmp_path):
     assert [r['variant'] for r in records] == ['floor', 'double']
     for r in records:
         for key in ('benchmark', 'variant', 'n_edges', 'fwd_s', 'fwd_bwd_s',
-                    'peak_mem_mb', 'device', 'torch', 'threads'):
+                    'peak_mem_mb', 'device', 'versions', 'threads'):
             assert key in r
         assert r['status'] == 'ok' and r['n_edges'] == 1000
         assert r['peak_mem_mb'] >= 0

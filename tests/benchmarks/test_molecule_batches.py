@@ -3,6 +3,7 @@ import os
 import sys
 
 import pytest
+import torch
 
 pytest.importorskip('rdkit')
 pytest.importorskip('ogb')
@@ -95,7 +96,9 @@ def test_a_run_stopped_while_profiling_keeps_the_table(
         molecule_batches.main(['--quick', '--no-memory', '--root', root,
                                '--busy', '2', '--models', 'gin,gps_multihead',
                                '--out', str(out)])
-    rows = json.loads(out.read_text())['models']
+    written = json.loads(out.read_text())
+    assert written['settings']['versions']['torch'] == torch.__version__
+    rows = written['models']
     assert rows['gin']['busy'] > 0 and rows['gps_multihead']['train_ms'] > 0
     assert 'busy' not in rows['gps_multihead']
 

@@ -46,5 +46,6 @@ def test_rows_and_arguments_written_as_json(tmp_path):
     assert written['rows'] == rows
     assert [r['model'] for r in rows] == ['gin', 'hot-kernel+bn-head']
     assert written['args']['molecules'] == 40
+    assert set(written['versions']) >= {'torch', 'source'}
     assert rows[1]['description'] == \
         fit_ablations.variants()['hot-kernel+bn-head'].description

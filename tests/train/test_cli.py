@@ -46,6 +46,8 @@ def test_every_model_trains_through_the_pcqm4mv2_layout(root, tmp_path,
     lines = (run / 'metrics.jsonl').read_text().splitlines()
     assert [json.loads(line)['epoch'] for line in lines] == [1, 2]
     assert (tmp_path / 'results.md').read_text().startswith('| model |')
+    written = json.loads((run / 'summary.json').read_text())
+    assert written['versions']['torch'] == torch.__version__
 
 
 def test_classification_layout_and_several_seeds(root, tmp_path):

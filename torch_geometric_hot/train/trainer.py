@@ -29,6 +29,7 @@ from torch_geometric_hot.train import checkpoint, compiled, recipes
 from torch_geometric_hot.train.distributed import (Context, agree, barrier,
                                                    gather, sync_buffers)
 from torch_geometric_hot.validation import validation
+from torch_geometric_hot.train.versions import software_versions
 from torch_geometric_hot.train.zoo import (HEADS, ModelSpec, Settings,
                                            SpecCall, configured,
                                            planning_settings, plans_batches,
@@ -520,6 +521,7 @@ class Run:
                'size_buckets': None if self.compiled is None or
                self.args.num_workers else len(self.compiled.pad.seen),
                'weights': weights_digest(self.model),
+               'versions': software_versions(),
                'config': {k: self.config[k] for k in
                           checkpoint.RUN_ARGUMENTS},
                'preset': self.args.preset,
