@@ -266,6 +266,23 @@ def test_extend_trains_a_finished_run_on(root, tmp_path):
     assert records[3]['lr'] == 0.0
 
 
+def test_resuming_with_other_software_says_so(root, tmp_path, capsys):
+    args = ['--root', root, *BASE, *TINY, '--model', 'gin']
+    main([*args, '--epochs', '1', '--out', str(tmp_path)])
+    last = tmp_path / 'gin_seed0' / 'last.pt'
+    state = torch.load(last, weights_only=True)
+    assert state['versions']['torch'] == torch.__version__
+    capsys.readouterr()
+    main([*args, '--epochs', '2', '--extend', '--resume', str(last.parent)])
+    assert 'other software' not in capsys.readouterr().out
+    state = torch.load(last, weights_only=True)
+    state['versions']['torch'] = '0.0'
+    torch.save(state, last)
+    main([*args, '--epochs', '3', '--extend', '--resume', str(last.parent)])
+    out = capsys.readouterr().out
+    assert f'other software (torch 0.0 (now {torch.__version__}))' in out
+
+
 @pytest.mark.parametrize('candidates', ['dense', 'neighbours', 'walks',
                                         'indexer'])
 @pytest.mark.parametrize('form', ['multilinear', 'determinant'])

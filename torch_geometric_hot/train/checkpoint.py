@@ -5,7 +5,7 @@ read back with ``torch.load(weights_only=True)``."""
 import os
 import os.path as osp
 import random
-from typing import Dict
+from typing import Dict, Optional
 
 import numpy as np
 import torch
@@ -109,6 +109,17 @@ RUN_ARGUMENTS = ('dataset', 'model', 'hidden', 'layers', 'heads',
                  'max_steps', 'grad_clip', 'accumulate', 'precision', 'loss')
 #: The arguments ``--extend`` may change: the length of the run.
 LENGTH_ARGUMENTS = ('epochs', 'max_steps')
+
+
+def changed_versions(saved: Optional[Dict], current: Dict) -> str:
+    r"""The software versions (:func:`~torch_geometric_hot.train.versions.
+    software_versions`) that differ between a checkpoint's :obj:`saved`
+    and :obj:`current`, as one phrase (empty when none do, or when the
+    checkpoint did not record them)."""
+    if not saved:
+        return ''
+    return ', '.join(f'{k} {saved.get(k)} (now {v})'
+                     for k, v in current.items() if saved.get(k) != v)
 
 
 def check_same_run(saved: Dict, current: Dict, extend: bool = False

@@ -398,7 +398,8 @@ class Run:
                 'rng': checkpoint.rng_state(self.model),
                 'args': {k: self.config[k] for k in
                          checkpoint.RUN_ARGUMENTS},
-                'history': self.history}
+                'history': self.history,
+                'versions': software_versions()}
 
     def resume(self, state: Dict) -> None:
         r"""Continues from a checkpoint of the same run (with
@@ -431,6 +432,12 @@ class Run:
                        checkpoint.LENGTH_ARGUMENTS},
                 'total_steps': self.total_steps})
         checkpoint.set_rng_state(state['rng'], self.model)
+        changed = checkpoint.changed_versions(state.get('versions'),
+                                              software_versions())
+        if changed and self.ctx.is_main:
+            print(f"note: the checkpoint was written with other software "
+                  f"({changed}): the run continues, but not bit for bit as "
+                  f"it would have without the interruption", flush=True)
 
     def _write_epoch(self, record: Dict, improved: bool) -> None:
         if self.run_dir is None or not self.ctx.is_main:

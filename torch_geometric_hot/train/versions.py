@@ -58,8 +58,10 @@ def software_versions() -> Dict[str, Optional[str]]:
     ``torch_geometric``, ``torch_geometric_hot`` and ``source``
     (:func:`source_commit`)."""
     from torch_geometric_hot import __version__
+    # plain strings (torch.__version__ is a str subclass that checkpoints
+    # loaded with weights_only=True cannot hold)
     return {'python': platform.python_version(),
-            'torch': torch.__version__,
-            'torch_geometric': torch_geometric.__version__,
-            'torch_geometric_hot': __version__,
+            'torch': str(torch.__version__),
+            'torch_geometric': str(torch_geometric.__version__),
+            'torch_geometric_hot': str(__version__),
             'source': source_commit()}
