@@ -26,7 +26,6 @@ Run (a variant of ``fit_ablations.py`` is rebuilt as that script ran it)::
 """
 import argparse
 import copy
-import json
 import os
 import os.path as osp
 import sys
@@ -42,8 +41,8 @@ from harness import software_versions, write_json  # noqa: E402
 
 from torch_geometric_hot.train import zoo  # noqa: E402
 from torch_geometric_hot.train.plots import rebuild_run  # noqa: E402
-from torch_geometric_hot.train.trainer import METRICS_FILE, _loss, \
-    _targets  # noqa: E402
+from torch_geometric_hot.train.report import read_history  # noqa: E402
+from torch_geometric_hot.train.trainer import _loss, _targets  # noqa: E402
 
 
 def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
@@ -109,12 +108,10 @@ def measure(args: argparse.Namespace) -> Dict:
                          f"its top-level modules: "
                          f"{[n for n, _ in run.model.named_children()]}")
     order = epoch + 1 if args.epoch is None else args.epoch
-    with open(osp.join(args.run_dir, METRICS_FILE)) as f:
-        records = [json.loads(line) for line in f if line.strip()]
     result = {
         'run': osp.basename(osp.normpath(args.run_dir)),
         'model': run.config['model'], 'epoch': epoch,
-        'logged': records[-1]['loss'],
+        'logged': read_history(args.run_dir)[-1]['loss'],
         'train_mode': train_mode_loss(run, run.model, [], order),
         'train_mode_except': train_mode_loss(run, run.model, in_eval,
                                              order),

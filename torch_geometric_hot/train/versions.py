@@ -18,6 +18,8 @@ from typing import Dict, List, Optional
 import torch
 import torch_geometric
 
+from torch_geometric_hot import __version__
+
 PACKAGE_DIR = osp.dirname(osp.dirname(osp.abspath(__file__)))
 
 
@@ -57,7 +59,6 @@ def software_versions() -> Dict[str, Optional[str]]:
     r"""The versions a result was produced with: ``python``, ``torch``,
     ``torch_geometric``, ``torch_geometric_hot`` and ``source``
     (:func:`source_commit`)."""
-    from torch_geometric_hot import __version__
     # plain strings (torch.__version__ is a str subclass that checkpoints
     # loaded with weights_only=True cannot hold)
     return {'python': platform.python_version(),
