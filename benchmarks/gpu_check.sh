@@ -8,10 +8,12 @@
 #      of it, every failure with its short traceback)          -> tests.log
 #   2. the molecule table, eager, medians of 5 rounds, and the
 #      device's busy fraction of each model's training step
-#      (--busy: torch.profiler, kernel time over step time)    -> molecules_eager.json
+#      (--busy: torch.profiler, kernel time over step time), and the
+#      host's share of it (--host: the time until the step is queued
+#      against the time until it has run, the host's top events) -> molecules_eager.json
 #   3. the molecule table compiled (--compile: padded batches,
 #      torch.compile with CUDA graphs), medians of 5 rounds,
-#      and the busy fraction of the compiled steps             -> molecules_compiled.json
+#      and the busy fraction and host share of the compiled steps -> molecules_compiled.json
 #   4. aten operators of one training step per model           -> count_ops.json
 #   5. hot_scaling.py on the GPU at 1e4 and 1e5 edges          -> hot_scaling.json
 #   6. if the time so far leaves room within GPU_CHECK_SECONDS (default
@@ -57,7 +59,8 @@ export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 
 COMPILED_MODELS="gin,gps_multihead,hot_kernel,hot_softmax,tokengt_softmax"
 if [ "$DEVICE" = cuda ]; then
-    TEST_LIMIT=120; TABLE="--rounds 5 --batches 4 --busy 10"; OPS=""
+    TEST_LIMIT=120; TABLE="--rounds 5 --batches 4 --busy 10 --host 10"
+    OPS=""
     SIZES="1e4,1e5"; SCALE_LIMIT=75; MEMORY="--max-mem-gb 100"
     COMPILED_SIZES="1e4"; COMPILED_SCALE_LIMIT=150; BACKEND=inductor
     COMPILED_VARIANTS="hot_kernel,gat"
@@ -66,7 +69,7 @@ if [ "$DEVICE" = cuda ]; then
     # H200: about 80 s)
     if $PY -c "import xdist" 2>/dev/null; then TESTS="-n 12 $TESTS"; fi
 else  # dry run: tiny sizes, a few tests
-    TEST_LIMIT=300; TABLE="--quick --busy 2"
+    TEST_LIMIT=300; TABLE="--quick --busy 2 --host 2"
     OPS="--batch-size 8 --width 16 --layers 2"
     SIZES="1e2,1e3"; SCALE_LIMIT=150; MEMORY=""
     COMPILED_SIZES="1e2"; COMPILED_SCALE_LIMIT=150; BACKEND=aot_eager

@@ -51,12 +51,20 @@ per step). A step bound by launches and host work leaves the device idle
 between kernels: a low fraction. Under ``--compile`` the profiled steps
 replay the graphs the rounds compiled.
 
+With ``--host N``, after that, :obj:`N` training steps of each model,
+each from an idle device: the median time until the host has queued the
+step (``host_ms``) and until the device has run it (``done_ms``). Where
+the two are close the host sets the step's pace; then a profiled pass
+splits the host's time between the aten operators (launches included)
+and everything outside them, with the events that took the most
+(``top_host``).
+
 Usage::
 
     python benchmarks/molecule_batches.py --threads 1 \
         --out benchmarks/results/molecule_batches.json
     python benchmarks/molecule_batches.py --device cuda --busy 10 \
-        --out gpu.json
+        --host 10 --out gpu.json
     python benchmarks/molecule_batches.py --quick
     python benchmarks/molecule_batches.py --dropout 0.1 --models \
         gin,gps_multihead,hot_softmax,tokengt_softmax  # training with dropout
@@ -74,6 +82,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Union
 
 import torch
 from torch import Tensor
+from torch.autograd import DeviceType
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import _current_rss_kb, _reset_peak_rss, \
@@ -377,7 +386,6 @@ def device_events(events) -> List:
     :mod:`torch.profiler`'s averaged :obj:`events`. An operator's event
     also carries the device time of the kernels it launched, so only the
     device's events are summed."""
-    from torch.autograd import DeviceType
     return [e for e in events if e.device_type != DeviceType.CPU]
 
 
@@ -412,6 +420,51 @@ def busy_fraction(runner: Runner, batch, steps: int,
                 kernels_per_step=sum(e.count for e in work) / steps,
                 top_kernels=[[e.key[:100], e.count / steps,
                               1e-3 * spent(e) / steps] for e in longest])
+
+
+def host_time(runner: Runner, batch, steps: int,
+              top: int = 12) -> Dict[str, object]:
+    r"""How much of a training step the host takes, over :obj:`steps`
+    steps on :obj:`batch`, each starting on an idle device: the median
+    time until :meth:`Runner.train_step` returns (``host_ms``: every
+    kernel queued, nothing synchronised) and until the device has run them
+    all (``done_ms``; on the CPU the two are one). Then one profiled pass
+    of as many steps (:mod:`torch.profiler`, host side only, so slower)
+    splits the host's time: inside aten operators (``aten_ms``: their self
+    time, kernel launches included) and the rest (``outside_aten_ms``:
+    Python, modules, autograd's bookkeeping and the profiler's own cost),
+    and names the :obj:`top` events with the most self time per step:
+    name, calls and milliseconds."""
+    from torch.profiler import ProfilerActivity, profile
+    queued, done = [], []
+    for _ in range(steps):
+        runner.sync()
+        start = time.perf_counter()
+        runner.train_step(batch)
+        queued.append(time.perf_counter() - start)
+        runner.sync()
+        done.append(time.perf_counter() - start)
+    runner.sync()
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        start = time.perf_counter()
+        for _ in range(steps):
+            runner.train_step(batch)
+        wall = time.perf_counter() - start
+    runner.sync()
+    events = [e for e in prof.key_averages()
+              if e.device_type == DeviceType.CPU]
+    aten_us = sum(e.self_cpu_time_total for e in events
+                  if e.key.startswith('aten::'))
+    longest = sorted(events, key=operator.attrgetter('self_cpu_time_total'),
+                     reverse=True)[:top]
+    return dict(host_ms=1e3 * statistics.median(queued),
+                done_ms=1e3 * statistics.median(done),
+                profiled_host_ms=1e3 * wall / steps,
+                aten_ms=1e-3 * aten_us / steps,
+                outside_aten_ms=1e3 * wall / steps - 1e-3 * aten_us / steps,
+                top_host=[[e.key[:100], e.count / steps,
+                           1e-3 * e.self_cpu_time_total / steps]
+                          for e in longest])
 
 
 def round_robin(runners: Dict[str, Runner],
@@ -688,6 +741,13 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help='after the rounds, profile N training steps '
                         "of each model: the device's kernel time over the "
                         'wall time (torch.profiler; 0: not measured)')
+    parser.add_argument('--host', type=int, default=0, metavar='N',
+                        help='after the rounds (and --busy), N training '
+                        'steps of each model from an idle device: the time '
+                        'until the host has queued the step against the '
+                        'time until the device has run it, and where the '
+                        "host's time goes (torch.profiler; 0: not "
+                        'measured)')
     parser.add_argument('--breakdown', action='store_true',
                         help='instead of timings: where the time of each '
                         "model's CPU training step goes, per operator that "
@@ -791,13 +851,17 @@ def format_table(rows: Dict[str, Dict]) -> str:
     r"""The summary as a table; a ratio is printed as "of the medians /
     median of the rounds' ratios"; with the arithmetic floor, its
     milliseconds and the rounds' median ratio to it; with ``--busy``, the
-    busy percentage and the kernels per step."""
+    busy percentage and the kernels per step; with ``--host``, the
+    milliseconds until the host has queued a step and until the device has
+    run it."""
     floor = all('floor_ms' in row for row in rows.values())
     busy = all('busy' in row for row in rows.values())
+    host = all('host_ms' in row for row in rows.values())
     lines = [f'{"model":<34} {"train ms":>9} {"x GIN":>11} {"x GPS":>11} '
              f'{"infer ms":>9} {"x GPS":>11} {"peak MiB":>9}' +
              (f' {"floor ms":>9} {"x floor":>8}' if floor else '') +
-             (f' {"busy %":>7} {"kernels":>8}' if busy else '')]
+             (f' {"busy %":>7} {"kernels":>8}' if busy else '') +
+             (f' {"host ms":>8} {"done ms":>8}' if host else '')]
     for name, row in rows.items():
         peak = '-' if row['peak_mib'] is None else f'{row["peak_mib"]:.1f}'
         ratios = [f'{row[key]:.2f}/{row[key + "_rounds"]:.2f}' for key in (
@@ -808,7 +872,9 @@ def format_table(rows: Dict[str, Dict]) -> str:
                      (f' {row["floor_ms"]:>9.1f} '
                       f'{row["to_floor_rounds"]:>8.2f}' if floor else '') +
                      (f' {100 * row["busy"]:>7.1f} '
-                      f'{row["kernels_per_step"]:>8.0f}' if busy else ''))
+                      f'{row["kernels_per_step"]:>8.0f}' if busy else '') +
+                     (f' {row["host_ms"]:>8.1f} {row["done_ms"]:>8.1f}'
+                      if host else ''))
     return '\n'.join(lines)
 
 
@@ -991,6 +1057,7 @@ def run(args: argparse.Namespace) -> Dict:
                       packed=args.packed, native=args.native,
                       device_type=args.device_type,
                       compile=args.compile, busy_steps=args.busy,
+                      host_steps=args.host,
                       bucket_ratio=dispatch_ratio(),
                       peak_gflops=[r / 1e9 for r in rates or []],
                       pre_transform=PRE_TRANSFORMS,
@@ -1004,6 +1071,10 @@ def run(args: argparse.Namespace) -> Dict:
     for name, runner in runners.items() if args.busy > 0 else ():
         rows[name].update(busy_fraction(runner, per_model[name][0],
                                         args.busy))
+        if args.out:
+            write_json(args.out, result)
+    for name, runner in runners.items() if args.host > 0 else ():
+        rows[name].update(host_time(runner, per_model[name][0], args.host))
         if args.out:
             write_json(args.out, result)
     print(f'median over {args.rounds} round-robin rounds of the mean over '

@@ -76,6 +76,24 @@ def test_busy_profiles_each_model_after_the_rounds(root, capsys):
     assert all('busy' not in row for row in quiet['models'].values())
 
 
+def test_host_time_splits_each_step(root, capsys):
+    result = molecule_batches.main([
+        '--quick', '--no-memory', '--root', root, '--host', '3',
+        '--models', 'gin,gps_multihead,hot_kernel'])
+    assert result['settings']['host_steps'] == 3
+    for name, row in result['models'].items():
+        # on the CPU the host runs every kernel itself: queued is done
+        assert 0 < row['host_ms'] <= row['done_ms'], name
+        assert row['aten_ms'] > 0 and row['profiled_host_ms'] > 0, name
+        assert row['aten_ms'] + row['outside_aten_ms'] == pytest.approx(
+            row['profiled_host_ms']), name
+        top = row['top_host']
+        assert 0 < len(top) <= 12 and all(calls > 0 for _, calls, _ in top)
+        assert [ms for _, _, ms in top] == sorted(
+            (ms for _, _, ms in top), reverse=True)
+    assert 'host ms' in capsys.readouterr().out
+
+
 def test_a_run_stopped_while_profiling_keeps_the_table(
         root, tmp_path, monkeypatch):
     # the JSON is written after the rounds and after every busy fraction:
