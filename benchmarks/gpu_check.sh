@@ -59,7 +59,7 @@ export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 
 COMPILED_MODELS="gin,gps_multihead,hot_kernel,hot_softmax,tokengt_softmax"
 if [ "$DEVICE" = cuda ]; then
-    TEST_LIMIT=120; TABLE="--rounds 5 --batches 4 --busy 10 --host 10"
+    TEST_LIMIT=120; TABLE="--rounds 5 --batches 4 --busy 10 --host 5"
     OPS=""
     SIZES="1e4,1e5"; SCALE_LIMIT=75; MEMORY="--max-mem-gb 100"
     COMPILED_SIZES="1e4"; COMPILED_SCALE_LIMIT=150; BACKEND=inductor
@@ -101,7 +101,7 @@ step sync_tests 60 env TORCH_GEOMETRIC_HOT_TEST_DEVICE=$DEVICE \
 step tests "$TEST_LIMIT" env TORCH_GEOMETRIC_HOT_TEST_DEVICE=$DEVICE \
     $PY -m pytest $TESTS -q -p no:cacheprovider --tb=short -rfE \
     --durations=15 $(printf -- ' --ignore=%s' $SYNC_TESTS)
-step molecules_eager 75 $PY benchmarks/molecule_batches.py \
+step molecules_eager 90 $PY benchmarks/molecule_batches.py \
     --device "$DEVICE" $TABLE --no-memory \
     --out "$OUT_DIR/molecules_eager.json"
 step molecules_compiled 240 $PY benchmarks/molecule_batches.py \

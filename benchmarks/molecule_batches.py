@@ -384,9 +384,14 @@ def _timed_mean(runner: Runner, step: Callable, batches: Sequence) -> float:
 def device_events(events) -> List:
     r"""The device's own events (kernels, copies, fills) among
     :mod:`torch.profiler`'s averaged :obj:`events`. An operator's event
-    also carries the device time of the kernels it launched, so only the
-    device's events are summed."""
-    return [e for e in events if e.device_type != DeviceType.CPU]
+    also carries the device time of the kernels it launched, and a range
+    the code annotates (``Optimizer.step#Adam.step``) also has an event on
+    the device's timeline that spans the kernels inside it: only the
+    device's events that are neither are summed."""
+    host = {e.key for e in events if e.device_type == DeviceType.CPU}
+    return [e for e in events if e.device_type != DeviceType.CPU and
+            not getattr(e, 'is_user_annotation', False) and
+            e.key not in host]
 
 
 def busy_fraction(runner: Runner, batch, steps: int,

@@ -76,6 +76,24 @@ def test_busy_profiles_each_model_after_the_rounds(root, capsys):
     assert all('busy' not in row for row in quiet['models'].values())
 
 
+def test_device_events_leave_out_operators_and_annotated_ranges():
+    from types import SimpleNamespace as Event
+    from torch.autograd import DeviceType
+    cpu, cuda = DeviceType.CPU, DeviceType.CUDA
+    events = [Event(key='aten::mm', device_type=cpu),
+              Event(key='Optimizer.step#Adam.step', device_type=cpu),
+              # the annotated range on the device's timeline, with and
+              # without the profiler's flag for it
+              Event(key='Optimizer.step#Adam.step', device_type=cuda),
+              Event(key='ProfilerStep#1', device_type=cuda,
+                    is_user_annotation=True),
+              Event(key='sm80_xmma_gemm_f32f32', device_type=cuda,
+                    is_user_annotation=False),
+              Event(key='Memcpy DtoD (Device -> Device)', device_type=cuda)]
+    assert [e.key for e in molecule_batches.device_events(events)] == [
+        'sm80_xmma_gemm_f32f32', 'Memcpy DtoD (Device -> Device)']
+
+
 def test_host_time_splits_each_step(root, capsys):
     result = molecule_batches.main([
         '--quick', '--no-memory', '--root', root, '--host', '3',

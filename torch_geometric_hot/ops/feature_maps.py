@@ -98,37 +98,16 @@ def _favor_stabiliser(logits: Tensor, is_query: bool,
     return stab.unsqueeze(-1) if stab.dim() else stab
 
 
-def _favor_features(x: Tensor, projection: Tensor, is_query: bool,
-                    group: Optional[Tensor],
-                    num_groups: Optional[int]) -> Tensor:
-    # in torch, in place on one buffer: the logits, their shift, then exp
-    logits = _favor_logits(x, projection)
-    shift = _favor_stabiliser(logits, is_query, group, num_groups) + \
-        0.5 * math.log(projection.size(0))
-    return logits.sub_(shift).exp_()
-
-
-def _favor_features_grad(x: Tensor, projection: Tensor, out: Tensor,
-                         grad: Tensor) -> Tensor:
-    # in torch: d phi_r / dx = phi_r (w_r - s x) s, s = d^{-1/4}, in the
-    # features' dtype (under autocast the logits' product ran in a lower
-    # precision than x's), the gradient in x's
-    s = x.size(-1)**-0.25
-    weighted = _cast(grad, out.dtype) * out
-    grad_x = weighted @ _cast(projection, out.dtype)
-    grad_x.addcmul_(_cast(x, out.dtype), weighted.sum(dim=-1, keepdim=True),
-                    value=-s)
-    return _cast(grad_x.mul_(s), x.dtype)
-
-
 @torch.library.custom_op('torch_geometric_hot::favor_plus', mutates_args=())
 def _favor_plus(x: Tensor, projection: Tensor, is_query: bool,
                 group: Optional[Tensor], num_groups: Optional[int]) -> Tensor:
-    # natively where the kernels take x: the logits and their shift in
-    # place, then torch's exp
-    if not native.applies(x):
-        return _favor_features(x, projection, is_query, group, num_groups)
+    # in place on one buffer: the logits and their shift (natively where
+    # the kernels apply), then exp
     log_scale = -0.5 * math.log(projection.size(0))
+    if not native.applies(x):
+        logits = _favor_logits(x, projection)
+        return logits.sub_(_favor_stabiliser(logits, is_query, group,
+                                             num_groups) - log_scale).exp_()
     out, row_max = native.favor_logits(x.contiguous(), projection, is_query,
                                        log_scale)
     if not is_query:
@@ -150,7 +129,15 @@ def _favor_plus_backward(x: Tensor, projection: Tensor, out: Tensor,
     if native.applies(x, out, grad):
         return native.favor_backward(x.contiguous(), projection,
                                      out.contiguous(), grad.contiguous())
-    return _favor_features_grad(x, projection, out, grad)
+    # d phi_r / dx = phi_r (w_r - s x) s, s = d^{-1/4}
+    # in the features' dtype (under autocast the logits' product ran in a
+    # lower precision than x's), the gradient in x's
+    s = x.size(-1)**-0.25
+    weighted = _cast(grad, out.dtype) * out
+    grad_x = weighted @ _cast(projection, out.dtype)
+    grad_x.addcmul_(_cast(x, out.dtype), weighted.sum(dim=-1, keepdim=True),
+                    value=-s)
+    return _cast(grad_x.mul_(s), x.dtype)
 
 
 @_favor_plus_backward.register_fake
@@ -167,25 +154,6 @@ def _favor_plus_grad(ctx, grad):
     x, out, projection = ctx.saved_tensors
     return _favor_plus_backward(x, projection, out, grad), None, None, None, \
         None
-
-
-class _FavorPlus(torch.autograd.Function):
-    # the same map and gradient in torch, for tensors the native kernels do
-    # not take: an autograd function costs the host less per call than the
-    # operator, and torch.compile traces into it
-    @staticmethod
-    def forward(x: Tensor, projection: Tensor, is_query: bool,
-                group: Optional[Tensor],
-                num_groups: Optional[int]) -> Tensor:
-        return _favor_features(x, projection, is_query, group, num_groups)
-
-    setup_context = staticmethod(_favor_plus_setup)
-
-    @staticmethod
-    def backward(ctx, grad: Tensor):
-        x, out, projection = ctx.saved_tensors
-        return _favor_features_grad(x, projection, out, grad), None, None, \
-            None, None
 
 
 _favor_plus.register_autograd(_favor_plus_grad,
@@ -206,11 +174,7 @@ def favor_plus(x: Tensor, projection: Tensor, is_query: bool,
     torch's exp) and the backward pass is
     :math:`\partial \phi_r / \partial x = \phi_r (w_r - x) d^{-1/4}` (a
     chain of autograd operations would keep and revisit an
-    :obj:`[N, H, r]` tensor per step). Where the native kernels take
-    :obj:`x` it is the operator ``torch_geometric_hot::favor_plus``;
-    elsewhere (GPUs, the native kernels off) the same passes in torch as
-    one :class:`torch.autograd.Function`, which costs the host less per
-    call. The stabiliser :math:`c` is
+    :obj:`[N, H, r]` tensor per step). The stabiliser :math:`c` is
     treated as a constant: it cancels in the attention ratio.
     :func:`favor_plus_autograd` is the same map by autograd.
 
@@ -229,9 +193,7 @@ def favor_plus(x: Tensor, projection: Tensor, is_query: bool,
     if projection.requires_grad:
         return favor_plus_autograd(x, projection, is_query, group,
                                    num_groups)
-    if native.runs_operator(x):
-        return _favor_plus(x, projection, is_query, group, num_groups)
-    return _FavorPlus.apply(x, projection, is_query, group, num_groups)
+    return _favor_plus(x, projection, is_query, group, num_groups)
 
 
 def favor_plus_autograd(x: Tensor, projection: Tensor, is_query: bool,

@@ -207,6 +207,15 @@ def light_slots(row: Tensor, col: Tensor, transpose: Tensor,
         torch.where(on, diag_pos.index_select(0, col), zero)], 1), on.long()
 
 
+def _one_operator(x: Tensor, weight: Tensor) -> bool:
+    # the operator where its native passes take the tensors; in a graph
+    # that torch.compile traces (which cannot read the native mode), on the
+    # CPU, the operator deciding when it runs
+    if torch.compiler.is_compiling():
+        return x.device.type == 'cpu'
+    return native.applies(x, weight)
+
+
 def _gathered_linear(x: Tensor, weight: Tensor, bias: Optional[Tensor],
                      slots: Tensor, off: Tensor) -> Tensor:
     r"""The light layer as a gather of every entry's five terms' rows
@@ -242,7 +251,7 @@ def pair_light_linear(x: Tensor, view, weight: Tensor,
         raise ValueError(f"'bias' must be [2, {weight.size(-1)}], got "
                          f"{list(bias.shape)}")
     view.check_entries(x)
-    one_operator = native.runs_operator(x, weight)
+    one_operator = _one_operator(x, weight)
     if not one_operator:  # its plan: the rows of the gather
         slots = view_plan(view, 'light_slots', lambda: light_slots(
             view.row, view.col, view.transpose, view.diag_pos))

@@ -239,19 +239,6 @@ def applies(*tensors: Tensor) -> bool:
     return available()
 
 
-def runs_operator(*tensors: Tensor) -> bool:
-    r"""Whether an operation that has native kernels runs as its one
-    registered operator (:func:`torch.library.custom_op`, which takes the
-    native kernels where :func:`applies` and torch elsewhere) rather than
-    as plain operations under autograd, which cost the host less per call:
-    where the native kernels take the tensors, and in a graph that
-    :func:`torch.compile` traces (which cannot read the native mode) on
-    the CPU, the operator deciding when it runs."""
-    if torch.compiler.is_compiling():
-        return tensors[0].device.type == 'cpu'
-    return applies(*tensors)
-
-
 class Runs(NamedTuple):
     r"""The order in which a summary kernel visits rows: :obj:`rows[t]` is
     the data row of visit :obj:`t` and :obj:`groups[t]` its group (sorted,
