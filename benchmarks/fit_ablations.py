@@ -41,6 +41,7 @@ if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
 from torch_geometric_hot.train import zoo  # noqa: E402
+from torch_geometric_hot.train.report import read_history  # noqa: E402
 from torch_geometric_hot.train.versions import \
     software_versions  # noqa: E402
 
@@ -151,12 +152,6 @@ def _registered(added: Dict[str, zoo.ModelSpec]):
             del zoo.MODELS[name]
 
 
-def _final_loss(run_dir: str) -> float:
-    with open(osp.join(run_dir, 'metrics.jsonl')) as f:
-        records = [json.loads(line) for line in f if line.strip()]
-    return records[-1]['loss']
-
-
 def _mean(values: List[float]) -> float:
     values = [v for v in values if not math.isnan(v)]
     return sum(values) / len(values) if values else float('nan')
@@ -184,8 +179,8 @@ def _target_runs(args, target: str, summaries: List[Dict]) -> List[Dict]:
         metric = s['metric']
         runs.append({
             'target': target, 'variant': s['model'], 'seed': s['seed'],
-            'final_train_loss': _final_loss(osp.join(
-                out, f"{s['model']}_seed{s['seed']}")),
+            'final_train_loss': read_history(osp.join(
+                out, f"{s['model']}_seed{s['seed']}"))[-1]['loss'],
             'fitted_loss': s['fitted_loss'], 'best_epoch': s['best_epoch'],
             f'valid_{metric}': s['valid'], f'test_{metric}': s['test'],
             f'mean_predictor_test_{metric}': s['mean_predictor_test'],
