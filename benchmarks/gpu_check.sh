@@ -85,8 +85,10 @@ fi
 
 : > "$OUT_DIR/status.txt"; : > "$OUT_DIR/times.txt"
 DEADLINE=${GPU_CHECK_SECONDS:-540}
-step() {  # step NAME LIMIT COMMAND...: LIMIT, or the time left before
-    local name=$1 limit=$2; shift 2  # the deadline if that is less
+# step NAME LIMIT COMMAND...: COMMAND for LIMIT seconds, or for the time
+# left before the deadline if that is less
+step() {
+    local name=$1 limit=$2; shift 2
     local start=$SECONDS left=$((DEADLINE - SECONDS))
     if [ "$left" -lt 10 ]; then
         echo "$name skipped (${SECONDS} s so far)" \

@@ -394,6 +394,16 @@ def device_events(events) -> List:
             e.key not in host]
 
 
+def longest_events(events, spent: Callable, steps: int,
+                   top: int) -> List[List]:
+    r"""The :obj:`top` of :obj:`events` that took the most time by
+    :obj:`spent` (microseconds), each as its name, calls and milliseconds
+    per step of :obj:`steps`."""
+    longest = sorted(events, key=spent, reverse=True)[:top]
+    return [[e.key[:100], e.count / steps, 1e-3 * spent(e) / steps]
+            for e in longest]
+
+
 def busy_fraction(runner: Runner, batch, steps: int,
                   top: int = 8) -> Dict[str, object]:
     r"""The device's kernel time over the wall time of :obj:`steps`
@@ -418,13 +428,11 @@ def busy_fraction(runner: Runner, batch, steps: int,
     spent = operator.attrgetter('self_device_time_total' if cuda else
                                 'self_cpu_time_total')
     kernel_us = sum(map(spent, work))
-    longest = sorted(work, key=spent, reverse=True)[:top]
     return dict(busy=1e-6 * kernel_us / wall,
                 busy_step_ms=1e3 * wall / steps,
                 kernel_ms=1e-3 * kernel_us / steps,
                 kernels_per_step=sum(e.count for e in work) / steps,
-                top_kernels=[[e.key[:100], e.count / steps,
-                              1e-3 * spent(e) / steps] for e in longest])
+                top_kernels=longest_events(work, spent, steps, top))
 
 
 def host_time(runner: Runner, batch, steps: int,
@@ -460,16 +468,13 @@ def host_time(runner: Runner, batch, steps: int,
               if e.device_type == DeviceType.CPU]
     aten_us = sum(e.self_cpu_time_total for e in events
                   if e.key.startswith('aten::'))
-    longest = sorted(events, key=operator.attrgetter('self_cpu_time_total'),
-                     reverse=True)[:top]
     return dict(host_ms=1e3 * statistics.median(queued),
                 done_ms=1e3 * statistics.median(done),
                 profiled_host_ms=1e3 * wall / steps,
                 aten_ms=1e-3 * aten_us / steps,
                 outside_aten_ms=1e3 * wall / steps - 1e-3 * aten_us / steps,
-                top_host=[[e.key[:100], e.count / steps,
-                           1e-3 * e.self_cpu_time_total / steps]
-                          for e in longest])
+                top_host=longest_events(events, operator.attrgetter(
+                    'self_cpu_time_total'), steps, top))
 
 
 def round_robin(runners: Dict[str, Runner],
