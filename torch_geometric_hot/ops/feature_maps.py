@@ -98,34 +98,33 @@ def _favor_stabiliser(logits: Tensor, is_query: bool,
     return stab.unsqueeze(-1) if stab.dim() else stab
 
 
-@torch.library.custom_op('torch_geometric_hot::favor_plus', mutates_args=())
-def _favor_plus(x: Tensor, projection: Tensor, is_query: bool,
-                group: Optional[Tensor], num_groups: Optional[int]) -> Tensor:
+def _favor_forward(x: Tensor, projection: Tensor, is_query: bool,
+                   group: Optional[Tensor],
+                   num_groups: Optional[int]) -> Tensor:
     # in place on one buffer: the logits and their shift (natively where
     # the kernels apply), then exp
     log_scale = -0.5 * math.log(projection.size(0))
-    if not native.applies(x):
+    if native.applies(x):
+        out, row_max = native.favor_logits(x.contiguous(), projection,
+                                           is_query, log_scale)
+        if not is_query:
+            stab = _key_stabiliser(row_max, group, num_groups)
+            native.favor_shift(out, (log_scale - stab).expand_as(
+                row_max).contiguous())
+        return out.exp_()
+    if is_query:
+        # -|s x|^2 / 2 is the same at every feature of a row, so the row's
+        # largest logit cancels it: W (s x) shifted by its row maximum
+        logits = (x * x.size(-1)**-0.25) @ _cast(projection, x.dtype).t()
+        stab = logits.detach().amax(dim=-1, keepdim=True)
+    else:
         logits = _favor_logits(x, projection)
-        return logits.sub_(_favor_stabiliser(logits, is_query, group,
-                                             num_groups) - log_scale).exp_()
-    out, row_max = native.favor_logits(x.contiguous(), projection, is_query,
-                                       log_scale)
-    if not is_query:
-        stab = _key_stabiliser(row_max, group, num_groups)
-        native.favor_shift(out, (log_scale - stab).expand_as(
-            row_max).contiguous())
-    return out.exp_()
+        stab = _favor_stabiliser(logits, False, group, num_groups)
+    return logits.sub_(stab - log_scale).exp_()
 
 
-@_favor_plus.register_fake
-def _(x, projection, is_query, group, num_groups):
-    return x.new_empty(x.shape[:-1] + (projection.size(0), ))
-
-
-@torch.library.custom_op('torch_geometric_hot::favor_plus_backward',
-                         mutates_args=())
-def _favor_plus_backward(x: Tensor, projection: Tensor, out: Tensor,
-                         grad: Tensor) -> Tensor:
+def _favor_grad(x: Tensor, projection: Tensor, out: Tensor,
+                grad: Tensor) -> Tensor:
     if native.applies(x, out, grad):
         return native.favor_backward(x.contiguous(), projection,
                                      out.contiguous(), grad.contiguous())
@@ -138,6 +137,24 @@ def _favor_plus_backward(x: Tensor, projection: Tensor, out: Tensor,
     grad_x.addcmul_(_cast(x, out.dtype), weighted.sum(dim=-1, keepdim=True),
                     value=-s)
     return _cast(grad_x.mul_(s), x.dtype)
+
+
+@torch.library.custom_op('torch_geometric_hot::favor_plus', mutates_args=())
+def _favor_plus(x: Tensor, projection: Tensor, is_query: bool,
+                group: Optional[Tensor], num_groups: Optional[int]) -> Tensor:
+    return _favor_forward(x, projection, is_query, group, num_groups)
+
+
+@_favor_plus.register_fake
+def _(x, projection, is_query, group, num_groups):
+    return x.new_empty(x.shape[:-1] + (projection.size(0), ))
+
+
+@torch.library.custom_op('torch_geometric_hot::favor_plus_backward',
+                         mutates_args=())
+def _favor_plus_backward(x: Tensor, projection: Tensor, out: Tensor,
+                         grad: Tensor) -> Tensor:
+    return _favor_grad(x, projection, out, grad)
 
 
 @_favor_plus_backward.register_fake
@@ -160,6 +177,20 @@ _favor_plus.register_autograd(_favor_plus_grad,
                               setup_context=_favor_plus_setup)
 
 
+class _FavorPlus(torch.autograd.Function):
+    # the same forward and backward as the operator, without its dispatch
+    @staticmethod
+    def forward(ctx, x, projection, is_query, group, num_groups):
+        out = _favor_forward(x, projection, is_query, group, num_groups)
+        ctx.save_for_backward(x, out, projection)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, out, projection = ctx.saved_tensors
+        return _favor_grad(x, projection, out, grad), None, None, None, None
+
+
 def favor_plus(x: Tensor, projection: Tensor, is_query: bool,
                group: Optional[Tensor] = None,
                num_groups: Optional[int] = None) -> Tensor:
@@ -169,7 +200,7 @@ def favor_plus(x: Tensor, projection: Tensor, is_query: bool,
         \phi(x) = \frac{1}{\sqrt{r}} \exp\left(W x - \tfrac{1}{2}
         \|x\|^2 - c\right), \qquad x \leftarrow x d^{-1/4},
 
-    as one operation: the forward pass works in place on one
+    with its own backward pass: the forward pass works in place on one
     :obj:`[N, H, r]` buffer (natively on CPU: the logits, their shift, then
     torch's exp) and the backward pass is
     :math:`\partial \phi_r / \partial x = \phi_r (w_r - x) d^{-1/4}` (a
@@ -177,6 +208,12 @@ def favor_plus(x: Tensor, projection: Tensor, is_query: bool,
     :obj:`[N, H, r]` tensor per step). The stabiliser :math:`c` is
     treated as a constant: it cancels in the attention ratio.
     :func:`favor_plus_autograd` is the same map by autograd.
+
+    In a graph that :func:`torch.compile` traces the map is one operator,
+    ``torch_geometric_hot::favor_plus`` (with a fake kernel and its
+    backward operator); in eager mode it is an autograd function with the
+    same two passes, which spares every call the operator's dispatch
+    (more host time than the map's own kernels take to launch on a GPU).
 
     Args:
         x (torch.Tensor): Queries or keys :obj:`[N, H, d]`.
@@ -193,7 +230,9 @@ def favor_plus(x: Tensor, projection: Tensor, is_query: bool,
     if projection.requires_grad:
         return favor_plus_autograd(x, projection, is_query, group,
                                    num_groups)
-    return _favor_plus(x, projection, is_query, group, num_groups)
+    if torch.compiler.is_compiling():
+        return _favor_plus(x, projection, is_query, group, num_groups)
+    return _FavorPlus.apply(x, projection, is_query, group, num_groups)
 
 
 def favor_plus_autograd(x: Tensor, projection: Tensor, is_query: bool,

@@ -43,6 +43,7 @@ import torch
 from torch import Tensor
 
 from torch_geometric_hot.ops import native
+from torch_geometric_hot.ops.part_bias import part_bias, part_indicator
 from torch_geometric_hot.ops.plan_cache import making_plans_only, view_plan
 
 #: (part, terms) of the light 2→2 classes, in the order of the weights.
@@ -196,7 +197,8 @@ def light_slots(row: Tensor, col: Tensor, transpose: Tensor,
     weights, :obj:`[P, 5]` (:obj:`P`, the zero row appended to the input,
     for a term the entry lacks: a diagonal entry reads only its first, an
     off-diagonal one all but its first, its transpose where present), and
-    whether each entry is off the diagonal :obj:`[P]` (its bias's row)."""
+    the entries' :func:`~torch_geometric_hot.ops.part_bias.part_indicator`
+    :obj:`[P, 2]` (their biases' rows)."""
     on = row != col
     entry = torch.arange(row.size(0), device=row.device)
     zero = torch.full_like(entry, row.size(0))
@@ -204,7 +206,8 @@ def light_slots(row: Tensor, col: Tensor, transpose: Tensor,
         torch.where(on, zero, entry), torch.where(on, entry, zero),
         torch.where(on & (transpose >= 0), transpose, zero),
         torch.where(on, diag_pos.index_select(0, row), zero),
-        torch.where(on, diag_pos.index_select(0, col), zero)], 1), on.long()
+        torch.where(on, diag_pos.index_select(0, col), zero)], 1), \
+        part_indicator(on)
 
 
 def _one_operator(x: Tensor, weight: Tensor) -> bool:
@@ -217,7 +220,7 @@ def _one_operator(x: Tensor, weight: Tensor) -> bool:
 
 
 def _gathered_linear(x: Tensor, weight: Tensor, bias: Optional[Tensor],
-                     slots: Tensor, off: Tensor) -> Tensor:
+                     slots: Tensor, parts: Tensor) -> Tensor:
     r"""The light layer as a gather of every entry's five terms' rows
     (:func:`light_slots`) and one product, under autograd."""
     P, C = x.shape
@@ -226,7 +229,7 @@ def _gathered_linear(x: Tensor, weight: Tensor, bias: Optional[Tensor],
     weight = weight.reshape(-1, weight.size(-1))
     if bias is None:
         return terms @ weight
-    return torch.addmm(bias.index_select(0, off), terms, weight)
+    return torch.addmm(part_bias(bias, parts), terms, weight)
 
 
 def pair_light_linear(x: Tensor, view, weight: Tensor,

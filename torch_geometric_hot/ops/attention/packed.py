@@ -22,6 +22,7 @@ from torch_geometric_hot.ops.equivariant import Target, assemble_parts, \
     part_order
 from torch_geometric_hot.ops.key_groups import KEY_ROWS, exclusion_ids, \
     summary_keys
+from torch_geometric_hot.ops.part_bias import part_bias, part_indicator
 from torch_geometric_hot.ops.plan_cache import making_plans_only, view_plan
 from torch_geometric_hot.ops.pooled_combination import ValueProjection
 from torch_geometric_hot.ops.row_selection import select_rows
@@ -332,8 +333,9 @@ def _projected(slotted: Optional[Tensor], group: _QueryGroup, targets,
         order = part_order(view)
         entry_slot = torch.empty_like(order).index_copy_(
             0, order, layout.slots[ENTRY_KIND].row_slot)
-        entry_part = torch.zeros_like(order).index_fill_(0, view.off_pos, 1)
-        return entry_slot, entry_part
+        off = torch.zeros_like(order, dtype=torch.bool).index_fill_(
+            0, view.off_pos, True)
+        return entry_slot, part_indicator(off)
 
     entry_slot, entry_part = view_plan(
         view, ('packed_entry_slots', layout.ratio), build)
@@ -346,7 +348,7 @@ def _projected(slotted: Optional[Tensor], group: _QueryGroup, targets,
             lambda: _entry_scales(scales, group, targets, view))
     if slotted is None:  # planning only, or no entry at all
         y = weight.new_zeros(view.num_entries, weight.size(-1))
-        return y if bias is None else y + bias.index_select(0, entry_part)
+        return y if bias is None else y + part_bias(bias, entry_part)
     group_slots = [slots[p][c] for p, _, members in group.parts
                    for c in members]
     weight = select_rows(weight, group_slots).flatten(0, 1)
@@ -356,7 +358,7 @@ def _projected(slotted: Optional[Tensor], group: _QueryGroup, targets,
     rows = rows.reshape(rows.size(0), -1)
     if bias is None:
         return rows @ weight
-    return torch.addmm(bias.index_select(0, entry_part), rows, weight)
+    return torch.addmm(part_bias(bias, entry_part), rows, weight)
 
 
 def _entry_scales(scales: Sequence[Tensor], group: _QueryGroup, targets,
