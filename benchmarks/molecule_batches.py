@@ -933,7 +933,10 @@ def count_ops(args: argparse.Namespace) -> Dict:
     the batch planned for it as the loader's workers plan it), counted on
     :obj:`args.device`; the most frequent ones, the host-synchronising
     ones (:class:`~torch_geometric_hot.testing.SyncRecorder`), the ratio
-    to ``gps_multihead``'s count, the step's floating-point operations
+    to ``gps_multihead``'s count, the operators among them that launch a
+    kernel on a GPU (``launches``: views and allocations apart, see
+    :class:`~torch_geometric_hot.testing.OperatorCounter`) and their ratio,
+    the step's floating-point operations
     (``gflop``, :class:`torch.utils.flop_counter.FlopCounterMode`) and,
     for the HOT models, the blocks of the packed layout of their pair
     entries (``blocks``; ``--graphs-per-bin 1``: a block per graph)."""
@@ -960,7 +963,8 @@ def count_ops(args: argparse.Namespace) -> Dict:
                 runner.forward_backward(batch)
             with cuda_layout(), FlopCounterMode(display=False) as flops:
                 runner.forward_backward(batch)
-            rows[name] = dict(ops=counter.total, top=counter.summary(12),
+            rows[name] = dict(ops=counter.total, launches=counter.launches,
+                              top=counter.summary(12),
                               sync_ops=syncs.summary(),
                               gflop=flops.get_total_flops() / 1e9)
             view = getattr(batch, 'pair_view', None)
@@ -969,15 +973,19 @@ def count_ops(args: argparse.Namespace) -> Dict:
                     view, True, dispatch_ratio()).counts)
     for row in rows.values():
         row['to_gps_multihead'] = row['ops'] / rows['gps_multihead']['ops']
-    print(f'aten operators and GFLOP of one training step (forward + L1 '
-          f'loss + backward), CUDA layout, {args.batch_size} molecules, '
-          f'width {args.width}, {args.layers} layers, {args.heads} heads, '
-          f'counted on {device}')
+        row['launches_to_gps_multihead'] = \
+            row['launches'] / rows['gps_multihead']['launches']
+    print(f'aten operators (all, then those that launch a kernel) and '
+          f'GFLOP of one training step (forward + L1 loss + backward), '
+          f'CUDA layout, {args.batch_size} molecules, width {args.width}, '
+          f'{args.layers} layers, {args.heads} heads, counted on {device}')
     for name, row in rows.items():
         blocks = f'  blocks: {row["blocks"]}' if 'blocks' in row else ''
         print(f'{LABELS[name]:<34} {row["ops"]:>6} '
-              f'{row["to_gps_multihead"]:>6.2f}x GPS {row["gflop"]:>7.1f} '
-              f'GFLOP  sync: {sum(row["sync_ops"].values())}{blocks}')
+              f'{row["to_gps_multihead"]:>6.2f}x GPS {row["launches"]:>6} '
+              f'{row["launches_to_gps_multihead"]:>6.2f}x GPS '
+              f'{row["gflop"]:>7.1f} GFLOP  sync: '
+              f'{sum(row["sync_ops"].values())}{blocks}')
     result = dict(settings=dict(device=str(device), layout='cuda',
                                 bucket_ratio=dispatch_ratio(),
                                 graphs_per_bin=args.graphs_per_bin,

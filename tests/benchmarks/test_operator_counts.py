@@ -30,6 +30,8 @@ def test_training_step_operators_within_targets(tmp_path):
             name, models[name]['ops'], models['gps_multihead']['ops'])
         assert models[name]['sync_ops'] == {}, (name,
                                                 models[name]['sync_ops'])
+    for row in models.values():  # the launches: views and allocations apart
+        assert 0 < row['launches'] < row['ops']
     assert result['settings']['layout'] == 'cuda'
 
 

@@ -22,20 +22,36 @@ def python_implementation(func) -> Optional[Callable]:
     return None if opdef is None else opdef._init_fn
 
 
+#: Operators that are not views by their schema and launch no kernel
+#: either: allocations, and views of a fresh result.
+NO_KERNEL = frozenset({'aten._unsafe_view', 'aten.empty', 'aten.empty_like',
+                       'aten.empty_strided', 'aten.new_empty',
+                       'aten.new_empty_strided', 'aten.lift_fresh'})
+
+
+def launches_kernel(func) -> bool:
+    r"""Whether the operator :obj:`func` runs a kernel on a GPU: neither a
+    view (by its schema) nor one of :data:`NO_KERNEL`."""
+    return not func.is_view and str(func.overloadpacket) not in NO_KERNEL
+
+
 class OperatorCounter(TorchDispatchMode):
     r"""Counts, while active, every aten operator dispatched (views and
     metadata operators included: the count is deterministic for a given
-    code path and input). A custom operator counts as the operators its
-    implementation dispatches (:func:`python_implementation`): on a GPU,
-    its launches.
+    code path and input), and apart those that launch a kernel on a GPU
+    (:func:`launches_kernel`). A custom operator counts as the operators
+    its implementation dispatches (:func:`python_implementation`): on a
+    GPU, its launches.
 
     Attributes:
         counts (collections.Counter): Operator names (overload packets)
             and their calls.
+        launches (int): The calls of operators that launch a kernel.
     """
     def __init__(self) -> None:
         super().__init__()
         self.counts: Counter = Counter()
+        self.launches = 0
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -44,6 +60,7 @@ class OperatorCounter(TorchDispatchMode):
             with self:
                 return implementation(*args, **kwargs)
         self.counts[str(func.overloadpacket)] += 1
+        self.launches += launches_kernel(func)
         return func(*args, **kwargs)
 
     @property
