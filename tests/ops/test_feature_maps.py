@@ -101,6 +101,31 @@ def test_favor_plus_empty_input(is_query, grouped):
     assert x.grad.shape == x.shape
 
 
+@pytest.mark.parametrize('native_mode,operator', [('auto', True),
+                                                  ('off', False)])
+def test_favor_plus_is_an_operator_where_the_native_kernels_apply(
+        native_mode, operator):
+    # elsewhere in eager mode an autograd function: no operator's dispatch
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Seen(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.namespaces = set()
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.namespaces.add(func.namespace)
+            return func(*args, **(kwargs or {}))
+
+    x, w, group = _inputs(torch.float32)
+    with native.use_native(native_mode):
+        if native_mode == 'auto' and not native.applies(x):
+            pytest.skip('the native kernels do not build here')
+        with Seen() as seen:
+            favor_plus(x, w, False, group, 3).sum().backward()
+    assert ('torch_geometric_hot' in seen.namespaces) == operator
+
+
 def test_favor_plus_trains_a_projection_through_the_reference():
     x, w, _ = _inputs(torch.float64)
     w.requires_grad_()

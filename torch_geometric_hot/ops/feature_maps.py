@@ -178,7 +178,7 @@ _favor_plus.register_autograd(_favor_plus_grad,
 
 
 class _FavorPlus(torch.autograd.Function):
-    # the same forward and backward as the operator, without its dispatch
+    # the same two passes as the operator, without its dispatch
     @staticmethod
     def forward(ctx, x, projection, is_query, group, num_groups):
         out = _favor_forward(x, projection, is_query, group, num_groups)
@@ -209,11 +209,12 @@ def favor_plus(x: Tensor, projection: Tensor, is_query: bool,
     treated as a constant: it cancels in the attention ratio.
     :func:`favor_plus_autograd` is the same map by autograd.
 
-    In a graph that :func:`torch.compile` traces the map is one operator,
-    ``torch_geometric_hot::favor_plus`` (with a fake kernel and its
-    backward operator); in eager mode it is an autograd function with the
-    same two passes, which spares every call the operator's dispatch
-    (more host time than the map's own kernels take to launch on a GPU).
+    It is one operator, ``torch_geometric_hot::favor_plus`` (with a fake
+    kernel and its backward operator), where the native kernels take the
+    tensors and in a graph that :func:`torch.compile` traces; elsewhere in
+    eager mode (on a GPU) it is an autograd function with the same two
+    passes, which spares every call the operator's dispatch (more host
+    time than the map's own kernels take to launch).
 
     Args:
         x (torch.Tensor): Queries or keys :obj:`[N, H, d]`.
@@ -230,7 +231,7 @@ def favor_plus(x: Tensor, projection: Tensor, is_query: bool,
     if projection.requires_grad:
         return favor_plus_autograd(x, projection, is_query, group,
                                    num_groups)
-    if torch.compiler.is_compiling():
+    if torch.compiler.is_compiling() or native.applies(x):
         return _favor_plus(x, projection, is_query, group, num_groups)
     return _FavorPlus.apply(x, projection, is_query, group, num_groups)
 
