@@ -39,7 +39,7 @@ class OperatorCounter(TorchDispatchMode):
     r"""Counts, while active, every aten operator dispatched (views and
     metadata operators included: the count is deterministic for a given
     code path and input), and apart those that launch a kernel on a GPU
-    (:func:`launches_kernel`). A custom operator counts as the operators
+    (``launches_kernel``). A custom operator counts as the operators
     its implementation dispatches (:func:`python_implementation`): on a
     GPU, its launches.
 
