@@ -131,12 +131,14 @@ def _favor_grad(x: Tensor, projection: Tensor, out: Tensor,
     # d phi_r / dx = phi_r (w_r - s x) s, s = d^{-1/4}
     # in the features' dtype (under autocast the logits' product ran in a
     # lower precision than x's), the gradient in x's
+    # as one addmm: s (phi * grad) W - s^2 x sum_r (phi * grad)_r
     s = x.size(-1)**-0.25
     weighted = _cast(grad, out.dtype) * out
-    grad_x = weighted @ _cast(projection, out.dtype)
-    grad_x.addcmul_(_cast(x, out.dtype), weighted.sum(dim=-1, keepdim=True),
-                    value=-s)
-    return _cast(grad_x.mul_(s), x.dtype)
+    along_x = _cast(x, out.dtype) * weighted.sum(dim=-1, keepdim=True)
+    grad_x = torch.addmm(along_x.reshape(-1, x.size(-1)),
+                         weighted.reshape(-1, weighted.size(-1)),
+                         _cast(projection, out.dtype), beta=-s * s, alpha=s)
+    return _cast(grad_x.view(x.shape), x.dtype)
 
 
 @torch.library.custom_op('torch_geometric_hot::favor_plus', mutates_args=())
