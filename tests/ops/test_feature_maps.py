@@ -3,7 +3,7 @@ import torch
 
 from torch_geometric_hot.ops import native
 from torch_geometric_hot.ops.feature_maps import FeatureMap, favor_plus, \
-    favor_plus_autograd
+    favor_plus_autograd, favor_plus_keys_queries
 
 DTYPES = [torch.float32, torch.float64]
 TOL = {torch.float32: dict(atol=1e-5, rtol=1e-4),
@@ -124,6 +124,49 @@ def test_favor_plus_is_an_operator_where_the_native_kernels_apply(
         with Seen() as seen:
             favor_plus(x, w, False, group, 3).sum().backward()
     assert ('torch_geometric_hot' in seen.namespaces) == operator
+
+
+@pytest.mark.parametrize('native_mode', ['auto', 'off'])
+@pytest.mark.parametrize('grouped', [False, True])
+@pytest.mark.parametrize('rows', [40, 1, 0])
+def test_keys_and_queries_in_one_pass_match_two_maps(native_mode, grouped,
+                                                     rows):
+    keys, w, group = _inputs(torch.float64, rows=rows)
+    queries = _inputs(torch.float64, rows=rows, seed=1)[0]
+    args = (group if grouped else None, 3)
+    with native.use_native(native_mode):
+        got = favor_plus_keys_queries(keys, queries, w, *args)
+        want = (favor_plus(keys, w, False, *args),
+                favor_plus(queries, w, True))
+        grads = [torch.randn_like(t) for t in want]
+        for g, t in zip(got, want):
+            torch.testing.assert_close(g, t, **TOL[torch.float64])
+        for g, t in zip(torch.autograd.grad(got, (keys, queries), grads),
+                        torch.autograd.grad(want, (keys, queries), grads)):
+            torch.testing.assert_close(g, t, **TOL[torch.float64])
+
+
+def test_keys_and_queries_of_other_row_counts_take_two_maps():
+    keys, w, group = _inputs(torch.float32, rows=40)
+    queries = _inputs(torch.float32, rows=3, seed=1)[0]
+    got_k, got_q = favor_plus_keys_queries(keys, queries, w, group, 3)
+    torch.testing.assert_close(got_k, favor_plus(keys, w, False, group, 3))
+    torch.testing.assert_close(got_q, favor_plus(queries, w, True))
+
+
+def test_feature_map_keys_and_queries():
+    fm = FeatureMap(8, 'favor+', num_features=11, seed=0).double()
+    keys, _, group = _inputs(torch.float64)
+    queries = _inputs(torch.float64, seed=1)[0]
+    with native.use_native('off'):
+        got = fm.keys_and_queries(keys, queries, group, 3)
+    torch.testing.assert_close(got[0], fm(keys, False, group, 3))
+    torch.testing.assert_close(got[1], fm(queries, True))
+    with pytest.raises(ValueError, match='head dimension 8'):
+        fm.keys_and_queries(keys[..., :4], queries[..., :4])
+    relu = FeatureMap(8, 'relu', seed=0).double()  # two maps
+    torch.testing.assert_close(relu.keys_and_queries(keys, queries)[1],
+                               relu(queries, True))
 
 
 def test_favor_plus_trains_a_projection_through_the_reference():

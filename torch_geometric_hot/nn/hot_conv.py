@@ -208,10 +208,14 @@ class HOTConv(torch.nn.Module):
             self.feature_map.step()
         keys, queries, light = self._projections(x, view, hyperedge_index)
         keys = keys.view(-1, H, D)
-        queries = self._queries(queries, view)
-        if self.feature_map is not None:
+        queries = self._query_rows(queries, view)
+        if self.feature_map is None:
+            queries = self._in_part_order(queries, view) * D**-0.5
+        else:  # keys and queries mapped together where they can be
             key_graph = view.entry_batch if self.in_order == 2 else view.batch
-            keys = self.feature_map(keys, False, key_graph, view.num_graphs)
+            keys, queries = self.feature_map.keys_and_queries(
+                keys, queries, key_graph, view.num_graphs)
+            queries = self._in_part_order(queries, view)
 
         weights: Optional[Attention] = {} if return_attention_weights \
             else None
@@ -247,21 +251,20 @@ class HOTConv(torch.nn.Module):
         return tuple(None if layer is None else next(outs)
                      for layer in layers)
 
-    def _queries(self, q: Optional[Tensor], view) -> Tensor:
-        r"""The queries of the output parts from their projection
-        :obj:`q` (:obj:`None`: the learnt query of order 0), one part's
-        rows after the other's (in the order of the targets), mapped by the
-        feature map (kernel attention) or scaled (softmax)."""
+    def _query_rows(self, q: Optional[Tensor], view) -> Tensor:
+        r"""The queries :obj:`[rows, H, D]` from their projection :obj:`q`
+        (:obj:`None`: the learnt query of order 0, one per graph)."""
         H, D = self.heads, self.head_channels
         if q is None:
-            q = self.query.unsqueeze(0).expand(view.num_graphs, H, D)
-        else:
-            q = q.view(-1, H, D)
-            if self.out_order == 2:  # the targets' order: diag, off
-                q = q.index_select(0, part_order(view))
-        if self.feature_map is None:
-            return q * D**-0.5
-        return self.feature_map(q, True)
+            return self.query.unsqueeze(0).expand(view.num_graphs, H, D)
+        return q.view(-1, H, D)
+
+    def _in_part_order(self, q: Tensor, view) -> Tensor:
+        r"""Query rows of a pair output in the targets' order, one part's
+        rows after the other's (diagonal, then off-diagonal entries)."""
+        if self.out_order != 2:
+            return q
+        return q.index_select(0, part_order(view))
 
     def __repr__(self) -> str:
         kernel = f', kernel={self.kernel!r}' if self.feature_map else ''

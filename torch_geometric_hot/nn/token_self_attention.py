@@ -140,9 +140,8 @@ class TokenSelfAttention(torch.nn.Module):
                                               num_graphs, p, layout)
         else:
             self.feature_map.step()
-            q_feat = self.feature_map(q, is_query=True)
-            k_feat = self.feature_map(k, is_query=False, group=token_batch,
-                                      num_groups=num_graphs)
+            k_feat, q_feat = self.feature_map.keys_and_queries(
+                k, q, token_batch, num_graphs)
             out = grouped_linear_attention(q_feat, k_feat, v, token_batch,
                                            num_graphs)
         return self.out(out.reshape(x.size(0), self.channels))
