@@ -1,3 +1,4 @@
+import itertools
 from typing import Sequence
 
 import torch
@@ -30,9 +31,7 @@ class CategoricalEncoder(torch.nn.Module):
         self.embeddings = torch.nn.ModuleList(
             [torch.nn.Embedding(c, channels) for c in cardinalities])
         # every column's first row in the tables stacked end to end
-        starts = [0]
-        for c in self.cardinalities[:-1]:
-            starts.append(starts[-1] + c)
+        starts = [0, *itertools.accumulate(self.cardinalities[:-1])]
         self.register_buffer('starts', torch.tensor(starts),
                              persistent=False)
         self.reset_parameters()

@@ -195,19 +195,14 @@ class _FavorPlus(torch.autograd.Function):
 
 class _FavorPlusKeysQueries(torch.autograd.Function):
     # keys [:, 0] and queries [:, 1] of x [N, 2, H, d] in one pass: one
-    # product, one exp, one backward (the same derivative for both: a
-    # query's dropped norm term is part of its constant shift)
+    # product, one exp, one backward (the same derivative for both)
     @staticmethod
     def forward(ctx, x, projection, group, num_groups):
-        scaled = x * x.size(-1)**-0.25
-        logits = scaled @ _cast(projection, x.dtype).t()
-        keys = scaled[:, 0]
-        logits[:, 0].sub_((keys * keys).sum(dim=-1, keepdim=True),
-                          alpha=0.5)
+        logits = _favor_logits(x, projection)
         shift = logits.amax(dim=-1)  # [N, 2, H]: a query's own row's
         shift[:, 0] = _key_stabiliser(shift[:, 0], group, num_groups)
-        out = logits.sub_(shift.unsqueeze(-1).sub_(
-            -0.5 * math.log(projection.size(0)))).exp_()
+        log_scale = -0.5 * math.log(projection.size(0))
+        out = logits.sub_(shift.unsqueeze(-1) - log_scale).exp_()
         ctx.save_for_backward(x, out, projection)
         return out
 
@@ -443,9 +438,7 @@ class FeatureMap(torch.nn.Module):
                 one stabiliser for all keys)
             num_groups (int, optional): Number of groups.
         """
-        if x.size(-1) != self.head_dim:
-            raise ValueError(f"'x' must have head dimension {self.head_dim},"
-                             f" got shape {tuple(x.shape)}")
+        self._check_head_dim(x)
         if making_plans_only():  # no index work here
             return x.new_zeros(x.shape[:-1] + (
                 self.head_dim if self.kernel == 'elu' else
@@ -468,13 +461,15 @@ class FeatureMap(torch.nn.Module):
         if self.kernel != 'favor+' or making_plans_only():
             return (self(keys, False, group, num_groups),
                     self(queries, True))
-        for x in (keys, queries):
-            if x.size(-1) != self.head_dim:
-                raise ValueError(f"'x' must have head dimension "
-                                 f"{self.head_dim}, got shape "
-                                 f"{tuple(x.shape)}")
+        self._check_head_dim(keys)
+        self._check_head_dim(queries)
         return favor_plus_keys_queries(keys, queries, self.projection,
                                        group, num_groups)
+
+    def _check_head_dim(self, x: Tensor) -> None:
+        if x.size(-1) != self.head_dim:
+            raise ValueError(f"'x' must have head dimension {self.head_dim},"
+                             f" got shape {tuple(x.shape)}")
 
     def extra_repr(self) -> str:
         return (f'head_dim={self.head_dim}, kernel={self.kernel!r}, '
