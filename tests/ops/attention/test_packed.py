@@ -116,6 +116,29 @@ def test_size_scales_keep_one_projection(orders, attention, device):
     assert plain['aten.mm'] == scaled['aten.mm'], scaled
 
 
+@pytest.mark.parametrize('attention', ['kernel', 'softmax'])
+def test_one_block_reads_the_projections_as_views(attention, monkeypatch,
+                                                  device):
+    # the classes that attend in one product (kernel attention: all of
+    # them; softmax: the global ones of both parts) hold consecutive value
+    # slots once ordered by slot: their value and output projections are
+    # views of the layer's, not gathers (the result: test above)
+    from torch_geometric_hot.ops.attention import packed
+    reads = []
+
+    def recorded(t, rows, dim=0):
+        out = packed_select_rows(t, rows, dim)
+        reads.append(out is t or out._base is t)
+        return out
+
+    packed_select_rows = packed.select_rows
+    monkeypatch.setattr(packed, 'select_rows', recorded)
+    data = testing.skewed_batch(2, channels=6, large=(6, 8)).to(device)
+    packed_equals_the_sparse_path(data, (2, 2), attention, device,
+                                  size_scaler='log')
+    assert reads and all(reads), reads
+
+
 @pytest.mark.parametrize('orders', ORDERS)
 @pytest.mark.parametrize('attention', ['kernel', 'softmax'])
 def test_one_graph_equals_the_sparse_path(orders, attention, device):

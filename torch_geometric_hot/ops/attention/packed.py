@@ -195,7 +195,7 @@ def _packed(attention: str, on_pairs: bool, ratio: float, classes,
     (:func:`_projected`)."""
     merged = ratio > BUCKET_RATIO  # launch-bound: fewer, larger products
     groups = _query_groups(targets, [_key_kind_groups(part, on_pairs, merged)
-                                     for part in classes], merged)
+                                     for part in classes], merged, slots)
     if not groups:
         return None
     # the layer's output straight from the slots: one group holds every
@@ -213,9 +213,9 @@ def _packed(attention: str, on_pairs: bool, ratio: float, classes,
         kind, kinds = group.kind, group.kinds
         q = part_queries[group.parts[0][0]] if len(group.parts) == 1 \
             else queries
-        members = [(classes[p][c], targets[p], start)
-                   for p, start, part_members in group.parts
-                   for c in part_members]
+        starts = {p: start for p, start, _ in group.parts}
+        members = [(classes[p][c], targets[p], starts[p])
+                   for p, c in group.columns]
         C = len(members)
         position, widths = _key_rows([cls for cls, _, _ in members], view,
                                      in_order, pairs, layout, kinds)
@@ -237,8 +237,7 @@ def _packed(attention: str, on_pairs: bool, ratio: float, classes,
             key_blocks[kinds] = [_heads_first(b) for b in blocks(
                 keys.index_select(0, position), layout.counts, widths)]
             x_packed[kinds] = values.x.index_select(0, position)
-        group_slots = [slots[p][c] for p, _, part_members in group.parts
-                       for c in part_members]
+        group_slots = [slots[p][c] for p, c in group.columns]
         v_blocks = blocks(x_packed[kinds] @ select_rows(
             weight, group_slots).view(C * H * D, -1).t(), layout.counts,
             widths)
@@ -278,29 +277,40 @@ def _packed(attention: str, on_pairs: bool, ratio: float, classes,
 
 class _QueryGroup(NamedTuple):
     # classes that share their score blocks: the kind of their query rows,
-    # the kinds of their keys, and per output part (index, first row of
-    # the part among the group's query rows, its classes)
+    # the kinds of their keys, per output part (index, first row of the
+    # part among the group's query rows, its classes), and the (part,
+    # class) of every column of the group's class dimension, by value slot
     kind: str
     kinds: KeyKinds
     parts: List[Tuple[int, int, List[int]]]
+    columns: List[Tuple[int, int]]
 
 
 def _query_groups(targets, groups: List[Dict[KeyKinds, List[int]]],
-                  merged: bool) -> List[_QueryGroup]:
+                  merged: bool, slots) -> List[_QueryGroup]:
     r"""The groups of classes that share their score blocks: those of one
     output part and kinds of keys (:func:`_key_kind_groups`), or with
     :obj:`merged` (the coarse layout of launch-bound devices) the classes
     of the diagonal and off-diagonal parts together, on the slots of every
     entry of a graph (:data:`ENTRY_KIND`): one product for both parts, of
-    which each class's mask keeps its own part's rows."""
-    out = [_QueryGroup(QUERY_KIND[target.part], kinds, [(p, 0, members)])
+    which each class's mask keeps its own part's rows. A group's classes
+    run in the order of their value slots (:obj:`slots`): consecutive
+    slots (all of a layer's, for one) read the projections as a view, not
+    a gather."""
+    def group(kind, kinds, parts) -> _QueryGroup:
+        columns = sorted(((p, c) for p, _, members in parts
+                          for c in members),
+                         key=lambda pc: slots[pc[0]][pc[1]])
+        return _QueryGroup(kind, kinds, parts, columns)
+
+    out = [group(QUERY_KIND[target.part], kinds, [(p, 0, members)])
            for p, (target, part_groups) in enumerate(zip(targets, groups))
            for kinds, members in part_groups.items()]
     if merged and [t.part for t in targets] == ['diag', 'off'] and \
             [g.parts[0][0] for g in out] == [0, 1] and \
             out[0].kinds == out[1].kinds:
         diag, off = out
-        return [_QueryGroup(ENTRY_KIND, diag.kinds, [
+        return [group(ENTRY_KIND, diag.kinds, [
             diag.parts[0], (1, targets[0].num_rows, off.parts[0][2])])]
     return out
 
@@ -308,17 +318,18 @@ def _query_groups(targets, groups: List[Dict[KeyKinds, List[int]]],
 def _distribute(result: Tensor, group: _QueryGroup, targets, classes,
                 outs: List[Dict[int, Tensor]]) -> None:
     r"""A group's outputs :obj:`[rows, C, H, D]` into the outputs of its
-    parts: each part's rows and classes."""
-    if len(group.parts) == 1:
-        p, _, members = group.parts[0]
-        _store(outs[p], members, classes[p], result)
-        return
-    first = 0
-    for p, start, members in group.parts:
-        rows = slice(start, start + targets[p].num_rows)
-        _store(outs[p], members, classes[p],
-               result[rows, first:first + len(members)])
-        first += len(members)
+    parts: each part's rows and classes (columns)."""
+    for p, start, _ in group.parts:
+        rows = result if len(group.parts) == 1 else \
+            result[start:start + targets[p].num_rows]
+        columns = [i for i, (q, _) in enumerate(group.columns) if q == p]
+        members = [group.columns[i][1] for i in columns]
+        if columns == list(range(columns[0], columns[0] + len(columns))):
+            _store(outs[p], members, classes[p],
+                   rows[:, columns[0]:columns[0] + len(columns)])
+        else:  # the part's columns among the other parts'
+            for c, i in zip(members, columns):
+                outs[p][c] = rows[:, i]
 
 
 def _projected(slotted: Optional[Tensor], group: _QueryGroup, targets,
@@ -344,13 +355,12 @@ def _projected(slotted: Optional[Tensor], group: _QueryGroup, targets,
     if scales is not None:  # [entries, C], kept with the view
         entry_scales = view_plan(
             view, ('packed_entry_scales', projection.scales_key,
-                   tuple((p, tuple(m)) for p, _, m in group.parts)),
+                   tuple(group.columns)),
             lambda: _entry_scales(scales, group, targets, view))
     if slotted is None:  # planning only, or no entry at all
         y = weight.new_zeros(view.num_entries, weight.size(-1))
         return y if bias is None else y + part_bias(bias, entry_part)
-    group_slots = [slots[p][c] for p, _, members in group.parts
-                   for c in members]
+    group_slots = [slots[p][c] for p, c in group.columns]
     weight = select_rows(weight, group_slots).flatten(0, 1)
     rows = slotted.index_select(0, entry_slot)
     if scales is not None:
@@ -364,17 +374,16 @@ def _projected(slotted: Optional[Tensor], group: _QueryGroup, targets,
 def _entry_scales(scales: Sequence[Tensor], group: _QueryGroup, targets,
                   view) -> Tensor:
     r"""The scales of a group of every class of the diagonal and
-    off-diagonal parts :obj:`[entries, C]` in entry order: in an entry's
-    row, its part's classes' scales, and zeros for the other part's
-    classes (whose masks give it no output)."""
-    total = sum(len(members) for _, _, members in group.parts)
-    parts, first = {}, 0
-    for p, _, members in group.parts:
-        own = scales[p][:, members]
-        parts[targets[p].part] = torch.cat([
-            own.new_zeros(own.size(0), first), own, own.new_zeros(
-                own.size(0), total - first - len(members))], 1)
-        first += len(members)
+    off-diagonal parts :obj:`[entries, C]` in entry order, a column per
+    class of the group: in an entry's row, its part's classes' scales,
+    and zeros for the other part's classes (whose masks give it no
+    output)."""
+    parts = {}
+    for p, _, _ in group.parts:
+        own = torch.cat([scales[p], scales[p].new_zeros(len(scales[p]), 1)],
+                        1)  # its last column: zeros
+        parts[targets[p].part] = own[:, [c if q == p else -1
+                                         for q, c in group.columns]]
     return assemble_parts(parts, view)
 
 
