@@ -146,6 +146,22 @@ def test_keys_and_queries_in_one_pass_match_two_maps(native_mode, grouped,
             torch.testing.assert_close(g, t, **TOL[torch.float64])
 
 
+def test_keys_and_queries_in_one_pass_with_one_map_used():
+    # a gradient reaches the queries' map only (the keys' is unused)
+    keys, w, group = _inputs(torch.float64)
+    queries = _inputs(torch.float64, seed=1)[0]
+    with native.use_native('off'):
+        got = favor_plus_keys_queries(keys, queries, w, group, 3)[1]
+        want = favor_plus(queries, w, True)
+        grad = torch.randn_like(want)
+        got_k, got_q = torch.autograd.grad(got, (keys, queries), grad,
+                                           allow_unused=True)
+        assert got_k is None or not got_k.any()
+        torch.testing.assert_close(
+            got_q, torch.autograd.grad(want, queries, grad)[0],
+            **TOL[torch.float64])
+
+
 def test_keys_and_queries_of_other_row_counts_take_two_maps():
     keys, w, group = _inputs(torch.float32, rows=40)
     queries = _inputs(torch.float32, rows=3, seed=1)[0]
