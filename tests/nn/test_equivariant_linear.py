@@ -233,3 +233,48 @@ def test_stacked_outputs_equal_each_layer(native_mode, device):
             [x] + params)
         for a, b in zip(outs + list(grads), expected + list(expected_grads)):
             torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize('native_mode', ['auto', 'off'])
+def test_stacked_outputs_with_a_given_bias(native_mode, device):
+    # a bias given to a layer without its own: the same as the layer with
+    # that bias, gradients included (the given bias's too)
+    from torch_geometric_hot.nn.equivariant_linear import stacked_outputs
+    from torch_geometric_hot.ops.native import use_native
+    data = attach_order_inputs(random_graph(7, 12, seed=3, device=device),
+                               2)
+    view = PairView.from_data(data)
+    torch.manual_seed(0)
+    plain = EquivariantLinear(3, 5, 2, 2, 'light', bias=False)
+    layers = [EquivariantLinear(3, 4, 2, 2, 'light'), plain]
+    layers = [layer.double().to(device) for layer in layers]
+    biased = EquivariantLinear(3, 5, 2, 2, 'light').double().to(device)
+    with torch.no_grad():
+        biased.weight.copy_(plain.weight)
+    bias = biased.bias.detach().clone().requires_grad_()
+    x = data.pair_x.clone().requires_grad_()
+    with use_native(native_mode):
+        out = stacked_outputs(layers, x, view, biases=[None, bias])[1]
+        expected = biased(x, view)
+    torch.testing.assert_close(out, expected, rtol=1e-12, atol=1e-12)
+    seed = torch.randn_like(out)
+    for a, b in zip(torch.autograd.grad((out * seed).sum(), [x, bias]),
+                    torch.autograd.grad((expected * seed).sum(),
+                                        [x, biased.bias])):
+        torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
+
+
+def test_stacked_outputs_reject_misplaced_biases():
+    from torch_geometric_hot.nn.equivariant_linear import stacked_outputs
+    data = attach_order_inputs(random_graph(5, 6, seed=1), 2)
+    view = PairView.from_data(data)
+    light = [EquivariantLinear(3, 4, 2, 2, 'light').double(),
+             EquivariantLinear(3, 4, 2, 2, 'light', bias=False).double()]
+    bias = torch.zeros(2, 4, dtype=torch.float64)
+    with pytest.raises(ValueError, match="'biases'"):  # its own bias
+        stacked_outputs(light, data.pair_x, view, biases=[bias, None])
+    with pytest.raises(ValueError, match="'biases'"):  # one per layer
+        stacked_outputs(light, data.pair_x, view, biases=[None])
+    mixed = light[:1] + [EquivariantLinear(3, 4, 2, 2, bias=False).double()]
+    with pytest.raises(ValueError, match="'biases'"):  # not run as one
+        stacked_outputs(mixed, data.pair_x, view, biases=[None, bias])

@@ -158,8 +158,16 @@ class EquivariantLinear(torch.nn.Module):
                 f'normalize={self.normalize!r})')
 
 
+def run_as_one(layers: Sequence[EquivariantLinear]) -> bool:
+    r"""Whether :func:`stacked_outputs` runs :obj:`layers` as one layer:
+    two or more light 2→2 layers."""
+    return len(layers) > 1 and all(layer._light_pair is not None
+                                   for layer in layers)
+
+
 def stacked_outputs(layers: Sequence[EquivariantLinear], x: Tensor,
-                    view=None, hyperedge_index: Optional[Tensor] = None
+                    view=None, hyperedge_index: Optional[Tensor] = None,
+                    biases: Optional[Sequence[Optional[Tensor]]] = None
                     ) -> List[Tensor]:
     r"""The outputs of several layers on one input, :obj:`[layer(x) for
     layer in layers]`. Light 2→2 layers (those that run as
@@ -174,21 +182,34 @@ def stacked_outputs(layers: Sequence[EquivariantLinear], x: Tensor,
         view: As for :class:`EquivariantLinear`.
         hyperedge_index (torch.Tensor, optional): As for
             :class:`EquivariantLinear`.
+        biases (list, optional): Per layer, a bias :obj:`[2, F_out]`
+            (diagonal, then off-diagonal entries) that its output adds,
+            or :obj:`None`; only for layers without their own, and only
+            where the layers run as one (:func:`run_as_one`).
 
     :rtype: list of :class:`torch.Tensor`
     """
-    if len(layers) < 2 or any(layer._light_pair is None
-                              for layer in layers):
+    if not run_as_one(layers):
+        if biases is not None and any(b is not None for b in biases):
+            raise ValueError("'biases' needs light 2->2 layers")
         return [layer(x, view, hyperedge_index) for layer in layers]
     first = layers[0]
     check_features(x, first.in_channels, first.weight.dtype)
     view, _ = resolve_targets(x, view, 2, 2, hyperedge_index)
     weight = torch.cat([select_rows(layer.weight, layer._light_pair)
                         for layer in layers], -1)
+    own = [layer.bias for layer in layers]
+    if biases is not None:
+        if len(biases) != len(layers) or any(
+                a is not None and b is not None
+                for a, b in zip(own, biases)):
+            raise ValueError("'biases' must hold one entry per layer, "
+                             "None where the layer has its own bias")
+        own = [a if b is None else b for a, b in zip(own, biases)]
     bias = None
-    if any(layer.bias is not None for layer in layers):
+    if any(b is not None for b in own):
         bias = torch.cat([
-            layer.weight.new_zeros(2, layer.out_channels)
-            if layer.bias is None else layer.bias for layer in layers], -1)
+            layer.weight.new_zeros(2, layer.out_channels) if b is None
+            else b for layer, b in zip(layers, own)], -1)
     out = pair_light_linear(x, view, weight, bias)
     return list(out.split([layer.out_channels for layer in layers], -1))

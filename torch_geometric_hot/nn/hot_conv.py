@@ -7,7 +7,7 @@ from torch.nn import Parameter
 
 from torch_geometric_hot.data.targets import resolve_targets
 from torch_geometric_hot.nn.equivariant_linear import EquivariantLinear, \
-    stacked_outputs
+    run_as_one, stacked_outputs
 from torch_geometric_hot.ops.basis import group_by_part, output_parts, \
     select_classes
 from torch_geometric_hot.ops.equivariant import part_order
@@ -206,7 +206,8 @@ class HOTConv(torch.nn.Module):
         H, D = self.heads, self.head_channels
         if self.feature_map is not None:
             self.feature_map.step()
-        keys, queries, light = self._projections(x, view, hyperedge_index)
+        keys, queries, light, bias = self._projections(x, view,
+                                                       hyperedge_index)
         keys = keys.view(-1, H, D)
         queries = self._query_rows(queries, view)
         if self.feature_map is None:
@@ -228,28 +229,33 @@ class HOTConv(torch.nn.Module):
             self.in_order, self.out_order, queries, keys, values,
             self.exact_exclusion, self.dropout if self.training else 0.0,
             weights, size_scaler=self.size_scaler,
-            projection=Projection(self.lin_out, self.bias))
-        if light is not None:
-            out = out + light
+            projection=Projection(self.lin_out, bias, residual=light))
         return (out, weights) if return_attention_weights else out
 
     def _projections(self, x: Tensor, view,
                      hyperedge_index: Optional[Tensor]
-                     ) -> Tuple[Tensor, Optional[Tensor], Optional[Tensor]]:
-        r"""The keys, the queries' projection (:obj:`None` at order 0) and
-        the light layer's output (:obj:`None` without pointwise classes);
-        from order 2 to 2 the three light layers run as one
-        (:func:`~torch_geometric_hot.nn.equivariant_linear.stacked_outputs`).
-        """
+                     ) -> Tuple[Tensor, Optional[Tensor], Optional[Tensor],
+                                Optional[Tensor]]:
+        r"""The keys, the queries' projection (:obj:`None` at order 0), the
+        light layer's output (:obj:`None` without pointwise classes) and the
+        bias the output projection still adds. From order 2 to 2 the three
+        light layers run as one
+        (:func:`~torch_geometric_hot.nn.equivariant_linear.stacked_outputs`),
+        the light term with the layer's bias."""
         layers = (self.lin_key, self.lin_query, self.lin_light)
         present = [layer for layer in layers if layer is not None]
+        bias = self.bias
         if (self.in_order, self.out_order) == (2, 2):
-            outs = iter(stacked_outputs(present, x, view))
+            biases = None
+            if self.lin_light is not None and bias is not None and \
+                    run_as_one(present):
+                biases, bias = [None] * (len(present) - 1) + [bias], None
+            outs = iter(stacked_outputs(present, x, view, biases=biases))
         else:  # the keys keep the input's order
             outs = iter([self.lin_key(x, view)] + [
                 layer(x, view, hyperedge_index) for layer in present[1:]])
         return tuple(None if layer is None else next(outs)
-                     for layer in layers)
+                     for layer in layers) + (bias, )
 
     def _query_rows(self, q: Optional[Tensor], view) -> Tensor:
         r"""The queries :obj:`[rows, H, D]` from their projection :obj:`q`

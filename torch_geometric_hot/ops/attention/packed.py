@@ -339,7 +339,8 @@ def _projected(slotted: Optional[Tensor], group: _QueryGroup, targets,
     :obj:`[S, C, H, D]` of a group of every class of the diagonal and
     off-diagonal parts: every entry's slot gathered in entry order, times
     its classes' scales where the projection has them, times the classes'
-    projections in one product, plus its part's bias."""
+    projections in one product, plus its part's bias and the residual
+    (the product's addend)."""
     def build() -> Tuple[Tensor, Tensor]:
         order = part_order(view)
         entry_slot = torch.empty_like(order).index_copy_(
@@ -352,6 +353,10 @@ def _projected(slotted: Optional[Tensor], group: _QueryGroup, targets,
         view, ('packed_entry_slots', layout.ratio), build)
     weight, bias, scales = projection.weight, projection.bias, \
         projection.scales
+    addend = projection.residual
+    if bias is not None:
+        addend = part_bias(bias, entry_part) if addend is None else \
+            addend + part_bias(bias, entry_part)
     if scales is not None:  # [entries, C], kept with the view
         entry_scales = view_plan(
             view, ('packed_entry_scales', projection.scales_key,
@@ -359,16 +364,16 @@ def _projected(slotted: Optional[Tensor], group: _QueryGroup, targets,
             lambda: _entry_scales(scales, group, targets, view))
     if slotted is None:  # planning only, or no entry at all
         y = weight.new_zeros(view.num_entries, weight.size(-1))
-        return y if bias is None else y + part_bias(bias, entry_part)
+        return y if addend is None else y + addend
     group_slots = [slots[p][c] for p, c in group.columns]
     weight = select_rows(weight, group_slots).flatten(0, 1)
     rows = slotted.index_select(0, entry_slot)
     if scales is not None:
         rows = rows * entry_scales.to(rows.dtype)[:, :, None, None]
     rows = rows.reshape(rows.size(0), -1)
-    if bias is None:
+    if addend is None:
         return rows @ weight
-    return torch.addmm(part_bias(bias, entry_part), rows, weight)
+    return torch.addmm(addend, rows, weight)
 
 
 def _entry_scales(scales: Sequence[Tensor], group: _QueryGroup, targets,

@@ -1,5 +1,6 @@
 r"""The output projections of HOT's class attention: every class's output
-times its projection, summed per output part, plus the part's bias."""
+times its projection, summed per output part, plus the part's bias and a
+residual term."""
 from typing import Hashable, NamedTuple, Optional, Sequence
 
 import torch
@@ -15,13 +16,16 @@ class Projection(NamedTuple):
     slot) and per output part its :obj:`bias` :obj:`[parts, F_out]`; with
     :obj:`scales`, per part the factor of every class's output in every
     row :obj:`[rows, classes]` (:obj:`None` for a part without classes),
-    applied before the projections, and :obj:`scales_key`, what the scales
+    applied before the projections, :obj:`scales_key`, what the scales
     depend on besides the view (plans derived from them are kept with the
-    view under it)."""
+    view under it), and :obj:`residual`, a term the output adds
+    :obj:`[elements, F_out]` (a layer's light linear term: where the
+    output is one product, its addend)."""
     weight: Tensor
     bias: Optional[Tensor] = None
     scales: Optional[Sequence[Optional[Tensor]]] = None
     scales_key: Hashable = None
+    residual: Optional[Tensor] = None
 
 
 def project_outputs(outs: Sequence[Optional[Tensor]],
@@ -35,10 +39,12 @@ def project_outputs(outs: Sequence[Optional[Tensor]],
     .. math::
         \mathbf{Y}_{\mathbf{j}} = \sum_{\mu} s_{\mu}(\mathbf{j})
         \sum_{h=1}^{H} \mathbf{o}^{h,\mu}_{\mathbf{j}}
-        \mathbf{W}^{O}_{h,\mu} + \mathbf{b}_{\text{part}},
+        \mathbf{W}^{O}_{h,\mu} + \mathbf{b}_{\text{part}}
+        + \mathbf{R}_{\mathbf{j}},
 
     in one product per part, the parts then assembled into the output rows
-    (pair entries in entry order).
+    (pair entries in entry order), plus the residual :math:`\mathbf{R}`
+    where the projection has one.
 
     Args:
         outs (list): Per part, :obj:`[rows, classes, H, d_v]` or
@@ -46,8 +52,8 @@ def project_outputs(outs: Sequence[Optional[Tensor]],
         targets (list): The output parts.
         slots (list): Per part, per class, its value slot (its row of
             :obj:`weight`).
-        projection (Projection): The output projections, biases and
-            scales.
+        projection (Projection): The output projections, biases, scales
+            and residual.
         view: Index bundle.
 
     :rtype: :class:`torch.Tensor` :obj:`[elements, F_out]`
@@ -69,4 +75,5 @@ def project_outputs(outs: Sequence[Optional[Tensor]],
         out = out.reshape(target.num_rows, matrix.size(0))
         parts[target.part] = out @ matrix if bias is None else \
             torch.addmm(bias[p], out, matrix)
-    return assemble_parts(parts, view)
+    out = assemble_parts(parts, view)
+    return out if projection.residual is None else out + projection.residual
