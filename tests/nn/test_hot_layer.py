@@ -111,6 +111,30 @@ def test_batch_norm_block_is_equivariant(orders, attention, device):
                              rows_per_graph(orders[1]))
 
 
+@pytest.mark.parametrize('momentum', [0.1, None])
+def test_row_batch_norm_equals_batch_norm(momentum):
+    # outputs, gradients and running statistics of torch's BatchNorm1d;
+    # the batch counter only where the cumulative average reads it
+    torch.manual_seed(0)
+    norm = RowBatchNorm(3, momentum=momentum).double()
+    ref = torch.nn.BatchNorm1d(3, momentum=momentum).double()
+    for step in range(3):
+        x = (torch.randn(8, 3, dtype=torch.double) * 2 + 1
+             ).requires_grad_()
+        out, want = norm(x), ref(x)
+        torch.testing.assert_close(out, want)
+        seed = torch.randn_like(out)
+        torch.testing.assert_close(
+            torch.autograd.grad((out * seed).sum(), [x, norm.weight]),
+            torch.autograd.grad((want * seed).sum(), [x, ref.weight]))
+    torch.testing.assert_close(norm.running_mean, ref.running_mean)
+    torch.testing.assert_close(norm.running_var, ref.running_var)
+    assert int(norm.num_batches_tracked) == (3 if momentum is None else 0)
+    norm.eval(), ref.eval()
+    x = torch.randn(5, 3, dtype=torch.double)
+    torch.testing.assert_close(norm(x), ref(x))
+
+
 def test_row_batch_norm_of_one_row_uses_running_statistics():
     torch.manual_seed(0)
     norm = RowBatchNorm(3).double()

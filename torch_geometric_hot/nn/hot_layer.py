@@ -16,6 +16,10 @@ class RowBatchNorm(torch.nn.BatchNorm1d):
     (:class:`torch.nn.BatchNorm1d` on :obj:`[rows, channels]`), which falls
     back to the running statistics for a training batch of one row (a
     batch of one graph at order 0), where batch statistics do not exist.
+    With a :obj:`momentum` (the default), the batch counter
+    :obj:`num_batches_tracked`, which only the cumulative average
+    (:obj:`momentum=None`) reads, is not advanced: one kernel less per
+    training step.
 
     Args:
         num_features (int): Channels.
@@ -30,6 +34,11 @@ class RowBatchNorm(torch.nn.BatchNorm1d):
             return torch.nn.functional.batch_norm(
                 x, self.running_mean, self.running_var, self.weight,
                 self.bias, False, 0.0, self.eps)
+        if self.training and self.track_running_stats and \
+                self.momentum is not None and x.dim() == 2:
+            return torch.nn.functional.batch_norm(
+                x, self.running_mean, self.running_var, self.weight,
+                self.bias, True, self.momentum, self.eps)
         return super().forward(x)
 
 
