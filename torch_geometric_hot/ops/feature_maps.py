@@ -194,27 +194,27 @@ class _FavorPlus(torch.autograd.Function):
 
 
 class _FavorPlusKeysQueries(torch.autograd.Function):
-    # keys and queries [N, H, d] stacked [N, 2, H, d] in one pass: one
+    # keys and queries [N, H, d] stacked [2, N, H, d] in one pass: one
     # product, one exp, one backward (the same derivative for both); the
-    # two maps come out as views, their gradients go in apart (no
-    # gradient of a selection to assemble)
+    # two maps come out as contiguous views, their gradients go in apart
+    # (no gradient of a selection to assemble)
     @staticmethod
     def forward(ctx, keys, queries, projection, group, num_groups):
-        x = torch.stack([keys, queries], 1)
+        x = torch.stack([keys, queries])
         logits = _favor_logits(x, projection)
-        shift = logits.amax(dim=-1)  # [N, 2, H]: a query's own row's
-        shift[:, 0] = _key_stabiliser(shift[:, 0], group, num_groups)
+        shift = logits.amax(dim=-1)  # [2, N, H]: a query's own row's
+        shift[0] = _key_stabiliser(shift[0], group, num_groups)
         log_scale = -0.5 * math.log(projection.size(0))
         out = logits.sub_(shift.unsqueeze(-1) - log_scale).exp_()
         ctx.save_for_backward(x, out, projection)
-        return out[:, 0], out[:, 1]
+        return out[0], out[1]
 
     @staticmethod
     def backward(ctx, grad_keys, grad_queries):
         x, out, projection = ctx.saved_tensors
         grad = _favor_grad(x, projection, out,
-                           torch.stack([grad_keys, grad_queries], 1))
-        return grad[:, 0], grad[:, 1], None, None, None
+                           torch.stack([grad_keys, grad_queries]))
+        return grad[0], grad[1], None, None, None
 
 
 def favor_plus(x: Tensor, projection: Tensor, is_query: bool,

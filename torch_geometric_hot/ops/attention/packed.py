@@ -221,6 +221,13 @@ def _packed(attention: str, on_pairs: bool, ratio: float, classes,
                                      in_order, pairs, layout, kinds)
         key, plan = _cached_plan(members, q.size(0), kind, view, in_order,
                                  exact, layout, kinds)
+        q_index = _heads_first_rows(
+            view, ('query', layout.ratio, pairs, kind),
+            layout.slots[kind].taken_row, layout.counts,
+            layout.slots[kind].widths, H)
+        k_index = _heads_first_rows(
+            view, ('keys', layout.ratio, in_order, pairs, kinds), position,
+            layout.counts, widths, H)
         if making_plans_only():
             if dropout > 0:  # the rows dropout hashes: a plan too
                 _slot_rows(view, group, targets, layout)
@@ -231,11 +238,11 @@ def _packed(attention: str, on_pairs: bool, ratio: float, classes,
                         classes, outs)
             continue
         # padded query slots: any row (their outputs are dropped)
-        q_blocks = [_heads_first(b) for b in layout.blocks(
-            q.index_select(0, layout.slots[kind].taken_row), kind)]
+        q_blocks = _heads_first(q, q_index, layout.counts,
+                                layout.slots[kind].widths)
         if kinds not in key_blocks:  # the keys of these kinds, once
-            key_blocks[kinds] = [_heads_first(b) for b in blocks(
-                keys.index_select(0, position), layout.counts, widths)]
+            key_blocks[kinds] = _heads_first(keys, k_index, layout.counts,
+                                             widths)
             x_packed[kinds] = values.x.index_select(0, position)
         group_slots = [slots[p][c] for p, c in group.columns]
         v_blocks = blocks(x_packed[kinds] @ select_rows(
@@ -438,10 +445,32 @@ def _key_kind_groups(part: Sequence[EquivariantClass], on_pairs: bool,
     return {kinds: sorted(c for members in groups.values() for c in members)}
 
 
-def _heads_first(block: Tensor) -> Tensor:
-    r"""A block :obj:`[G, L, H, r]` as :obj:`[G * H, L, r]` (contiguous)."""
-    G, L, H, r = block.shape
-    return block.transpose(1, 2).reshape(G * H, L, r)
+def _heads_first_rows(view, key: Hashable, rows: Tensor, counts: List[int],
+                      widths: List[int], heads: int) -> Tensor:
+    r"""The rows of :obj:`x.reshape(-1, r)` (:obj:`x` :obj:`[N, heads, r]`)
+    that :func:`_heads_first` gathers to lay out the rows :obj:`rows` of
+    :obj:`x` heads first, kept with the view under :obj:`key`: per bucket
+    :obj:`[counts[b], heads, widths[b]]` (row times :obj:`heads` plus
+    head)."""
+    def build() -> Tensor:
+        head = torch.arange(heads, device=rows.device).view(1, heads, 1)
+        return torch.cat([(b.unsqueeze(1) * heads + head).reshape(-1)
+                          for b in blocks(rows, counts, widths)]) \
+            if counts else rows[:0]
+
+    return view_plan(view, ('packed_heads_first', heads) + key, build)
+
+
+def _heads_first(x: Tensor, index: Tensor, counts: List[int],
+                 widths: List[int]) -> List[Tensor]:
+    r"""Rows of :obj:`x` :obj:`[N, H, r]` as one block
+    :obj:`[counts[b] * H, widths[b], r]` per bucket, a graph slot's heads
+    side by side (the batch of the score products): one gather of the
+    (row, head) pairs in that order (:func:`_heads_first_rows`), views
+    after it."""
+    H, r = x.shape[1:]
+    return blocks(x.reshape(-1, r).index_select(0, index),
+                  [c * H for c in counts], widths)
 
 
 def _attend(attention: str, score: Tensor, v: Tensor, hidden: Tensor,
