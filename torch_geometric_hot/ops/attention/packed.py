@@ -27,7 +27,7 @@ from torch_geometric_hot.ops.plan_cache import making_plans_only, view_plan
 from torch_geometric_hot.ops.pooled_combination import ValueProjection
 from torch_geometric_hot.ops.row_selection import select_rows
 from torch_geometric_hot.ops.size_buckets import BUCKET_RATIO, \
-    BucketLayout, blocks, bucket_layout, pack, squares, unpack
+    BucketLayout, blocks, bucket_layout, pack, squares
 from torch_geometric_hot.validation import autocast_enabled
 
 #: The kind of the rows of each output part.
@@ -233,7 +233,8 @@ def _packed(attention: str, on_pairs: bool, ratio: float, classes,
                 _slot_rows(view, group, targets, layout)
             if whole:
                 return _projected(None, group, targets, slots, projection,
-                                  view, layout)
+                                  view, layout, H)
+            _slot_outputs(None, view, layout, kind, C, H, pairs)
             _distribute(q.new_zeros(q.size(0), C, H, D), group, targets,
                         classes, outs)
             continue
@@ -267,19 +268,64 @@ def _packed(attention: str, on_pairs: bool, ratio: float, classes,
                 q_blocks, key_blocks[kinds], v_blocks,
                 _hidden(view, key, plan), drops)
         ]
-        slotted = None if not outs_b else outs_b[0] if len(outs_b) == 1 \
-            else torch.cat(outs_b)
         if whole:
-            return _projected(slotted, group, targets, slots, projection,
-                              view, layout)
-        if slotted is None:
-            result = q.new_zeros(q.size(0), C, H, D)
-        else:  # every node and entry has a slot, an empty graph none
-            result = unpack(slotted, layout.slots[kind].row_slot) \
-                if kind == 'graph' else slotted.index_select(
-                    0, layout.slots[kind].row_slot)
+            return _projected(outs_b, group, targets, slots, projection,
+                              view, layout, H)
+        result = _slot_outputs(outs_b, view, layout, kind, C, H, pairs) \
+            if outs_b else q.new_zeros(q.size(0), C, H, D)
         _distribute(result, group, targets, classes, outs)
     return None
+
+
+def _output_rows(view, layout: BucketLayout, kind: str, classes: int,
+                 heads: int, row_slot: Tensor, key: Hashable) -> Tensor:
+    r"""The rows of the flat outputs of a group's blocks (:func:`_attend`,
+    concatenated, then one zero row) that hold, for every row of
+    :obj:`row_slot` (the slot of each output row; :math:`S`: none, which
+    reads the zero row), its :obj:`classes` times :obj:`heads` outputs,
+    class-major: :obj:`[rows * classes * heads]`, kept with the view under
+    :obj:`key` (which tells the layouts of one view apart)."""
+    def build() -> Tensor:
+        CH = classes * heads
+        device = row_slot.device
+        within = torch.arange(CH, device=device)
+        slot_rows, first = [], 0
+        for count, width in zip(layout.counts, layout.slots[kind].widths):
+            graph = torch.arange(count, device=device).view(-1, 1, 1)
+            position = torch.arange(width, device=device).view(1, -1, 1)
+            slot_rows.append((first + (graph * CH + within) * width +
+                              position).view(-1, CH))
+            first += count * CH * width
+        slot_rows.append(torch.full((1, CH), first, device=device))
+        return torch.cat(slot_rows).index_select(0, row_slot).view(-1)
+
+    return view_plan(view, ('packed_output_rows', layout.ratio, kind,
+                            classes, heads) + key, build)
+
+
+def _flat_outputs(outs_b: List[Tensor], zero_row: bool) -> Tensor:
+    r"""The flat outputs of a group's blocks :obj:`[*, D]` one after the
+    other, then with :obj:`zero_row` a zero row (read by rows without a
+    slot)."""
+    if zero_row:
+        outs_b = outs_b + [outs_b[0].new_zeros(1, outs_b[0].size(-1))]
+    return outs_b[0] if len(outs_b) == 1 else torch.cat(outs_b)
+
+
+def _slot_outputs(outs_b: Optional[List[Tensor]], view,
+                  layout: BucketLayout, kind: str, C: int, H: int,
+                  pairs: bool) -> Optional[Tensor]:
+    r"""A group's outputs by row of :obj:`kind` :obj:`[rows, C, H, D]`
+    from the flat outputs of its blocks (:obj:`None`: the plan only) on
+    the layout :obj:`layout` (of pair rows where :obj:`pairs`): one gather
+    (rows of a graph in no bucket, an empty one, read zeros)."""
+    index = _output_rows(view, layout, kind, C, H,
+                         layout.slots[kind].row_slot, (pairs, ))
+    if outs_b is None:
+        return None
+    # every node and entry has a slot, an empty graph none
+    return _flat_outputs(outs_b, kind == 'graph').index_select(
+        0, index).view(-1, C, H, outs_b[0].size(-1))
 
 
 class _QueryGroup(NamedTuple):
@@ -339,12 +385,13 @@ def _distribute(result: Tensor, group: _QueryGroup, targets, classes,
                 outs[p][c] = rows[:, i]
 
 
-def _projected(slotted: Optional[Tensor], group: _QueryGroup, targets,
-               slots, projection: Projection, view,
-               layout: BucketLayout) -> Tensor:
-    r"""The layer's output :obj:`[entries, F_out]` from the outputs by slot
-    :obj:`[S, C, H, D]` of a group of every class of the diagonal and
-    off-diagonal parts: every entry's slot gathered in entry order, times
+def _projected(outs_b: Optional[List[Tensor]], group: _QueryGroup,
+               targets, slots, projection: Projection, view,
+               layout: BucketLayout, H: int) -> Tensor:
+    r"""The layer's output :obj:`[entries, F_out]` from the flat outputs of
+    the blocks (:func:`_attend`; :obj:`None`: planning only) of a group of
+    every class of the diagonal and off-diagonal parts with :obj:`H`
+    heads: every entry's outputs gathered in entry order, times
     its classes' scales where the projection has them, times the classes'
     projections in one product, plus its part's bias and the residual
     (the product's addend)."""
@@ -358,6 +405,9 @@ def _projected(slotted: Optional[Tensor], group: _QueryGroup, targets,
 
     entry_slot, entry_part = view_plan(
         view, ('packed_entry_slots', layout.ratio), build)
+    C = len(group.columns)
+    index = _output_rows(view, layout, ENTRY_KIND, C, H, entry_slot,
+                         ('entries', ))
     weight, bias, scales = projection.weight, projection.bias, \
         projection.scales
     addend = projection.residual
@@ -369,12 +419,13 @@ def _projected(slotted: Optional[Tensor], group: _QueryGroup, targets,
             view, ('packed_entry_scales', projection.scales_key,
                    tuple(group.columns)),
             lambda: _entry_scales(scales, group, targets, view))
-    if slotted is None:  # planning only, or no entry at all
+    if not outs_b:  # planning only, or no entry at all
         y = weight.new_zeros(view.num_entries, weight.size(-1))
         return y if addend is None else y + addend
     group_slots = [slots[p][c] for p, c in group.columns]
     weight = select_rows(weight, group_slots).flatten(0, 1)
-    rows = slotted.index_select(0, entry_slot)
+    rows = _flat_outputs(outs_b, False).index_select(0, index).view(
+        -1, C, H, outs_b[0].size(-1))
     if scales is not None:
         rows = rows * entry_scales.to(rows.dtype)[:, :, None, None]
     rows = rows.reshape(rows.size(0), -1)
@@ -478,7 +529,8 @@ def _attend(attention: str, score: Tensor, v: Tensor, hidden: Tensor,
     r"""One bucket, all classes of a group: scores
     :obj:`[G * H, Lq, Lk]`, values :obj:`[G, C, H, Lk, D]`, the keys each
     query does not see :obj:`[G, C, 1, Lq, Lk]` ->
-    :obj:`[G * Lq, C, H, D]`; softmax weights times dropout's factors
+    :obj:`[G * C * H * Lq, D]` (flat, in that order); softmax weights times
+    dropout's factors
     :obj:`drop` :obj:`[G, C, H, Lq, Lk]` where given."""
     G, C, H, Lk, D = v.shape
     Lq = score.size(-2)
@@ -500,7 +552,7 @@ def _attend(attention: str, score: Tensor, v: Tensor, hidden: Tensor,
         if drop is not None:
             weights = weights * drop
         out = product(weights)
-    return out.permute(0, 3, 1, 2, 4).reshape(G * Lq, C, H, D)
+    return out.view(-1, D)
 
 
 def _sparse(on_pairs: bool, classes, targets, view, in_order: int,
