@@ -208,7 +208,6 @@ def _packed(attention: str, on_pairs: bool, ratio: float, classes,
     pairs = in_order == 2 or any(t.part in ('diag', 'off') for t in targets)
     layout = packed_layout(view, pairs, ratio)
     key_blocks: Dict[KeyKinds, List[Tensor]] = {}
-    x_packed: Dict[KeyKinds, Tensor] = {}
     for group in groups:
         kind, kinds = group.kind, group.kinds
         q = part_queries[group.parts[0][0]] if len(group.parts) == 1 \
@@ -228,6 +227,9 @@ def _packed(attention: str, on_pairs: bool, ratio: float, classes,
         k_index = _heads_first_rows(
             view, ('keys', layout.ratio, in_order, pairs, kinds), position,
             layout.counts, widths, H)
+        v_index = _heads_first_rows(  # a key row's every class and head
+            view, ('keys', layout.ratio, in_order, pairs, kinds), position,
+            layout.counts, widths, C * H)
         if making_plans_only():
             if dropout > 0:  # the rows dropout hashes: a plan too
                 _slot_rows(view, group, targets, layout)
@@ -244,11 +246,11 @@ def _packed(attention: str, on_pairs: bool, ratio: float, classes,
         if kinds not in key_blocks:  # the keys of these kinds, once
             key_blocks[kinds] = _heads_first(keys, k_index, layout.counts,
                                              widths)
-            x_packed[kinds] = values.x.index_select(0, position)
         group_slots = [slots[p][c] for p, c in group.columns]
-        v_blocks = blocks(x_packed[kinds] @ select_rows(
-            weight, group_slots).view(C * H * D, -1).t(), layout.counts,
-            widths)
+        # the values of every input row, then the key slots' heads first
+        v_blocks = _heads_first((values.x @ select_rows(
+            weight, group_slots).view(C * H * D, -1).t()).view(
+                -1, C * H, D), v_index, layout.counts, widths)
         drops: List[Optional[Tensor]] = [None] * len(v_blocks)
         if dropout > 0:  # [G, C, H, Lq, Lk], a class at a time
             # the rows dropout hashes: the query rows within their part,
@@ -262,8 +264,8 @@ def _packed(attention: str, on_pairs: bool, ratio: float, classes,
                     position, layout.counts, widths))]
         outs_b = [
             _attend(attention, torch.bmm(q_b, k_b.mT), v_b.view(
-                v_b.size(0), v_b.size(1), C, H, D).permute(0, 2, 3, 1, 4),
-                    hidden, eps, drop)
+                v_b.size(0) // (C * H), C, H, v_b.size(1), D), hidden, eps,
+                drop)
             for q_b, k_b, v_b, hidden, drop in zip(
                 q_blocks, key_blocks[kinds], v_blocks,
                 _hidden(view, key, plan), drops)
