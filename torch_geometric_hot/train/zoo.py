@@ -103,28 +103,29 @@ def plans_batches(spec: 'ModelSpec') -> bool:
 def planning_settings(s: Settings) -> Settings:
     r"""The settings of the model the loader's workers plan batches with
     (:class:`~torch_geometric_hot.data.ModelPlanner`): the plans depend on
-    a batch's indices and the model's structure, not on its width, heads
-    or depth, so the planning copy has one head of 8 channels and at most
-    two blocks (the first and the repeated kind); its planning pass then
-    costs a fraction of the model's forward pass (``docs/ogb.md``).
-    Tested to make the same plans as the model for every model of
-    :data:`MODELS`, for a GPU's
-    layout; the CPU's kernel-attention plans depend on the channels per
-    head (the native kernels' cost rule), so batches for the CPU are
-    planned with the model itself."""
+    a batch's indices and the model's structure (its heads included: the
+    packed attention gathers every head's rows by a planned index), not
+    on its width or depth, so the planning copy keeps the heads, with two
+    channels each (one beyond 8 heads), and at most two blocks (the first
+    and the repeated kind); its planning pass then costs a fraction of the
+    model's forward pass (``docs/ogb.md``). Tested to make the same plans
+    as the model for every model of :data:`MODELS`, for a GPU's layout;
+    the CPU's kernel-attention plans depend on the channels per head (the
+    native kernels' cost rule), so batches for the CPU are planned with
+    the model itself."""
     options = dict(s.options)
-    for name in _HEAD_OPTIONS:
+    for name in _CHANNEL_OPTIONS:
         if name in options:
-            options[name] = 1 if name.endswith('heads') else \
-                min(8, options[name])
-    return s._replace(hidden=min(8, s.hidden), heads=1,
+            options[name] = min(2, options[name])
+    channels = max(1, min(8, s.hidden) // s.heads)
+    return s._replace(hidden=min(s.hidden, s.heads * channels),
                       layers=min(s.layers, 2), dropout=0.0,
                       options=tuple(sorted(options.items())))
 
 
-#: Model options that set heads or channels per head (shrunk by
+#: Model options that set channels per head (shrunk by
 #: :func:`planning_settings`).
-_HEAD_OPTIONS = ('head_channels', 'last_heads', 'last_head_channels')
+_CHANNEL_OPTIONS = ('head_channels', 'last_head_channels')
 
 
 class SpecCall:
