@@ -41,7 +41,7 @@ def same_plans(spec, s: Settings, count: int, layout: str):
     if spec.pre_transform is not None:
         graphs = [spec.pre_transform(copy.copy(g)) for g in graphs]
     want = plans(spec, s, graphs, layout)
-    got = plans(spec, planning_settings(s), graphs, layout)
+    got = plans(spec, planning_settings(s, spec), graphs, layout)
     assert [k for k, _ in got] == [k for k, _ in want]
     for (key, a), (_, b) in zip(got, want):
         assert len(a) == len(b), key
@@ -62,5 +62,6 @@ def test_planning_copy_makes_the_models_plans(name):
 def test_planning_copy_of_a_paper_preset(preset):
     args = parse_args(['--preset', preset])
     s = settings(args, 0, 1)
-    assert planning_settings(s).hidden < s.hidden // 10
+    assert planning_settings(s, configured(args.model[0], s)).hidden < \
+        s.hidden // 10
     assert same_plans(configured(args.model[0], s), s, 6, 'cuda')

@@ -265,7 +265,7 @@ class Run:
         # same plans (zoo.planning_settings); for the CPU's, the model
         if self._planning is None:
             model = self.model if layout.type == 'cpu' else \
-                self.spec.build(planning_settings(self.settings))
+                self.spec.build(planning_settings(self.settings, self.spec))
             self._planning = ModelPlanner(model, SpecCall(self.spec))
         return self._planning
 

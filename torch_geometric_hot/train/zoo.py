@@ -100,32 +100,39 @@ def plans_batches(spec: 'ModelSpec') -> bool:
     return spec.extras is not _no_extras
 
 
-def planning_settings(s: Settings) -> Settings:
+def planning_settings(s: Settings,
+                      spec: Optional['ModelSpec'] = None) -> Settings:
     r"""The settings of the model the loader's workers plan batches with
-    (:class:`~torch_geometric_hot.data.ModelPlanner`): the plans depend on
-    a batch's indices and the model's structure (its heads included: the
-    packed attention gathers every head's rows by a planned index), not
-    on its width or depth, so the planning copy keeps the heads, with two
-    channels each (one beyond 8 heads), and at most two blocks (the first
-    and the repeated kind); its planning pass then costs a fraction of the
-    model's forward pass (``docs/ogb.md``). Tested to make the same plans
+    (:class:`~torch_geometric_hot.data.ModelPlanner`) for the model
+    :obj:`spec` builds: the plans depend on a batch's indices and the
+    model's structure, not on its width or depth, so the planning copy has
+    8 channels and at most two blocks (the first and the repeated kind);
+    its planning pass then costs a fraction of the model's forward pass
+    (``docs/ogb.md``). A model on a pair view (:obj:`spec` :obj:`None`
+    counts as one) keeps its heads, two channels each (one beyond 8
+    heads): its packed attention gathers every head's rows by a planned
+    index. The others plan with one head. Tested to make the same plans
     as the model for every model of :data:`MODELS`, for a GPU's layout;
     the CPU's kernel-attention plans depend on the channels per head (the
     native kernels' cost rule), so batches for the CPU are planned with
     the model itself."""
+    per_head = spec is None or spec.extras is _pair_view
+    heads = s.heads if per_head else 1
+    channels = max(1, min(8, s.hidden) // heads)
     options = dict(s.options)
-    for name in _CHANNEL_OPTIONS:
-        if name in options:
-            options[name] = min(2, options[name])
-    channels = max(1, min(8, s.hidden) // s.heads)
-    return s._replace(hidden=min(s.hidden, s.heads * channels),
+    for name in _HEAD_OPTIONS:
+        if name in options and name.endswith('heads'):
+            options[name] = options[name] if per_head else 1
+        elif name in options:
+            options[name] = min(2 if per_head else 8, options[name])
+    return s._replace(hidden=min(s.hidden, heads * channels), heads=heads,
                       layers=min(s.layers, 2), dropout=0.0,
                       options=tuple(sorted(options.items())))
 
 
-#: Model options that set channels per head (shrunk by
+#: Model options that set heads or channels per head (shrunk by
 #: :func:`planning_settings`).
-_CHANNEL_OPTIONS = ('head_channels', 'last_head_channels')
+_HEAD_OPTIONS = ('head_channels', 'last_heads', 'last_head_channels')
 
 
 class SpecCall:

@@ -223,13 +223,13 @@ def _packed(attention: str, on_pairs: bool, ratio: float, classes,
         q_index = _heads_first_rows(
             view, ('query', layout.ratio, pairs, kind),
             layout.slots[kind].taken_row, layout.counts,
-            layout.slots[kind].widths, H)
+            layout.slots[kind].widths, H, q.size(0))
         k_index = _heads_first_rows(
             view, ('keys', layout.ratio, in_order, pairs, kinds), position,
-            layout.counts, widths, H)
+            layout.counts, widths, H, keys.size(0))
         v_index = _heads_first_rows(  # a key row's every class and head
             view, ('keys', layout.ratio, in_order, pairs, kinds), position,
-            layout.counts, widths, C * H)
+            layout.counts, widths, C * H, values.x.size(0))
         if making_plans_only():
             if dropout > 0:  # the rows dropout hashes: a plan too
                 _slot_rows(view, group, targets, layout)
@@ -289,16 +289,18 @@ def _output_rows(view, layout: BucketLayout, kind: str, classes: int,
     :obj:`key` (which tells the layouts of one view apart)."""
     def build() -> Tensor:
         CH = classes * heads
-        device = row_slot.device
-        within = torch.arange(CH, device=device)
+        widths = layout.slots[kind].widths
+        kw = dict(device=row_slot.device, dtype=index_dtype(
+            sum(c * w for c, w in zip(layout.counts, widths)) * CH + 1))
+        within = torch.arange(CH, **kw)
         slot_rows, first = [], 0
-        for count, width in zip(layout.counts, layout.slots[kind].widths):
-            graph = torch.arange(count, device=device).view(-1, 1, 1)
-            position = torch.arange(width, device=device).view(1, -1, 1)
+        for count, width in zip(layout.counts, widths):
+            graph = torch.arange(count, **kw).view(-1, 1, 1)
+            position = torch.arange(width, **kw).view(1, -1, 1)
             slot_rows.append((first + (graph * CH + within) * width +
                               position).view(-1, CH))
             first += count * CH * width
-        slot_rows.append(torch.full((1, CH), first, device=device))
+        slot_rows.append(torch.full((1, CH), first, **kw))
         return torch.cat(slot_rows).index_select(0, row_slot).view(-1)
 
     return view_plan(view, ('packed_output_rows', layout.ratio, kind,
@@ -499,19 +501,29 @@ def _key_kind_groups(part: Sequence[EquivariantClass], on_pairs: bool,
 
 
 def _heads_first_rows(view, key: Hashable, rows: Tensor, counts: List[int],
-                      widths: List[int], heads: int) -> Tensor:
-    r"""The rows of :obj:`x.reshape(-1, r)` (:obj:`x` :obj:`[N, heads, r]`)
-    that :func:`_heads_first` gathers to lay out the rows :obj:`rows` of
-    :obj:`x` heads first, kept with the view under :obj:`key`: per bucket
-    :obj:`[counts[b], heads, widths[b]]` (row times :obj:`heads` plus
-    head)."""
+                      widths: List[int], heads: int, num_rows: int) -> Tensor:
+    r"""The rows of :obj:`x.reshape(-1, r)` (:obj:`x` :obj:`[num_rows,
+    heads, r]`) that :func:`_heads_first` gathers to lay out the rows
+    :obj:`rows` of :obj:`x` heads first, kept with the view under
+    :obj:`key`: per bucket :obj:`[counts[b], heads, widths[b]]` (row times
+    :obj:`heads` plus head)."""
     def build() -> Tensor:
-        head = torch.arange(heads, device=rows.device).view(1, heads, 1)
-        return torch.cat([(b.unsqueeze(1) * heads + head).reshape(-1)
+        dtype = index_dtype(num_rows * heads)
+        head = torch.arange(heads, device=rows.device, dtype=dtype).view(
+            1, heads, 1)
+        return torch.cat([(b.to(dtype).unsqueeze(1) * heads + head).view(-1)
                           for b in blocks(rows, counts, widths)]) \
-            if counts else rows[:0]
+            if counts else rows[:0].to(dtype)
 
     return view_plan(view, ('packed_heads_first', heads) + key, build)
+
+
+def index_dtype(size: int) -> torch.dtype:
+    r"""The dtype of a planned index into :obj:`size` rows: 32-bit where
+    it holds them (half the memory of a batch's plans: these indices
+    number rows times classes times heads), else 64-bit."""
+    return torch.int32 if size <= torch.iinfo(torch.int32).max else \
+        torch.int64
 
 
 def _heads_first(x: Tensor, index: Tensor, counts: List[int],
