@@ -109,22 +109,21 @@ def planning_settings(s: Settings,
     8 channels and at most two blocks (the first and the repeated kind);
     its planning pass then costs a fraction of the model's forward pass
     (``docs/ogb.md``). A model on a pair view (:obj:`spec` :obj:`None`
-    counts as one) keeps its heads, two channels each (one beyond 8
-    heads): its packed attention gathers every head's rows by a planned
-    index. The others plan with one head. Tested to make the same plans
-    as the model for every model of :data:`MODELS`, for a GPU's layout;
+    counts as one) keeps its heads, the 8 channels shared among them (at
+    least one each): its packed attention gathers every head's rows by a
+    planned index. The others plan with one head. Tested to make the same
+    plans as the model for every model of :data:`MODELS`, for a GPU's layout;
     the CPU's kernel-attention plans depend on the channels per head (the
     native kernels' cost rule), so batches for the CPU are planned with
     the model itself."""
     per_head = spec is None or spec.extras is _pair_view
     heads = s.heads if per_head else 1
-    channels = max(1, min(8, s.hidden) // heads)
+    channels = max(1, min(8, s.hidden) // heads)  # per head
     options = dict(s.options)
     for name in _HEAD_OPTIONS:
-        if name in options and name.endswith('heads'):
-            options[name] = options[name] if per_head else 1
-        elif name in options:
-            options[name] = min(2 if per_head else 8, options[name])
+        if name in options:
+            options[name] = (options[name] if per_head else 1) \
+                if name.endswith('heads') else min(channels, options[name])
     return s._replace(hidden=min(s.hidden, heads * channels), heads=heads,
                       layers=min(s.layers, 2), dropout=0.0,
                       options=tuple(sorted(options.items())))

@@ -307,13 +307,17 @@ def _output_rows(view, layout: BucketLayout, kind: str, classes: int,
                             classes, heads) + key, build)
 
 
-def _flat_outputs(outs_b: List[Tensor], zero_row: bool) -> Tensor:
-    r"""The flat outputs of a group's blocks :obj:`[*, D]` one after the
-    other, then with :obj:`zero_row` a zero row (read by rows without a
-    slot)."""
+def _gathered_outputs(outs_b: List[Tensor], index: Tensor, C: int, H: int,
+                      zero_row: bool) -> Tensor:
+    r"""The outputs :obj:`[rows, C, H, D]` that :obj:`index`
+    (:func:`_output_rows`) gathers from the flat outputs of a group's
+    blocks :obj:`[*, D]`, one after the other, then with :obj:`zero_row` a
+    zero row (read by rows without a slot)."""
+    D = outs_b[0].size(-1)
     if zero_row:
-        outs_b = outs_b + [outs_b[0].new_zeros(1, outs_b[0].size(-1))]
-    return outs_b[0] if len(outs_b) == 1 else torch.cat(outs_b)
+        outs_b = outs_b + [outs_b[0].new_zeros(1, D)]
+    flat = outs_b[0] if len(outs_b) == 1 else torch.cat(outs_b)
+    return flat.index_select(0, index).view(-1, C, H, D)
 
 
 def _slot_outputs(outs_b: Optional[List[Tensor]], view,
@@ -328,8 +332,7 @@ def _slot_outputs(outs_b: Optional[List[Tensor]], view,
     if outs_b is None:
         return None
     # every node and entry has a slot, an empty graph none
-    return _flat_outputs(outs_b, kind == 'graph').index_select(
-        0, index).view(-1, C, H, outs_b[0].size(-1))
+    return _gathered_outputs(outs_b, index, C, H, kind == 'graph')
 
 
 class _QueryGroup(NamedTuple):
@@ -428,8 +431,7 @@ def _projected(outs_b: Optional[List[Tensor]], group: _QueryGroup,
         return y if addend is None else y + addend
     group_slots = [slots[p][c] for p, c in group.columns]
     weight = select_rows(weight, group_slots).flatten(0, 1)
-    rows = _flat_outputs(outs_b, False).index_select(0, index).view(
-        -1, C, H, outs_b[0].size(-1))
+    rows = _gathered_outputs(outs_b, index, C, H, False)
     if scales is not None:
         rows = rows * entry_scales.to(rows.dtype)[:, :, None, None]
     rows = rows.reshape(rows.size(0), -1)
