@@ -14,6 +14,7 @@ from torch import Tensor
 
 from torch_geometric_hot.ops.attention.dropout import block_factors, \
     class_seed, draw_seed
+from torch_geometric_hot.ops.attention.kernel_average import kernel_average
 from torch_geometric_hot.ops.attention.pairs import softmax_class_attention
 from torch_geometric_hot.ops.attention.projection import Projection, \
     project_outputs
@@ -551,23 +552,17 @@ def _attend(attention: str, score: Tensor, v: Tensor, hidden: Tensor,
     G, C, H, Lk, D = v.shape
     Lq = score.size(-2)
     score = score.view(G, 1, H, Lq, Lk)
-
-    def product(weights: Tensor) -> Tensor:  # one flat batched product
-        return torch.bmm(weights.reshape(G * C * H, Lq, Lk),
-                         v.reshape(G * C * H, Lk, D)).view(G, C, H, Lq, D)
-
     if attention == 'kernel':  # a row without keys: 0 / eps
-        weights = score.masked_fill(hidden, 0)
-        den = weights.sum(-1, keepdim=True).clamp(min=eps)
-        out = product(weights) / den
-    else:
-        # the weights of the keys a row does not see are exactly 0, all of
-        # them in a row without keys (which then outputs 0)
-        weights = torch.softmax(score.masked_fill(
-            hidden, torch.finfo(score.dtype).min), -1).masked_fill(hidden, 0)
-        if drop is not None:
-            weights = weights * drop
-        out = product(weights)
+        return kernel_average(score, v, hidden, eps).view(-1, D)
+    # the weights of the keys a row does not see are exactly 0, all of
+    # them in a row without keys (which then outputs 0)
+    weights = torch.softmax(score.masked_fill(
+        hidden, torch.finfo(score.dtype).min), -1).masked_fill(hidden, 0)
+    if drop is not None:
+        weights = weights * drop
+    # one flat batched product
+    out = torch.bmm(weights.reshape(G * C * H, Lq, Lk),
+                    v.reshape(G * C * H, Lk, D))
     return out.view(-1, D)
 
 
