@@ -10,7 +10,7 @@ from torch_geometric_hot.nn.equivariant_linear import EquivariantLinear, \
     run_as_one, stacked_outputs
 from torch_geometric_hot.ops.basis import group_by_part, output_parts, \
     select_classes
-from torch_geometric_hot.ops.equivariant import part_order
+from torch_geometric_hot.ops.equivariant import in_part_order
 from torch_geometric_hot.ops.feature_maps import KERNELS, FeatureMap
 from torch_geometric_hot.ops.attention.hot import SIZE_SCALERS, \
     Projection, ValueProjection, hot_class_attention
@@ -270,7 +270,7 @@ class HOTConv(torch.nn.Module):
         rows after the other's (diagonal, then off-diagonal entries)."""
         if self.out_order != 2:
             return q
-        return q.index_select(0, part_order(view))
+        return in_part_order(q, view)
 
     def __repr__(self) -> str:
         kernel = f', kernel={self.kernel!r}' if self.feature_map else ''

@@ -14,7 +14,10 @@ import torch
 from torch import Tensor
 
 from torch_geometric_hot.ops.basis import EquivariantClass
+from torch_geometric_hot.ops.layout_device import layout_device
 from torch_geometric_hot.ops.plan_cache import view_plan
+from torch_geometric_hot.ops.planned_gather import gather_rows, \
+    inverse_index
 from torch_geometric_hot.ops.scatter import scatter_sum
 
 Index = Tuple[Tensor, Optional[Tensor]]  # gather positions, optional mask
@@ -278,3 +281,16 @@ def part_order(view) -> Tensor:
     with the view."""
     return view_plan(view, 'part_order',
                      lambda: torch.cat([view.diag_pos, view.off_pos]))
+
+
+def in_part_order(x: Tensor, view) -> Tensor:
+    r"""The rows of :obj:`x` (one per entry) in :func:`part_order`. Off the
+    CPU's layout the backward pass is a gather by the inverse order (a
+    plan), not a scatter
+    (:func:`~torch_geometric_hot.ops.planned_gather.gather_rows`)."""
+    order = part_order(view)
+    if layout_device(x) == 'cpu':
+        return x.index_select(0, order)
+    inverse = view_plan(view, 'part_order_inverse', lambda: inverse_index(
+        order, torch.ones_like(order, dtype=torch.bool), order.numel()))
+    return gather_rows(x, order, inverse)

@@ -98,6 +98,11 @@ class Slots(NamedTuple):
     widths: List[int]
     taken_row: Tensor
 
+    @property
+    def taken(self) -> Tensor:
+        r"""Which slots hold a row :obj:`[S]` (bool)."""
+        return self.slot_row < self.row_slot.numel()
+
 
 def bucket_slots(row_graph: Tensor, num_graphs: int, order: Tensor,
                  first: Tensor, total: int, widths: List[int],

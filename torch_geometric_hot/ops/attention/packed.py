@@ -25,6 +25,8 @@ from torch_geometric_hot.ops.key_groups import KEY_ROWS, exclusion_ids, \
     summary_keys
 from torch_geometric_hot.ops.part_bias import part_bias, part_indicator
 from torch_geometric_hot.ops.plan_cache import making_plans_only, view_plan
+from torch_geometric_hot.ops.planned_gather import gather_rows, \
+    inverse_index
 from torch_geometric_hot.ops.pooled_combination import ValueProjection
 from torch_geometric_hot.ops.row_selection import select_rows
 from torch_geometric_hot.ops.size_buckets import BUCKET_RATIO, \
@@ -217,20 +219,22 @@ def _packed(attention: str, on_pairs: bool, ratio: float, classes,
         members = [(classes[p][c], targets[p], starts[p])
                    for p, c in group.columns]
         C = len(members)
-        position, widths = _key_rows([cls for cls, _, _ in members], view,
-                                     in_order, pairs, layout, kinds)
+        position, taken, widths = _key_rows([cls for cls, _, _ in members],
+                                            view, in_order, pairs, layout,
+                                            kinds)
         key, plan = _cached_plan(members, q.size(0), kind, view, in_order,
                                  exact, layout, kinds)
+        query_slots = layout.slots[kind]
         q_index = _heads_first_rows(
             view, ('query', layout.ratio, pairs, kind),
-            layout.slots[kind].taken_row, layout.counts,
-            layout.slots[kind].widths, H, q.size(0))
+            query_slots.taken_row, query_slots.taken, layout.counts,
+            query_slots.widths, H, q.size(0))
         k_index = _heads_first_rows(
             view, ('keys', layout.ratio, in_order, pairs, kinds), position,
-            layout.counts, widths, H, keys.size(0))
+            taken, layout.counts, widths, H, keys.size(0))
         v_index = _heads_first_rows(  # a key row's every class and head
             view, ('keys', layout.ratio, in_order, pairs, kinds), position,
-            layout.counts, widths, C * H, values.x.size(0))
+            taken, layout.counts, widths, C * H, values.x.size(0))
         if making_plans_only():
             if dropout > 0:  # the rows dropout hashes: a plan too
                 _slot_rows(view, group, targets, layout)
@@ -503,20 +507,27 @@ def _key_kind_groups(part: Sequence[EquivariantClass], on_pairs: bool,
     return {kinds: sorted(c for members in groups.values() for c in members)}
 
 
-def _heads_first_rows(view, key: Hashable, rows: Tensor, counts: List[int],
-                      widths: List[int], heads: int, num_rows: int) -> Tensor:
+def _heads_first_rows(view, key: Hashable, rows: Tensor, taken: Tensor,
+                      counts: List[int], widths: List[int], heads: int,
+                      num_rows: int) -> Tuple[Tensor, Optional[Tensor]]:
     r"""The rows of :obj:`x.reshape(-1, r)` (:obj:`x` :obj:`[num_rows,
     heads, r]`) that :func:`_heads_first` gathers to lay out the rows
-    :obj:`rows` of :obj:`x` heads first, kept with the view under
-    :obj:`key`: per bucket :obj:`[counts[b], heads, widths[b]]` (row times
-    :obj:`heads` plus head)."""
-    def build() -> Tensor:
+    :obj:`rows` of :obj:`x` heads first, per bucket :obj:`[counts[b],
+    heads, widths[b]]` (row times :obj:`heads` plus head), and the
+    gather's :func:`~torch_geometric_hot.ops.planned_gather.inverse_index`
+    (the slots :obj:`taken` read their rows; padded slots are masked out or
+    dropped after), kept with the view under :obj:`key`."""
+    def build() -> Tuple[Tensor, Optional[Tensor]]:
         dtype = index_dtype(num_rows * heads)
+        if not counts:
+            return rows[:0].to(dtype), None
         head = torch.arange(heads, device=rows.device, dtype=dtype).view(
             1, heads, 1)
-        return torch.cat([(b.to(dtype).unsqueeze(1) * heads + head).view(-1)
-                          for b in blocks(rows, counts, widths)]) \
-            if counts else rows[:0].to(dtype)
+        index = torch.cat([(b.to(dtype).unsqueeze(1) * heads + head).view(-1)
+                           for b in blocks(rows, counts, widths)])
+        real = torch.cat([b.unsqueeze(1).expand(-1, heads, -1).reshape(-1)
+                          for b in blocks(taken, counts, widths)])
+        return index, inverse_index(index, real, num_rows * heads)
 
     return view_plan(view, ('packed_heads_first', heads) + key, build)
 
@@ -529,15 +540,15 @@ def index_dtype(size: int) -> torch.dtype:
         torch.int64
 
 
-def _heads_first(x: Tensor, index: Tensor, counts: List[int],
-                 widths: List[int]) -> List[Tensor]:
+def _heads_first(x: Tensor, index: Tuple[Tensor, Optional[Tensor]],
+                 counts: List[int], widths: List[int]) -> List[Tensor]:
     r"""Rows of :obj:`x` :obj:`[N, H, r]` as one block
     :obj:`[counts[b] * H, widths[b], r]` per bucket, a graph slot's heads
     side by side (the batch of the score products): one gather of the
-    (row, head) pairs in that order (:func:`_heads_first_rows`), views
-    after it."""
+    (row, head) pairs in that order (:func:`_heads_first_rows`: the index
+    and its inverse), views after it."""
     H, r = x.shape[1:]
-    return blocks(x.reshape(-1, r).index_select(0, index),
+    return blocks(gather_rows(x.reshape(-1, r), *index),
                   [c * H for c in counts], widths)
 
 
@@ -597,31 +608,40 @@ def _sparse(on_pairs: bool, classes, targets, view, in_order: int,
 
 def _key_rows(classes: Sequence[EquivariantClass], view, in_order: int,
               pairs: bool, layout: BucketLayout, kinds: KeyKinds
-              ) -> Tuple[Tensor, List[int]]:
+              ) -> Tuple[Tensor, Tensor, List[int]]:
     r"""The input row of every key slot of :obj:`kinds` (row 0 for
-    padding: padded keys are masked out), the slots of each graph those of
-    every kind one after the other, and the key slots per graph of every
-    bucket."""
-    def build() -> Tuple[Tensor, List[int]]:
-        per_kind = []
+    padding: padded keys are masked out) and whether it is taken (not
+    padding), the slots of each graph those of every kind one after the
+    other, and the key slots per graph of every bucket."""
+    def build() -> Tuple[Tensor, Tensor, List[int]]:
+        rows, taken = [], []
         for kind in kinds:
             summary = next(cls.pool[0] for cls in classes
                            if KEY_ROWS[cls.pool[0]] == kind)
-            rows = summary_keys(summary, view, in_order).position.index_select(
-                0, layout.slots[kind].taken_row)
-            per_kind.append(layout.blocks(rows, kind))
+            slots = layout.slots[kind]
+            rows.append(layout.blocks(summary_keys(
+                summary, view, in_order).position.index_select(
+                    0, slots.taken_row), kind))
+            taken.append(layout.blocks(slots.taken, kind))
         widths = [sum(b.size(1) for b in kind_blocks)
-                  for kind_blocks in zip(*per_kind)]
+                  for kind_blocks in zip(*rows)]
         if not widths:  # no graph with key slots (an empty batch)
-            return layout.slots[kinds[0]].taken_row, widths
-        if len(kinds) == 1:
-            return torch.cat([b.reshape(-1) for b in per_kind[0]]), widths
-        position = torch.cat([torch.cat(kind_blocks, 1).reshape(-1)
-                              for kind_blocks in zip(*per_kind)])
-        return position, widths
+            slots = layout.slots[kinds[0]]
+            return slots.taken_row, slots.taken, widths
+        return _side_by_side(rows), _side_by_side(taken), widths
 
     return view_plan(view, ('packed_key_rows', in_order, pairs, kinds,
                             layout.ratio), build)
+
+
+def _side_by_side(per_kind: List[List[Tensor]]) -> Tensor:
+    r"""Blocks of slots of one or more kinds (per kind, per bucket
+    :obj:`[blocks, width]`) as one flat tensor, each graph's slots of every
+    kind one after the other."""
+    if len(per_kind) == 1:
+        return torch.cat([b.reshape(-1) for b in per_kind[0]])
+    return torch.cat([torch.cat(kind_blocks, 1).reshape(-1)
+                      for kind_blocks in zip(*per_kind)])
 
 
 #: A class of a group, with its output part and the first row of that
