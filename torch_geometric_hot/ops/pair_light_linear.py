@@ -219,31 +219,13 @@ def _one_operator(x: Tensor, weight: Tensor) -> bool:
     return native.applies(x, weight)
 
 
-class _RowsWithZero(torch.autograd.Function):
-    # rows of x [P, C] with a zero row P appended: its backward scatters
-    # into P + 1 rows and hands back the first P as a view (autograd's pad
-    # would add a copy of them)
-    @staticmethod
-    def forward(ctx, x: Tensor, index: Tensor) -> Tensor:
-        ctx.save_for_backward(index)
-        ctx.rows = x.size(0)
-        return torch.nn.functional.pad(x, (0, 0, 0, 1)).index_select(
-            0, index)
-
-    @staticmethod
-    def backward(ctx, grad: Tensor):
-        index, = ctx.saved_tensors
-        out = grad.new_zeros(ctx.rows + 1, grad.size(1))
-        return out.index_add_(0, index, grad)[:-1], None
-
-
 def _gathered_linear(x: Tensor, weight: Tensor, bias: Optional[Tensor],
                      slots: Tensor, parts: Tensor) -> Tensor:
     r"""The light layer as a gather of every entry's five terms' rows
     (:func:`light_slots`) and one product, under autograd."""
     P, C = x.shape
-    terms = _RowsWithZero.apply(x, slots.view(-1)).view(
-        P, slots.size(1) * C)
+    terms = torch.nn.functional.pad(x, (0, 0, 0, 1)).index_select(
+        0, slots.view(-1)).view(P, slots.size(1) * C)
     weight = weight.reshape(-1, weight.size(-1))
     if bias is None:
         return terms @ weight
