@@ -11,7 +11,7 @@ import molecule_batches  # noqa: E402
 #: custom operators counted (docs/benchmarks.md, "Operators per training
 #: step"): about what the models reach, so that no change adds launches
 #: unnoticed, within the targets of 1.5x (HOT) and 1.0x (TokenGT).
-TARGETS = {'hot_kernel': (1.3, 1.3), 'hot_softmax': (1.1, 1.0),
+TARGETS = {'hot_kernel': (1.25, 1.2), 'hot_softmax': (1.1, 1.0),
            'tokengt_softmax': (0.7, 0.6), 'tokengt_performer': (0.9, 0.9)}
 
 
