@@ -42,20 +42,22 @@ def inverse_index(index: Tensor, real: Tensor,
     :rtype: :class:`torch.Tensor` :obj:`[num_rows]` (of :obj:`index`'s
         dtype) or :obj:`None`
     """
-    read = index[real].long()
-    if read.numel() and torch.bincount(read, minlength=num_rows).max() > 1:
-        return None
-    position = torch.arange(index.numel(), device=index.device,
-                            dtype=index.dtype)
-    inverse = torch.full((num_rows, ), -1, device=index.device,
+    count = index.numel()
+    # padding positions write a spare row; a row read twice covers fewer
+    # rows than there are taken positions
+    target = torch.where(real, index.long(), num_rows)
+    inverse = torch.full((num_rows + 1, ), -1, device=index.device,
                          dtype=index.dtype)
-    inverse[read] = position[real]
-    unread = inverse < 0
-    if bool(unread.any()):
-        padding = position[~real]
-        if padding.numel() == 0:
+    inverse.index_copy_(0, target, torch.arange(
+        count, device=index.device, dtype=index.dtype))
+    spare, inverse = inverse[num_rows], inverse[:num_rows]
+    read = inverse >= 0
+    if int(read.sum()) != int(real.sum()):
+        return None
+    if not bool(read.all()):
+        if spare < 0:
             return None
-        inverse[unread] = padding[0]
+        inverse = inverse.masked_fill(~read, spare)
     return inverse
 
 
