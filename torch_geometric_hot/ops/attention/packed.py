@@ -228,13 +228,13 @@ def _packed(attention: str, on_pairs: bool, ratio: float, classes,
         q_index = _heads_first_rows(
             view, ('query', layout.ratio, pairs, kind),
             query_slots.taken_row, query_slots.taken, layout.counts,
-            query_slots.widths, H, q.size(0))
+            query_slots.widths, H, q.size(0), merged)
         k_index = _heads_first_rows(
             view, ('keys', layout.ratio, in_order, pairs, kinds), position,
-            taken, layout.counts, widths, H, keys.size(0))
+            taken, layout.counts, widths, H, keys.size(0), merged)
         v_index = _heads_first_rows(  # a key row's every class and head
             view, ('keys', layout.ratio, in_order, pairs, kinds), position,
-            taken, layout.counts, widths, C * H, values.x.size(0))
+            taken, layout.counts, widths, C * H, values.x.size(0), merged)
         if making_plans_only():
             if dropout > 0:  # the rows dropout hashes: a plan too
                 _slot_rows(view, group, targets, layout)
@@ -509,13 +509,15 @@ def _key_kind_groups(part: Sequence[EquivariantClass], on_pairs: bool,
 
 def _heads_first_rows(view, key: Hashable, rows: Tensor, taken: Tensor,
                       counts: List[int], widths: List[int], heads: int,
-                      num_rows: int) -> Tuple[Tensor, Optional[Tensor]]:
+                      num_rows: int, invert: bool
+                      ) -> Tuple[Tensor, Optional[Tensor]]:
     r"""The rows of :obj:`x.reshape(-1, r)` (:obj:`x` :obj:`[num_rows,
     heads, r]`) that :func:`_heads_first` gathers to lay out the rows
     :obj:`rows` of :obj:`x` heads first, per bucket :obj:`[counts[b],
-    heads, widths[b]]` (row times :obj:`heads` plus head), and the
-    gather's :func:`~torch_geometric_hot.ops.planned_gather.inverse_index`
-    (the slots :obj:`taken` read their rows; padded slots are masked out or
+    heads, widths[b]]` (row times :obj:`heads` plus head), and with
+    :obj:`invert` (launch-bound devices) the gather's
+    :func:`~torch_geometric_hot.ops.planned_gather.inverse_index` (the
+    slots :obj:`taken` read their rows; padded slots are masked out or
     dropped after), kept with the view under :obj:`key`."""
     def build() -> Tuple[Tensor, Optional[Tensor]]:
         dtype = index_dtype(num_rows * heads)
@@ -525,6 +527,8 @@ def _heads_first_rows(view, key: Hashable, rows: Tensor, taken: Tensor,
             1, heads, 1)
         index = torch.cat([(b.to(dtype).unsqueeze(1) * heads + head).view(-1)
                            for b in blocks(rows, counts, widths)])
+        if not invert:
+            return index, None
         real = torch.cat([b.unsqueeze(1).expand(-1, heads, -1).reshape(-1)
                           for b in blocks(taken, counts, widths)])
         return index, inverse_index(index, real, num_rows * heads)
