@@ -23,19 +23,19 @@ import torch
 from torch import Tensor
 
 
-def inverse_index(index: Tensor, real: Tensor,
+def inverse_index(index: Tensor, taken: Tensor,
                   num_rows: int) -> Optional[Tensor]:
     r"""The position of :obj:`index` that reads each of :obj:`num_rows`
-    rows, for :func:`gather_rows`: among the positions :obj:`real`, the
+    rows, for :func:`gather_rows`: among the positions :obj:`taken`, the
     one that reads it, and for a row that none reads, a position outside
-    :obj:`real` (its gradient is zero). :obj:`None` where that does not
-    exist: a row read twice by positions of :obj:`real`, or a row read by
+    :obj:`taken` (its gradient is zero). :obj:`None` where that does not
+    exist: a row read twice by positions of :obj:`taken`, or a row read by
     none of them and no position outside them. It reads the values of
     :obj:`index` (a device synchronisation, on a GPU).
 
     Args:
         index (torch.Tensor): The rows that each position reads :obj:`[M]`.
-        real (torch.Tensor): The positions whose gradient may be nonzero
+        taken (torch.Tensor): The positions whose gradient may be nonzero
             :obj:`[M]` (bool).
         num_rows (int): The rows gathered from.
 
@@ -45,14 +45,14 @@ def inverse_index(index: Tensor, real: Tensor,
     count = index.numel()
     # padding positions write a spare row; a row read twice covers fewer
     # rows than there are taken positions
-    target = torch.where(real, index.long(), num_rows)
+    target = torch.where(taken, index.long(), num_rows)
     inverse = torch.full((num_rows + 1, ), -1, device=index.device,
                          dtype=index.dtype)
     inverse.index_copy_(0, target, torch.arange(
         count, device=index.device, dtype=index.dtype))
     spare, inverse = inverse[num_rows], inverse[:num_rows]
     read = inverse >= 0
-    if int(read.sum()) != int(real.sum()):
+    if int(read.sum()) != int(taken.sum()):
         return None
     if not bool(read.all()):
         if spare < 0:
@@ -79,7 +79,7 @@ def gather_rows(x: Tensor, index: Tensor,
     :obj:`grad.index_select(0, inverse)` where :obj:`inverse`
     (:func:`inverse_index`) is given: the caller guarantees a zero
     gradient at every position that :obj:`inverse_index` was told is not
-    real."""
+    taken."""
     if inverse is None:
         return x.index_select(0, index)
     return _GatherRows.apply(x, index, inverse)

@@ -529,9 +529,10 @@ def _heads_first_rows(view, key: Hashable, rows: Tensor, taken: Tensor,
                            for b in blocks(rows, counts, widths)])
         if not invert:
             return index, None
-        real = torch.cat([b.unsqueeze(1).expand(-1, heads, -1).reshape(-1)
-                          for b in blocks(taken, counts, widths)])
-        return index, inverse_index(index, real, num_rows * heads)
+        taken_heads = torch.cat([
+            b.unsqueeze(1).expand(-1, heads, -1).reshape(-1)
+            for b in blocks(taken, counts, widths)])
+        return index, inverse_index(index, taken_heads, num_rows * heads)
 
     return view_plan(view, ('packed_heads_first', heads) + key, build)
 
