@@ -64,14 +64,15 @@ class PlanCache:
                 plan depends on.
             build (callable): Makes the plan.
         """
+        plans: Optional[Dict[Hashable, object]] = self.__dict__.get(
+            '_plans')
+        if plans is not None and key in plans:
+            return plans[key]  # type: ignore[return-value]
         if torch.compiler.is_compiling():  # no side effects while tracing
-            planned = self.__dict__.get('_plans', {})
-            return planned[key] if key in planned else build()
-        plans: Dict[Hashable, object] = self.__dict__.setdefault(
-            '_plans', {})
-        if key not in plans:
-            plans[key] = build()
-        return plans[key]  # type: ignore[return-value]
+            return build()
+        plan = build()
+        self.__dict__.setdefault('_plans', {})[key] = plan
+        return plan
 
     def apply(self, fn: Callable[[Tensor], Tensor]) -> 'PlanCache':
         r"""A copy with :obj:`fn` applied to every tensor it holds, those
