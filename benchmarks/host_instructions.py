@@ -16,14 +16,22 @@ foreach Adam step, as on a GPU), the setup excluded. Ratios are to
 ``gps_multihead``. It needs valgrind, and each model takes a few minutes.
 
 What it does not see: the launches themselves (a GPU driver call per
-kernel, ``molecule_batches.py --count-ops`` counts those), and the
-arithmetic and its threads, which it does count, at a small size.
+kernel, ``molecule_batches.py --count-ops`` counts those). What it sees
+that a GPU's host does not: the arithmetic, which the CPU runs itself. The
+count is therefore also split by function: the instructions of the CPU's
+arithmetic and memory kernels (:data:`KERNEL_SYMBOLS`: MKL and oneDNN,
+ATen's vectorised loops, reductions, gathers and scatters, libc's
+``memset``/``memcpy``), work a GPU runs on the device, and the rest, the
+host's own work (Python, dispatch, autograd, allocation, shape and
+metadata), with its ratio to ``gps_multihead``. The split goes by symbol
+names, so it is an estimate; the kernels' share grows with the size.
 
     python benchmarks/host_instructions.py \
         --out benchmarks/results/host_instructions.json
 """
 import argparse
 import os
+import re
 import shutil
 import sys
 from typing import Callable, Dict, List, Optional
@@ -36,6 +44,21 @@ from harness import software_versions, write_json  # noqa: E402
 
 MODELS = ('gps_multihead', 'hot_kernel', 'hot_softmax', 'tokengt_softmax',
           'tokengt_performer')
+
+#: Symbols of the CPU's arithmetic and memory kernels, the work that a GPU
+#: runs on the device: MKL's and oneDNN's products, ATen's vectorised and
+#: element loops and its reductions, the loops of its gathers and
+#: scatters, and libc's memory fills and copies.
+KERNEL_SYMBOLS = re.compile(
+    r'mkl_|dnnl|gemm|blas|Vectorized|loop_2d_from_1d|basic_loop|'
+    r'serial_for_each|_sum<|row_sum|index_select_out_cpu_|index_add_cpu|'
+    r'cpu_kernel|_kernel\(|kernel_impl|__mem(set|cpy|move|cmp)')
+
+
+def is_kernel(symbol: str) -> bool:
+    r"""Whether the function :obj:`symbol` (callgrind's name for it) is one
+    of the CPU's arithmetic or memory kernels (:data:`KERNEL_SYMBOLS`)."""
+    return KERNEL_SYMBOLS.search(symbol) is not None
 
 
 def prepare(name: str, batch_size: int, width: int,
@@ -72,9 +95,11 @@ def prepare(name: str, batch_size: int, width: int,
     return step
 
 
-def instructions(name: str, args: argparse.Namespace) -> float:
-    r"""Instructions per step of model :obj:`name`: callgrind's count of
-    :obj:`args.steps` steps in a process of its own, over the steps."""
+def instructions(name: str, args: argparse.Namespace) -> Dict[str, float]:
+    r"""Instructions per step of model :obj:`name`, callgrind's count of
+    :obj:`args.steps` steps in a process of its own over the steps:
+    :obj:`total`, and the share of the CPU's kernels (:func:`is_kernel`,
+    each function's own instructions), :obj:`kernels`."""
     from torch.utils.benchmark import Timer
     here = os.path.dirname(os.path.abspath(__file__))
     setup = (f'import sys; sys.path.insert(0, {here!r}); '
@@ -88,7 +113,11 @@ def instructions(name: str, args: argparse.Namespace) -> float:
             number=args.steps, repeats=1)[0]
     finally:
         os.environ['PATH'] = path
-    return stats.counts(denoise=True) / args.steps
+    kernels = sum(count for count, symbol in
+                  stats.as_standardized().stats(inclusive=False)
+                  if is_kernel(symbol))
+    return dict(total=stats.counts(denoise=True) / args.steps,
+                kernels=kernels / args.steps)
 
 
 def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
@@ -116,18 +145,27 @@ def main(argv: Optional[List[str]] = None) -> Dict:
         raise SystemExit('host_instructions.py needs valgrind (callgrind)')
     counts = {}
     for name in args.models:
-        counts[name] = instructions(name, args)
-        print(f'{name:<20} {counts[name] / 1e6:8.2f} M instructions per '
-              f'step', flush=True)
+        counts[name] = count = instructions(name, args)
+        print(f'{name:<20} {count["total"] / 1e6:8.2f} M instructions per '
+              f'step, {count["kernels"] / 1e6:.2f} M of them in the '
+              f'kernels', flush=True)
     base = counts['gps_multihead']
+    base_host = base['total'] - base['kernels']
+    models = {}
     for name, count in counts.items():
-        print(f'{name:<20} {count / base:6.2f}x gps_multihead')
+        host = count['total'] - count['kernels']
+        models[name] = dict(instructions=count['total'],
+                            to_gps_multihead=count['total'] / base['total'],
+                            kernel_instructions=count['kernels'],
+                            host_instructions=host,
+                            host_to_gps_multihead=host / base_host)
+        print(f'{name:<20} {models[name]["to_gps_multihead"]:6.2f}x '
+              f'gps_multihead, without the kernels '
+              f'{models[name]["host_to_gps_multihead"]:6.2f}x')
     result = dict(settings=dict(batch_size=args.batch_size, width=args.width,
                                 steps=args.steps, layout='cuda',
                                 versions=software_versions()),
-                  models={name: dict(instructions=count,
-                                     to_gps_multihead=count / base)
-                          for name, count in counts.items()})
+                  models=models)
     if args.out:
         write_json(args.out, result)
     return result

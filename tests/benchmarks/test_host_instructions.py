@@ -31,3 +31,22 @@ def test_prepared_step_trains_and_leaves_no_setting_behind(tmp_path):
     assert any(not torch.equal(b, p)
                for b, p in zip(before, step.model.parameters()))
     assert layout_device(torch.zeros(1)) == 'cpu' and validating()
+
+
+@pytest.mark.parametrize('symbol,kernel', [
+    ('???:mkl_blas_avx2_sgemm_kernel_nocopy_NN_b0', True),
+    ('???:void c10::function_ref<void (char**, long const*, long, long)>::'
+     'callback_fn<at::native::AVX2::VectorizedLoop2d<at::native::(anonymous '
+     'namespace)::add_kernel', True),
+    ('???:at::native::index_select_out_cpu_(at::Tensor const&, long, '
+     'at::Tensor const&, at::Tensor&)', True),
+    ('./string/../sysdeps/x86_64/multiarch/memset-vec-unaligned-erms.S:'
+     '__memset_avx2_unaligned_erms', True),
+    ('/tmp/Python-3.11.7/Python/ceval.c:_PyEval_EvalFrameDefault', False),
+    ('???:c10::Dispatcher::callBoxed(c10::OperatorHandle const&, '
+     'std::vector<c10::IValue>*) const', False),
+    ('???:torch::autograd::Engine::evaluate_function(...)', False),
+    ('./malloc/malloc.c:_int_malloc', False),
+])
+def test_kernel_symbols_are_the_cpus_arithmetic(symbol, kernel):
+    assert host_instructions.is_kernel(symbol) is kernel
