@@ -40,8 +40,9 @@
 # and synthetic molecule-like graphs otherwise (--synthetic; printed at
 # the top of molecules_eager.log); scripts/offline_wheels.sh downloads
 # their wheels for a machine that lacks them. Budget: GPU_CHECK_SECONDS
-# (9 minutes) and the packing; about 8 minutes on one H200 (each step has its own time
-# limit below; the compiled table's is the largest, as inductor compiles
+# (9 minutes) and the packing; about 8 minutes on one H200 (each step has
+# its own time limit below; the compiled table's is the largest, as
+# inductor compiles
 # each model's training and inference graphs cold: on a 2-core CPU HOT's
 # take about 2 minutes per model; step 6 runs only when it ends within
 # GPU_CHECK_SECONDS).

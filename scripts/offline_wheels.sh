@@ -12,8 +12,9 @@
 # There:  python3 -m pip install --no-index --no-deps --target /tmp/site \
 #             DIR/*.whl && export PYTHONPATH=/tmp/site
 #
-# The versions are those this repository's tests run with, so that the
-# offline data (RDKit's NCI molecules) is the same on both machines.
+# The versions are pinned to those the tests here run with (move them
+# together), so that the offline data (RDKit's NCI molecules) and its
+# featurisation are the same on both machines.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
