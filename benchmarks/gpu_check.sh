@@ -42,10 +42,9 @@
 # their wheels for a machine that lacks them. Budget: GPU_CHECK_SECONDS
 # (9 minutes) and the packing; about 8 minutes on one H200 (each step has
 # its own time limit below; the compiled table's is the largest, as
-# inductor compiles
-# each model's training and inference graphs cold: on a 2-core CPU HOT's
-# take about 2 minutes per model; step 6 runs only when it ends within
-# GPU_CHECK_SECONDS).
+# inductor compiles each model's training and inference graphs cold: on a
+# 2-core CPU HOT's take about 2 minutes per model; step 6 runs only when
+# it ends within GPU_CHECK_SECONDS).
 set -u
 DEVICE=cuda
 if [ "${1:-}" = "--device" ]; then DEVICE=$2; shift 2; fi
