@@ -6,7 +6,10 @@
 # TORCH_GEOMETRIC_HOT_SCATTER=torch and TORCH_GEOMETRIC_HOT_NATIVE=off, so
 # that the pure-torch fallbacks are exercised too. Before them, flake8
 # checks the style and the documentation site is built and its doctests
-# run. Extra arguments are passed to pytest.
+# run. Both pytest runs spread the tests over one worker process per core
+# (pytest-xdist; every test runs on one torch thread, see tests/conftest.py);
+# TEST_WORKERS sets the number of workers, 0 runs them in this process.
+# Extra arguments are passed to pytest.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -23,7 +26,8 @@ echo "test: flake8 found nothing"
 
 # pytest's exit code 5 ("no tests collected") is a failure here: the suite
 # is never empty, so an empty run means something is broken.
-"$py" -m pytest tests "$@"
+workers=(-n "${TEST_WORKERS:-auto}")
+"$py" -m pytest "${workers[@]}" tests "$@"
 
 core=()
 for d in tests/ops tests/nn tests/data tests/devices; do
@@ -32,4 +36,4 @@ done
 echo "test: re-running ${core[*]} with the pure-torch backends" \
      "(TORCH_GEOMETRIC_HOT_SCATTER=torch, TORCH_GEOMETRIC_HOT_NATIVE=off)"
 TORCH_GEOMETRIC_HOT_SCATTER=torch TORCH_GEOMETRIC_HOT_NATIVE=off \
-    "$py" -m pytest "${core[@]}" "$@"
+    "$py" -m pytest "${workers[@]}" "${core[@]}" "$@"
